@@ -1,0 +1,48 @@
+"""Command-line front end: ``odeflow <command>``.
+
+Each command lives in its own module with a ``register(subparsers)`` function
+that adds its parser and sets ``func`` (returning the exit code). Errors in the
+user's input print ``odeflow: error: <field>: <why>`` and exit 2; a failed solve
+exits 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from ..errors import SolveError, ValidationError
+
+#: Modules under odeflow.cli that register a command, in help order.
+COMMANDS = ("run",)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="odeflow",
+        description="Training dynamics of a 1-layer transformer (Scan and Snap) as ODEs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"{__name__}.{name}").register(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except ValidationError as exc:
+        print(f"odeflow: error: {exc}", file=sys.stderr)
+        return 2
+    except SolveError as exc:
+        print(f"odeflow: solve failed: {exc}", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""Run configuration files: a data model plus optional run settings, in TOML.
+
+Schema::
+
+    vocab_size = 30                 # the data model (see DataModel.from_dict)
+    [[classes]]
+    next_token = 1
+    query_token = 0
+    tokens = [10, 11]
+    probs = [0.4, 0.6]
+
+    [run]                           # optional; command-line flags override it
+    flow = "exact"
+    eta_y = 1.0
+    eta_z = 0.1
+    t_end = 1e4
+    method = "auto"
+    rtol = 1e-8
+    atol = 1e-10
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .data import DataModel, validate_positive
+from .errors import ValidationError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+#: Keys allowed in the ``[run]`` table and how each is checked.
+RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
+            "rtol": float, "atol": float}
+
+
+def parse_config(text: str) -> tuple[DataModel, dict]:
+    """Parse TOML text into ``(data_model, run_options)``; errors name the field."""
+    if not isinstance(text, str):
+        raise ValidationError("config", f"must be text, got {type(text).__name__}")
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError("config", f"not valid TOML: {exc}") from None
+    run = doc.pop("run", {})
+    if not isinstance(run, dict):
+        raise ValidationError("run", "must be a table")
+    options = {}
+    for key, value in run.items():
+        if key not in RUN_KEYS:
+            raise ValidationError(f"run.{key}", f"unknown key; allowed: {sorted(RUN_KEYS)}")
+        if RUN_KEYS[key] is float:
+            options[key] = validate_positive(value, f"run.{key}")
+        elif not isinstance(value, str):
+            raise ValidationError(f"run.{key}", f"must be a string, got {value!r}")
+        else:
+            options[key] = value
+    if "data" in doc and "vocab_size" not in doc:
+        doc = doc["data"]
+    return DataModel.from_dict(doc), options
+
+
+def load_config(path) -> tuple[DataModel, dict]:
+    """Read a configuration file; see :func:`parse_config`."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise ValidationError("config", f"cannot read {str(path)!r}: {exc.strerror}") from None
+    return parse_config(text)

@@ -1,0 +1,41 @@
+"""Exceptions raised by odeflow.
+
+Every error caused by what a user passed in is a :class:`ValidationError`, a
+subclass of :class:`ValueError`, whose message names the offending field and
+value. A solver that fails raises :class:`SolveError`, carrying scipy's message
+and statistics.
+"""
+
+from __future__ import annotations
+
+
+class ValidationError(ValueError):
+    """Invalid user input; the message names the field and the value.
+
+    Parameters
+    ----------
+    field : str
+        Dotted name of the offending field, e.g. ``"classes[1].probs"``.
+    message : str
+        Why the value is invalid.
+    """
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class SolveError(RuntimeError):
+    """An ODE solve that did not reach the end of its time span.
+
+    Parameters
+    ----------
+    message : str
+        scipy's own message, prefixed with what was being solved.
+    stats : dict
+        Solver statistics (method, nfev, njev, status, ...) up to the failure.
+    """
+
+    def __init__(self, message: str, stats: dict | None = None):
+        self.stats = dict(stats or {})
+        super().__init__(message)

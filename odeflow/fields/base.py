@@ -1,0 +1,110 @@
+"""The base class every vector field derives from.
+
+A vector field owns its state layout: it builds the initial state, evaluates
+the right-hand side (and, where it can, the analytic Jacobian) on the flat
+state vector that :func:`scipy.integrate.solve_ivp` integrates, and turns the
+solver's output back into a :class:`odeflow.trajectory.Trajectory`. The solve
+entry point (:func:`odeflow.solve`) knows nothing else about a field.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from ..data import DataModel, validate_positive
+from ..errors import ValidationError
+
+
+def initial_logits(data: DataModel, z0) -> np.ndarray:
+    """Full initial logits of the query rows in use, shape ``(q, M)``.
+
+    Parameters
+    ----------
+    data : DataModel
+    z0 : None, ndarray of shape (q, M), or mapping {query_token: array of length M}
+        ``Z(0)``; zero by default (the paper's initial condition).
+    """
+    q, M = data.query_tokens.size, data.vocab_size
+    out = np.zeros((q, M))
+    if z0 is None:
+        return out
+    if isinstance(z0, dict):
+        for m, row in z0.items():
+            qi = data.query_index(m)
+            out[qi] = _logit_row(row, M, f"z0[{m}]")
+        return out
+    arr = np.asarray(z0, dtype=float)
+    if arr.shape != (q, M):
+        raise ValidationError("z0", f"must have shape (queries={q}, M={M}), got {arr.shape}")
+    for qi in range(q):
+        out[qi] = _logit_row(arr[qi], M, f"z0[{int(data.query_tokens[qi])}]")
+    return out
+
+
+def _logit_row(row, M, name) -> np.ndarray:
+    row = np.asarray(row, dtype=float)
+    if row.shape != (M,):
+        raise ValidationError(name, f"must have length M = {M}, got shape {row.shape}")
+    if not np.all(np.isfinite(row)):
+        raise ValidationError(name, "must be finite")
+    return row
+
+
+class VectorField(ABC):
+    """A right-hand side ``dy/dt = F(t, y)`` on a flat state vector.
+
+    Parameters
+    ----------
+    data : DataModel
+    eta_y, eta_z : float
+        Learning rates of the decoder ``Y`` and the attention logits ``Z``
+        (Eqns 3-4); finite and positive.
+    z0 : optional
+        Initial logits, see :func:`initial_logits`.
+    """
+
+    #: Name used by ``odeflow.solve(flow=...)``.
+    name: str = ""
+    #: True when :meth:`jacobian` returns the analytic Jacobian.
+    has_jacobian: bool = False
+
+    def __init__(self, data: DataModel, eta_y: float, eta_z: float, z0=None):
+        if not isinstance(data, DataModel):
+            raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
+        self.data = data
+        self.eta_y = validate_positive(eta_y, "eta_y")
+        self.eta_z = validate_positive(eta_z, "eta_z")
+        self.z_base = initial_logits(data, z0)
+        self.nfev = 0
+        self.njev = 0
+
+    @property
+    @abstractmethod
+    def size(self) -> int:
+        """Length of the flat state vector."""
+
+    @abstractmethod
+    def initial_state(self) -> np.ndarray:
+        """The flat state at ``t = 0``."""
+
+    @abstractmethod
+    def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
+        """``dy/dt`` at ``(t, y)``."""
+
+    def jacobian(self, t: float, y: np.ndarray) -> np.ndarray:
+        """Analytic ``dF/dy`` (only when :attr:`has_jacobian`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no analytic Jacobian")
+
+    def jac_sparsity(self):
+        """Sparsity pattern of ``dF/dy`` for finite-difference Jacobians, or None."""
+        return None
+
+    @abstractmethod
+    def trajectory(self, t: np.ndarray, states: np.ndarray, stats: dict):
+        """Build a :class:`~odeflow.trajectory.Trajectory` from states of shape (n, size)."""
+
+    def parameters(self) -> dict:
+        """JSON-able description of the field's parameters (saved with results)."""
+        return {"flow": self.name, "eta_y": self.eta_y, "eta_z": self.eta_z}

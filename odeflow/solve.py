@@ -1,0 +1,224 @@
+"""The one solve entry point: :func:`solve` wraps :func:`scipy.integrate.solve_ivp`.
+
+It looks up the vector field for ``flow`` (one module per level under
+:mod:`odeflow.fields`), picks the integrator, passes the analytic Jacobian to
+implicit methods, shows progress on long solves, and returns a
+:class:`~odeflow.trajectory.Trajectory` with the solver statistics. A failed
+solve raises :class:`~odeflow.errors.SolveError` with scipy's message; it is
+never swallowed.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from .errors import SolveError, ValidationError
+from .fields import FLOWS
+from .fields.base import VectorField
+
+#: Methods of solve_ivp that odeflow accepts.
+METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
+#: Methods that use a Jacobian.
+IMPLICIT = ("Radau", "BDF", "LSODA")
+#: Largest state for which the dense analytic Jacobian is formed (memory ~ size^2).
+DENSE_JACOBIAN_LIMIT = 2500
+
+
+def default_t_eval(t0: float, t_end: float, per_decade: int = 40, max_points: int = 600):
+    """Log-spaced output times: ``t0``, then geometric spacing up to ``t_end``.
+
+    The dynamics span decades (``h ~ t`` early, ``h ~ ln t`` late, CF2), so a
+    linear grid would waste its points.
+    """
+    lo = max(min(1e-2, (t_end - t0) / 100.0), t0 if t0 > 0 else 0.0)
+    if lo <= 0:
+        lo = (t_end - t0) / 100.0
+    decades = max(math.log10(t_end / lo), 1.0)
+    n = int(min(max_points, max(50, per_decade * decades)))
+    grid = np.geomspace(lo, t_end, n)
+    grid = grid[grid > t0]
+    return np.concatenate([[t0], grid])
+
+
+def choose_method(field: VectorField) -> str:
+    """The default integrator for ``method="auto"``.
+
+    Measured by ``benchmarks/bench_methods.py`` (figures in ``docs/benchmarks.md``):
+    on syn-small at ``rtol=1e-8`` LSODA needs the fewest right-hand sides and the
+    least wall time of Radau, BDF, LSODA, RK45 and DOP853 at every learning-rate
+    ratio tried, and it switches to its stiff (BDF) mode with our analytic
+    Jacobian when the problem turns stiff. Above :data:`DENSE_JACOBIAN_LIMIT`
+    state entries a dense Jacobian is too costly, so ``RK45`` is used. A field
+    may name its own choice in ``preferred_method``.
+    """
+    preferred = getattr(field, "preferred_method", None)
+    if preferred:
+        return preferred
+    if field.size <= DENSE_JACOBIAN_LIMIT:
+        return "LSODA"
+    return "RK45"
+
+
+def _check_span(t_span) -> tuple[float, float]:
+    try:
+        t0, t_end = (float(x) for x in t_span)
+    except (TypeError, ValueError):
+        raise ValidationError("t_span", f"must be a pair (t0, t_end), got {t_span!r}") from None
+    if not (math.isfinite(t0) and t0 >= 0):
+        raise ValidationError("t_span", f"t0 must be finite and >= 0, got {t0!r}")
+    if not (math.isfinite(t_end) and t_end > 0):
+        raise ValidationError("t_end", f"must be finite and > 0, got {t_end!r}")
+    if t_end <= t0:
+        raise ValidationError("t_end", f"must exceed t0 = {t0!r}, got {t_end!r}")
+    return t0, t_end
+
+
+def _check_t_eval(t_eval, t0, t_end) -> np.ndarray:
+    arr = np.asarray(t_eval, dtype=float)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValidationError("t_eval", "must be a non-empty one-dimensional array")
+    if not np.all(np.isfinite(arr)):
+        raise ValidationError("t_eval", "must be finite")
+    if np.any(np.diff(arr) <= 0):
+        raise ValidationError("t_eval", "must be strictly increasing")
+    if arr[0] < t0 or arr[-1] > t_end:
+        raise ValidationError("t_eval", f"must lie in t_span [{t0:g}, {t_end:g}]")
+    return arr
+
+
+class _Progress:
+    """A tqdm bar over log-time, advanced from inside the right-hand side."""
+
+    def __init__(self, t0, t_end, enabled, desc):
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=1000, desc=desc, unit="‰ log-t", leave=False,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| t={postfix}")
+            self.scale = math.log1p(t_end - t0)
+            self.t0 = t0
+            self.done = 0
+
+    def update(self, t):
+        if self.bar is None:
+            return
+        pos = int(1000 * math.log1p(max(t - self.t0, 0.0)) / self.scale)
+        if pos > self.done:
+            self.bar.update(min(pos, 1000) - self.done)
+            self.done = min(pos, 1000)
+            self.bar.set_postfix_str(f"{t:.3g}", refresh=False)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
+          t_span=(0.0, 1e4), t_eval=None, method: str = "auto", rtol: float = 1e-8,
+          atol: float = 1e-10, z0=None, progress: bool | None = None, **flow_options):
+    """Integrate the training dynamics of a data model with scipy.
+
+    Parameters
+    ----------
+    data : DataModel
+        The data distribution (sequence classes, weights, vocabulary size).
+    flow : {"exact", "reduced", "snap"}
+        ``"exact"``: Level E, the population gradient flow of Lemma 1 (Eqns
+        3-4, 7). ``"reduced"``: Level R, Theorem 1 (Eqns 8-10, 44). ``"snap"``:
+        the scalar system of Sec. 6 (Eqns 13-14).
+    eta_y, eta_z : float
+        Learning rates of the decoder and of the attention logits.
+    t_span : (float, float)
+        ``(t0, t_end)``.
+    t_eval : array_like, optional
+        Output times; log-spaced by default (:func:`default_t_eval`).
+    method : str
+        ``"auto"`` (see :func:`choose_method`) or a method of ``solve_ivp``
+        (``Radau``, ``BDF``, ``LSODA``, ``RK45``, ``DOP853``, ``RK23``).
+    rtol, atol : float
+        Tolerances passed to ``solve_ivp``.
+    z0 : optional
+        Initial logits (``Z(0)``; zero by default).
+    progress : bool, optional
+        Show a progress bar; by default only when stderr is a terminal.
+    **flow_options
+        Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``).
+
+    Returns
+    -------
+    Trajectory
+        With ``stats`` = ``{method, nfev, njev, nlu, status, message,
+        wall_time, rhs_calls, jac_calls}``.
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field.
+    SolveError
+        When ``solve_ivp`` fails or the solution is not finite.
+    """
+    if flow not in FLOWS:
+        raise ValidationError("flow", f"unknown flow {flow!r}; choose one of {sorted(FLOWS)}")
+    t0, t_end = _check_span(t_span)
+    rtol = _positive_tol(rtol, "rtol")
+    atol = _positive_tol(atol, "atol")
+    t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    field = FLOWS[flow](data, eta_y, eta_z, z0=z0, **flow_options)
+    if method == "auto":
+        method = choose_method(field)
+    elif method not in METHODS:
+        raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
+                              f"{list(METHODS)}")
+    kwargs = {}
+    if method in IMPLICIT:
+        if field.has_jacobian and field.size <= DENSE_JACOBIAN_LIMIT:
+            kwargs["jac"] = field.jacobian
+        elif method != "LSODA" and field.jac_sparsity() is not None:
+            kwargs["jac_sparsity"] = field.jac_sparsity()
+    if progress is None:
+        progress = sys.stderr.isatty()
+    bar = _Progress(t0, t_end, progress, desc=f"{flow} flow ({method})")
+
+    def rhs(t, y):
+        bar.update(t)
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            return field.rhs(t, y)
+
+    start = time.perf_counter()
+    try:
+        sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
+                        t_eval=t_eval, rtol=rtol, atol=atol, **kwargs)
+    except FloatingPointError as exc:
+        raise SolveError(f"{flow} flow ({method}): floating-point error in the right-hand "
+                         f"side: {exc}", {"method": method, "rhs_calls": field.nfev}) from None
+    finally:
+        bar.close()
+    stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
+             "nlu": int(sol.nlu), "status": int(sol.status), "message": str(sol.message),
+             "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
+             "jac_calls": field.njev, "rtol": rtol, "atol": atol,
+             "analytic_jacobian": "jac" in kwargs, "n_state": field.size}
+    if not sol.success:
+        raise SolveError(f"{flow} flow ({method}) failed at t = {sol.t[-1] if sol.t.size else t0:g}"
+                         f": {sol.message}", stats)
+    if not np.all(np.isfinite(sol.y)):
+        raise SolveError(f"{flow} flow ({method}): the solution is not finite", stats)
+    traj = field.trajectory(sol.t, sol.y.T, stats)
+    traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
+    return traj
+
+
+def _positive_tol(value, name) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(name, f"must be a number, got {value!r}") from None
+    if not (math.isfinite(x) and x > 0):
+        raise ValidationError(name, f"must be finite and > 0, got {value!r}")
+    return x

@@ -1,0 +1,265 @@
+"""The result of a solve (or of a training run): a :class:`Trajectory`.
+
+A trajectory stores the *lumped* state over time (logits of the query tokens
+in use over the active tokens, the lumped decoder, and any scalar series a
+flow records) and un-lumps on access, so the accessors return full
+``M``-length quantities while storage stays independent of ``M``.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .data import DataModel
+from .errors import ValidationError
+from .io import atomic_write
+from .numerics import lumped_objective, normalised_features
+
+#: Format tag written into saved files.
+FILE_FORMAT = "odeflow-trajectory/1"
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return value
+
+
+class Trajectory:
+    """Time series of the dynamics, with un-lumping accessors.
+
+    Parameters
+    ----------
+    data : DataModel
+    t : ndarray, shape (n,)
+    z_active : ndarray, shape (n, q, L)
+        Logits of the query tokens in use (``data.query_tokens``) over the
+        active tokens (``data.active_tokens``).
+    z_base : ndarray, shape (q, M)
+        Logits at ``t = 0`` over all tokens; inactive tokens keep these values.
+    decoder_lumped : ndarray, shape (n, R, L), optional
+        Lumped decoder (see :class:`odeflow.fields.exact.ExactFlow`).
+    series : dict of str -> ndarray, optional
+        Extra recorded series with time as the first axis (``margin``,
+        ``drive``, ``gamma_integral``, ...).
+    stats : dict, optional
+        Solver statistics: ``method, nfev, njev, nlu, status, message, wall_time``.
+    meta : dict, optional
+        Parameters of the run (flow, learning rates, tolerances, ...).
+    """
+
+    def __init__(self, data: DataModel, t, z_active, z_base, decoder_lumped=None,
+                 series=None, stats=None, meta=None):
+        self.data = data
+        self.t = np.asarray(t, dtype=float)
+        self.z_active = np.asarray(z_active, dtype=float)
+        self.z_base = np.asarray(z_base, dtype=float)
+        self.decoder_lumped = None if decoder_lumped is None else np.asarray(decoder_lumped)
+        self.series = {k: np.asarray(v) for k, v in (series or {}).items()}
+        self.stats = dict(stats or {})
+        self.meta = dict(meta or {})
+        n, q, L = self.z_active.shape
+        if n != self.t.size or q != data.query_tokens.size or L != data.active_tokens.size:
+            raise ValueError(f"z_active has shape {self.z_active.shape}, inconsistent with "
+                             f"t ({self.t.size}) and the data model")
+
+    def __repr__(self) -> str:
+        return (f"Trajectory(flow={self.flow!r}, n={self.t.size}, "
+                f"t=[{self.t[0]:g}, {self.t[-1]:g}], data={self.data!r})")
+
+    @property
+    def flow(self) -> str:
+        """Which process produced this trajectory (``exact``, ``reduced``, ``sgd``, ...)."""
+        return str(self.meta.get("flow", "unknown"))
+
+    # ----------------------------------------------------------- accessors
+    def logits(self, query_token: int) -> np.ndarray:
+        """``z_m(t)`` over all ``M`` tokens, shape ``(n, M)``."""
+        qi = self.data.query_index(query_token)
+        out = np.repeat(self.z_base[qi][None, :], self.t.size, axis=0)
+        out[:, self.data.active_tokens] = self.z_active[:, qi, :]
+        return out
+
+    def _class_logits(self) -> np.ndarray:
+        """Active-token logits of each class's query, shape (n, K, L)."""
+        return self.z_active[:, self.data.class_query_index, :]
+
+    def _active_features(self) -> tuple[np.ndarray, np.ndarray]:
+        return normalised_features(self.data.active_log_probs, self._class_logits())
+
+    def _dense(self, active: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.t.size, self.data.vocab_size))
+        out[:, self.data.active_tokens] = active
+        return out
+
+    def attention(self, next_token: int) -> np.ndarray:
+        """``f_n(t)`` (attention output, sums to one), shape ``(n, M)`` (Eqn 5)."""
+        i = self.data.class_index(next_token)
+        f, _ = normalised_features(self.data.active_log_probs[i], self.z_active[
+            :, self.data.class_query_index[i], :])
+        return self._dense(f)
+
+    def features(self, next_token: int) -> np.ndarray:
+        """``f^_n(t) = c~_n / ||c~_n||_2``, shape ``(n, M)`` (Eqn 6)."""
+        i = self.data.class_index(next_token)
+        _, fh = normalised_features(self.data.active_log_probs[i], self.z_active[
+            :, self.data.class_query_index[i], :])
+        return self._dense(fh)
+
+    @property
+    def _lumped_layout(self) -> tuple[np.ndarray, int]:
+        K, M = self.data.num_classes, self.data.vocab_size
+        mult = np.ones(K + (1 if M > K else 0))
+        if M > K:
+            mult[-1] = M - K
+        return np.log(mult), K
+
+    @property
+    def decoder(self) -> np.ndarray:
+        """``Y(t)``, shape ``(n, M, M)`` (rows: outputs; columns: tokens)."""
+        Yl = self._require_decoder()
+        K, M = self.data.num_classes, self.data.vocab_size
+        out = np.zeros((self.t.size, M, M))
+        if M > K:
+            out[:, :, self.data.active_tokens] = Yl[:, K:K + 1, :]
+        rows = self.data.next_tokens
+        out[:, rows[:, None], self.data.active_tokens[None, :]] = Yl[:, :K, :]
+        return out
+
+    def _require_decoder(self) -> np.ndarray:
+        if self.decoder_lumped is None:
+            raise ValidationError("decoder", f"flow {self.flow!r} records no decoder")
+        return self.decoder_lumped
+
+    @property
+    def objective(self) -> np.ndarray:
+        """``J(t)`` of Eqn 2 (maximised), shape ``(n,)``."""
+        Yl = self._require_decoder()
+        log_mult, _ = self._lumped_layout
+        _, F = self._active_features()
+        return lumped_objective(Yl, F, np.asarray(self.data.weights), log_mult)
+
+    # ------------------------------------------- Eqn 11 quantities (any flow)
+    def growth_factor(self, next_token: int, token: int) -> np.ndarray:
+        """``chi_l(t) = exp(2 (z_ml(t) - z_ml(0))) - 1`` for ``m = psi(n)`` (Theorem 3)."""
+        i = self.data.class_index(next_token)
+        z = self.logits(int(self.data.query_tokens[self.data.class_query_index[i]]))[:, token]
+        return np.expm1(2.0 * (z - z[0]))
+
+    def relative_gain(self, next_token: int, token: int, other: int) -> np.ndarray:
+        """``r_{l/l'|n}(t) = f^_nl(t)^2/f^_nl'(t)^2 - f^_nl(0)^2/f^_nl'(0)^2`` (Eqn 11).
+
+        Computed from log-probabilities and logits, so no normalisation enters.
+        """
+        i = self.data.class_index(next_token)
+        probs = self.data.probs(next_token)
+        for name, tok in (("token", token), ("other", other)):
+            if not 0 <= tok < self.data.vocab_size or probs[tok] <= 0:
+                raise ValidationError(name, f"token {tok} is not in the support of class "
+                                      f"{next_token}")
+        z = self.logits(int(self.data.query_tokens[self.data.class_query_index[i]]))
+        log_ratio = np.log(probs[token]) - np.log(probs[other]) + z[:, token] - z[:, other]
+        ratio2 = np.exp(2.0 * log_ratio)
+        return ratio2 - ratio2[0]
+
+    # ------------------------------------------------------- recorded series
+    def _series(self, name: str) -> np.ndarray:
+        if name not in self.series:
+            raise ValidationError(
+                name, f"not recorded by flow {self.flow!r}; recorded: {sorted(self.series)} "
+                "(see odeflow.diagnostics for estimates from an exact-flow trajectory)")
+        return self.series[name]
+
+    def _per_class(self, values: np.ndarray) -> np.ndarray:
+        """(n, K) -> (n,) when the weights are uniform (one shared margin)."""
+        if values.ndim == 2 and self.data.uniform_weights:
+            return values[:, 0]
+        return values
+
+    @property
+    def margin(self) -> np.ndarray:
+        """Decoder logit margin ``h(t)`` (Eqn 44): shape (n,) for uniform weights, else (n, K)."""
+        return self._per_class(self._series("margin"))
+
+    @property
+    def gamma(self) -> np.ndarray:
+        """Speed-control coefficient ``gamma = h (M-1) / (exp(h) + M - 1)`` (Eqn 9, Theorem 1).
+
+        Same shape as :attr:`margin`; written with ``exp(-h)`` so it never overflows.
+        """
+        h = self._series("margin")
+        M = self.data.vocab_size
+        decay = np.exp(-h)
+        return self._per_class(h * (M - 1) * decay / (1.0 + (M - 1) * decay))
+
+    @property
+    def gamma_integral(self) -> np.ndarray:
+        """``Gamma(t) = int_0^t gamma ds`` (Eqn 128), same shape as :attr:`margin`."""
+        return self._per_class(self._series("gamma_integral"))
+
+    def B(self, next_token: int) -> np.ndarray:  # noqa: N802 (the paper's symbol)
+        """``B_n(t) = eta_Z pi_n int_0^t gamma xi_n ds`` (Eqn 98), shape (n,)."""
+        return self._series("B")[:, self.data.class_index(next_token)]
+
+    def xi(self, next_token: int) -> np.ndarray:
+        """``xi_n = sum_{n' != n} beta_{nn'} f^_n . f^_n'`` (spec section 4), shape (n,).
+
+        ``beta`` is the one the flow used (``meta["beta"]``; ``1/(M-1)`` off the
+        diagonal by default).
+        """
+        i = self.data.class_index(next_token)
+        K, M = self.data.num_classes, self.data.vocab_size
+        beta = np.asarray(self.meta.get("beta", np.full((K, K), 1.0 / (M - 1))), dtype=float)
+        _, F = self._active_features()
+        overlaps = np.einsum("tl,tkl->tk", F[:, i, :], F)
+        weights = beta[i].copy()
+        weights[i] = 0.0
+        return overlaps @ weights
+
+    # ---------------------------------------------------------------- files
+    def save(self, path) -> Path:
+        """Write ``.npz`` (arrays + JSON metadata), atomically (temp file + rename)."""
+        arrays = {"t": self.t, "z_active": self.z_active, "z_base": self.z_base}
+        if self.decoder_lumped is not None:
+            arrays["decoder_lumped"] = self.decoder_lumped
+        for k, v in self.series.items():
+            arrays[f"series__{k}"] = v
+        metadata = {"format": FILE_FORMAT, "data": self.data.to_dict(),
+                    "stats": _jsonable(self.stats), "meta": _jsonable(self.meta)}
+        arrays["metadata"] = np.array(json.dumps(metadata))
+
+        def write(fh):
+            buf = io.BytesIO()
+            np.savez_compressed(buf, **arrays)
+            fh.write(buf.getvalue())
+
+        return atomic_write(path, write)
+
+    @classmethod
+    def load(cls, path) -> Trajectory:
+        """Read a file written by :meth:`save`."""
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                arrays = {k: npz[k] for k in npz.files}
+        except (OSError, ValueError) as exc:
+            raise ValidationError("path", f"cannot read trajectory {str(path)!r}: {exc}") from None
+        try:
+            metadata = json.loads(str(arrays.pop("metadata")))
+        except KeyError:
+            raise ValidationError("path", f"{str(path)!r} is not an odeflow trajectory") from None
+        if metadata.get("format") != FILE_FORMAT:
+            raise ValidationError("path", f"unknown format {metadata.get('format')!r}")
+        series = {k[len("series__"):]: v for k, v in arrays.items() if k.startswith("series__")}
+        return cls(DataModel.from_dict(metadata["data"]), arrays["t"], arrays["z_active"],
+                    arrays["z_base"], decoder_lumped=arrays.get("decoder_lumped"),
+                    series=series, stats=metadata["stats"], meta=metadata["meta"])
