@@ -1,7 +1,8 @@
 """Command-line front end: ``odeflow <command>``.
 
-Each command lives in its own module with a ``register(subparsers)`` function
-that adds its parser and sets ``func`` (returning the exit code). Errors in the
+Each command lives in its own module under ``odeflow.cli`` with a
+``register(subparsers)`` function that adds its parser and sets ``func``
+(returning the exit code); every such module is picked up, ``run`` first. Errors in the
 user's input print ``odeflow: error: <field>: <why>`` and exit 2; a failed solve
 exits 3.
 """
@@ -10,12 +11,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import pkgutil
 import sys
 
 from ..errors import SolveError, ValidationError
 
-#: Modules under odeflow.cli that register a command, in help order.
-COMMANDS = ("run",)
+
+
+def command_modules() -> list[str]:
+    """Names of the modules under odeflow.cli that register a command (``run`` first)."""
+    names = [m.name for m in pkgutil.iter_modules(__path__) if m.name != "common"]
+    return sorted(names, key=lambda n: (n != "run", n))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,8 +29,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="odeflow",
         description="Training dynamics of a 1-layer transformer (Scan and Snap) as ODEs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMANDS:
-        importlib.import_module(f"{__name__}.{name}").register(sub)
+    for name in command_modules():
+        module = importlib.import_module(f"{__name__}.{name}")
+        if hasattr(module, "register"):
+            module.register(sub)
     return parser
 
 
