@@ -28,7 +28,8 @@ def atomic_write(path, write: Callable, binary: bool = True) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "wb" if binary else "w", **({} if binary else {"encoding": "utf-8"})) as fh:
+        mode = {"mode": "wb"} if binary else {"mode": "w", "encoding": "utf-8"}
+        with os.fdopen(fd, **mode) as fh:
             write(fh)
             fh.flush()
             os.fsync(fh.fileno())

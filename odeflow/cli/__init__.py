@@ -17,7 +17,6 @@ import sys
 from ..errors import SolveError, ValidationError
 
 
-
 def command_modules() -> list[str]:
     """Names of the modules under odeflow.cli that register a command (``run`` first)."""
     names = [m.name for m in pkgutil.iter_modules(__path__) if m.name != "common"]

@@ -1,0 +1,59 @@
+"""Project hygiene: the docs build with warnings as errors, ruff is clean, the CLI runs."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_docs_build_without_warnings(tmp_path):
+    pytest.importorskip("sphinx")
+    pytest.importorskip("myst_parser")
+    result = subprocess.run([sys.executable, "-m", "sphinx", "-W", "-q", "-b", "html",
+                             str(ROOT / "docs"), str(tmp_path / "html")],
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_ruff_clean():
+    ruff = shutil.which("ruff")
+    if ruff is None:
+        pytest.skip("ruff not installed (it is in the test extras)")
+    result = subprocess.run([ruff, "check", "."], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def run_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "odeflow", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def test_cli_run_default(tmp_path):
+    result = run_cli("run", "--no-progress", "--t-end", "100", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "syn-small" in result.stdout and "nfev=" in result.stdout
+    assert (tmp_path / "results" / "syn-small-exact.npz").stat().st_size > 0
+
+
+def test_cli_run_config_and_bad_input(tmp_path):
+    import odeflow
+
+    cfg = tmp_path / "m.toml"
+    cfg.write_text(odeflow.DataModel.preset("syn-small").to_toml_string()
+                   + "\n[run]\nt_end = 50.0\n")
+    result = run_cli("run", "--config", str(cfg), "--out", str(tmp_path / "o.npz"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert odeflow.Trajectory.load(tmp_path / "o.npz").t[-1] == 50.0
+    bad = run_cli("run", "--eta-z", "0", cwd=tmp_path)
+    assert bad.returncode == 2 and "eta_z" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+@pytest.mark.skipif(shutil.which("odeflow") is None, reason="console script not installed")
+def test_console_script():
+    result = subprocess.run(["odeflow", "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "run" in result.stdout

@@ -1,0 +1,98 @@
+"""The solve entry point: statistics, output grid, failures, save/load."""
+
+import numpy as np
+import pytest
+
+import odeflow
+from odeflow import SolveError, Trajectory
+from odeflow.fields.exact import ExactFlow
+
+
+@pytest.fixture(scope="module")
+def small():
+    return odeflow.DataModel.preset("syn-small")
+
+
+def test_stats_and_default_grid(small):
+    traj = odeflow.solve(small, t_span=(0, 1e4))
+    s = traj.stats
+    for key in ("method", "nfev", "njev", "nlu", "status", "message", "wall_time"):
+        assert key in s
+    assert s["status"] == 0 and s["nfev"] > 0
+    t = traj.t
+    assert t[0] == 0 and t[-1] == pytest.approx(1e4)
+    ratios = t[2:] / t[1:-1]
+    assert np.allclose(ratios, ratios[0])  # log-spaced after t0
+    assert t.size >= 6 * 40 - 1
+
+
+def test_accessor_shapes(small):
+    traj = odeflow.solve(small, t_span=(0, 100), t_eval=[0, 1, 10, 100])
+    assert traj.logits(0).shape == (4, 30)
+    f = traj.attention(1)
+    assert f.shape == (4, 30) and np.allclose(f.sum(axis=1), 1.0)
+    fh = traj.features(2)
+    assert np.allclose(np.linalg.norm(fh, axis=1), 1.0)
+    assert traj.decoder.shape == (4, 30, 30)
+    assert traj.objective.shape == (4,)
+
+
+def test_methods_agree(small):
+    """Every method solves the same ODE: solutions agree to tolerance."""
+    ref = odeflow.solve(small, eta_z=1.0, t_span=(0, 1e3), method="Radau", rtol=1e-11,
+                        atol=1e-13)
+    for method in ("BDF", "LSODA", "RK45", "DOP853"):
+        traj = odeflow.solve(small, eta_z=1.0, t_span=(0, 1e3), method=method, t_eval=ref.t)
+        assert np.abs(traj.z_active - ref.z_active).max() < 1e-6, method
+
+
+def test_failed_solve_raises_with_scipy_message(small, monkeypatch):
+    def blow_up(self, t, y):
+        return np.full_like(y, np.inf) if t > 1 else np.ones_like(y)
+
+    monkeypatch.setattr(ExactFlow, "rhs", blow_up)
+    with pytest.raises(SolveError) as info:
+        odeflow.solve(small, t_span=(0, 10), method="RK45")
+    assert "exact flow (RK45)" in str(info.value)
+    assert info.value.stats["method"] == "RK45"
+
+
+def test_overflow_in_rhs_is_reported_not_nan(small, monkeypatch):
+    def overflow(self, t, y):
+        return np.exp(np.full_like(y, 1e4))
+
+    monkeypatch.setattr(ExactFlow, "rhs", overflow)
+    with pytest.raises(SolveError, match="floating-point"):
+        odeflow.solve(small, t_span=(0, 10), method="RK45")
+
+
+def test_save_load_round_trip(small, tmp_path):
+    traj = odeflow.solve(small, eta_z=0.5, t_span=(0, 100))
+    path = traj.save(tmp_path / "out" / "run.npz")
+    assert path.exists() and path.stat().st_size > 0
+    assert not list(path.parent.glob(".*.tmp"))
+    back = Trajectory.load(path)
+    assert back.data == small
+    assert np.array_equal(back.t, traj.t)
+    assert np.array_equal(back.decoder, traj.decoder)
+    assert np.array_equal(back.logits(0), traj.logits(0))
+    assert back.stats["nfev"] == traj.stats["nfev"]
+    assert back.meta["flow"] == "exact"
+
+
+def test_load_rejects_foreign_files(tmp_path):
+    path = tmp_path / "x.npz"
+    np.savez(path, a=np.zeros(3))
+    with pytest.raises(odeflow.ValidationError, match="^path"):
+        Trajectory.load(path)
+    with pytest.raises(odeflow.ValidationError, match="^path"):
+        Trajectory.load(tmp_path / "missing.npz")
+
+
+def test_lumped_cost_is_independent_of_vocabulary():
+    """Same active set, M from 1e3 to 1e5: the lumped state has the same size."""
+    sizes = set()
+    for M in (1_000, 100_000):
+        classes = [odeflow.SequenceClass(M - 1 - k, 0, {k: 0.5, 10 + k: 0.5}) for k in range(3)]
+        sizes.add(ExactFlow(odeflow.DataModel(M, classes), 1.0, 0.1).size)
+    assert len(sizes) == 1
