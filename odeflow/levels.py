@@ -1,0 +1,181 @@
+"""Level E against Level R on the same data model (Theorem 1, Theorem 3 / Eqn 11).
+
+:func:`compare_levels` solves the exact population gradient flow (Level E,
+Lemma 1) and the reduced flow (Level R, Theorem 1) on the same output grid and
+reports
+
+- the largest deviation of the attention logits ``z(t)`` between the levels,
+  absolute and relative to the range of Level E's logit displacement
+  ``z(t) - z(0)`` (the range of ``z`` itself when ``Z(0) = 0``, the default);
+- the Eqn 11 invariant error of each level: the largest relative spread of
+  ``chi_l / ((1 + chi_l) f^_nl(0)^2)`` over the distinct tokens of a class
+  (:func:`odeflow.diagnostics.eqn11_spread`). It is zero up to the solver's
+  tolerance at Level R and grows with ``eta_Z / eta_Y`` at Level E.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .data import validate_positive
+from .diagnostics import eqn11_spread, transition_time
+from .errors import ValidationError
+from .solve import default_t_eval, solve
+
+
+@dataclass
+class LevelComparison:
+    """Result of :func:`compare_levels` (one pair of learning rates).
+
+    Attributes
+    ----------
+    eta_y, eta_z, t_end : float
+    z_deviation : float
+        ``max_{t, m, l} |z_ml^E(t) - z_ml^R(t)|`` over the query tokens in use
+        and the active tokens.
+    z_range : float
+        ``max - min`` of ``z^E(t) - z^E(0)`` over time and entries.
+    z_deviation_relative : float
+        ``z_deviation / z_range`` (``inf`` if Level E's logits do not move).
+    t_of_max_deviation : float
+        Time at which ``z_deviation`` is reached.
+    invariant_error_exact, invariant_error_reduced : float
+        Largest relative spread of the Eqn 11 invariant over time and classes.
+    transition_time_exact, transition_time_reduced : float
+        ``t_0`` (``exp(h) = M - 1``) of the first class
+        (:func:`odeflow.diagnostics.transition_time`; the margin of Level E is
+        measured from its decoder). ``nan`` if not reached by ``t_end``.
+    stats_exact, stats_reduced : dict
+        Solver statistics of the two solves.
+    exact, reduced : Trajectory
+        The two trajectories (not part of :meth:`to_dict`).
+    """
+
+    eta_y: float
+    eta_z: float
+    t_end: float
+    z_deviation: float
+    z_range: float
+    z_deviation_relative: float
+    t_of_max_deviation: float
+    invariant_error_exact: float
+    invariant_error_reduced: float
+    transition_time_exact: float
+    transition_time_reduced: float
+    stats_exact: dict = field(repr=False)
+    stats_reduced: dict = field(repr=False)
+    exact: object = field(repr=False, default=None)
+    reduced: object = field(repr=False, default=None)
+
+    @property
+    def ratio(self) -> float:
+        """``eta_Z / eta_Y``."""
+        return self.eta_z / self.eta_y
+
+    def to_dict(self) -> dict:
+        """JSON-able summary (without the trajectories); non-finite values become None."""
+        keys = ("eta_y", "eta_z", "t_end", "z_deviation", "z_range", "z_deviation_relative",
+                "t_of_max_deviation", "invariant_error_exact", "invariant_error_reduced",
+                "transition_time_exact", "transition_time_reduced")
+        out = {k: float(getattr(self, k)) for k in keys}
+        for k, v in out.items():  # strict JSON: a transition not reached is null
+            if not np.isfinite(v):
+                out[k] = None
+        out["ratio"] = self.ratio
+        for name, stats in (("exact", self.stats_exact), ("reduced", self.stats_reduced)):
+            out[f"solver_{name}"] = {k: stats[k] for k in ("method", "nfev", "njev", "wall_time")
+                                     if k in stats}
+        return out
+
+
+def _first_transition(traj) -> float:
+    try:
+        return float(transition_time(traj)[0])
+    except ValidationError:
+        return float("nan")
+
+
+def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=None,
+                   method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10, z0=None,
+                   invariant_floor: float = 0.0, keep_trajectories: bool = True,
+                   **reduced_options) -> LevelComparison:
+    """Solve Level E and Level R and measure how far apart they are.
+
+    Parameters
+    ----------
+    data : DataModel
+    eta_y, eta_z : float
+        Learning rates (both levels).
+    t_end : float
+        End time; both levels are sampled on the same grid (log-spaced by
+        default, :func:`odeflow.solve.default_t_eval`).
+    t_eval : array_like, optional
+    method, rtol, atol : passed to :func:`odeflow.solve` for both levels.
+    z0 : optional
+        Initial logits (both levels).
+    invariant_floor : float, default 0
+        ``floor`` of :func:`odeflow.diagnostics.eqn11_spread`.
+    keep_trajectories : bool, default True
+        Keep the two trajectories on the result.
+    **reduced_options
+        ``iota``, ``beta`` of the reduced flow.
+
+    Returns
+    -------
+    LevelComparison
+    """
+    eta_y = validate_positive(eta_y, "eta_y")
+    eta_z = validate_positive(eta_z, "eta_z")
+    t_end = validate_positive(t_end, "t_end")
+    if t_eval is None:
+        t_eval = default_t_eval(0.0, t_end)
+    common = {"eta_y": eta_y, "eta_z": eta_z, "t_span": (0.0, t_end), "t_eval": t_eval,
+              "method": method, "rtol": rtol, "atol": atol, "z0": z0, "progress": False}
+    exact = solve(data, flow="exact", **common)
+    reduced = solve(data, flow="reduced", **common, **reduced_options)
+    diff = np.abs(exact.z_active - reduced.z_active)
+    per_time = diff.reshape(diff.shape[0], -1).max(axis=1)
+    i_max = int(np.argmax(per_time))
+    deviation = float(per_time[i_max])
+    displacement = exact.z_active - exact.z_active[0]
+    z_range = float(np.ptp(displacement))
+    relative = deviation / z_range if z_range > 0 else float("inf")
+    return LevelComparison(
+        eta_y=eta_y, eta_z=eta_z, t_end=t_end, z_deviation=deviation, z_range=z_range,
+        z_deviation_relative=relative, t_of_max_deviation=float(exact.t[i_max]),
+        invariant_error_exact=float(eqn11_spread(exact, invariant_floor).max()),
+        invariant_error_reduced=float(eqn11_spread(reduced, invariant_floor).max()),
+        transition_time_exact=_first_transition(exact),
+        transition_time_reduced=_first_transition(reduced),
+        stats_exact=dict(exact.stats), stats_reduced=dict(reduced.stats),
+        exact=exact if keep_trajectories else None,
+        reduced=reduced if keep_trajectories else None)
+
+
+def compare_levels_over_ratios(data, eta_y: float, ratios, t_end: float,
+                               **options) -> list[LevelComparison]:
+    """:func:`compare_levels` at ``eta_z = ratio * eta_y`` for each ratio."""
+    try:
+        ratios = [float(r) for r in ratios]
+    except (TypeError, ValueError):
+        raise ValidationError("ratios", f"must be numbers, got {ratios!r}") from None
+    if not ratios:
+        raise ValidationError("ratios", "is empty")
+    for r in ratios:
+        validate_positive(r, "ratios")
+    return [compare_levels(data, eta_y, r * eta_y, t_end, **options) for r in ratios]
+
+
+def format_table(results: list[LevelComparison]) -> str:
+    """A plain-text table of comparisons, one row per learning-rate pair."""
+    header = ("eta_Z/eta_Y", "eta_Y", "eta_Z", "max|zE-zR|", "rel. to range", "range zE",
+              "Eqn11 err E", "Eqn11 err R", "t0 E", "t0 R")
+    lines = ["  ".join(f"{h:>13s}" for h in header)]
+    for r in results:
+        vals = (r.ratio, r.eta_y, r.eta_z, r.z_deviation, r.z_deviation_relative, r.z_range,
+                r.invariant_error_exact, r.invariant_error_reduced,
+                r.transition_time_exact, r.transition_time_reduced)
+        lines.append("  ".join(f"{v:13.4g}" for v in vals))
+    return "\n".join(lines)
