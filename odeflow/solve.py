@@ -10,6 +10,7 @@ never swallowed.
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
 import time
@@ -169,6 +170,7 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     rtol = _positive_tol(rtol, "rtol")
     atol = _positive_tol(atol, "atol")
     t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    _check_flow_options(flow, flow_options)
     field = FLOWS[flow](data, eta_y, eta_z, z0=z0, **flow_options)
     if method == "auto":
         method = choose_method(field)
@@ -212,6 +214,16 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
     return traj
+
+
+def _check_flow_options(flow: str, options: dict) -> None:
+    """Reject keyword options the flow's vector field does not take, naming them."""
+    params = inspect.signature(FLOWS[flow].__init__).parameters
+    allowed = [p for p in params if p not in ("self", "data", "eta_y", "eta_z", "z0")]
+    for key in options:
+        if key not in allowed:
+            raise ValidationError(key, f"unknown option for flow {flow!r}; it takes "
+                                  f"{allowed if allowed else 'no options'}")
 
 
 def _positive_tol(value, name) -> float:

@@ -23,11 +23,12 @@ from .numerics import lumped_objective, normalised_features
 FILE_FORMAT = "odeflow-trajectory/1"
 
 
-def _jsonable(value):
+def jsonable(value):
+    """Plain-python copy of ``value`` (numpy scalars and arrays to lists) for JSON."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -235,7 +236,7 @@ class Trajectory:
         for k, v in self.series.items():
             arrays[f"series__{k}"] = v
         metadata = {"format": FILE_FORMAT, "data": self.data.to_dict(),
-                    "stats": _jsonable(self.stats), "meta": _jsonable(self.meta)}
+                    "stats": jsonable(self.stats), "meta": jsonable(self.meta)}
         arrays["metadata"] = np.array(json.dumps(metadata))
 
         def write(fh):

@@ -55,6 +55,8 @@ def test_derived_sets():
     (lambda: odeflow.solve(two_classes(), t_span=(0, math.nan)), "t_end"),
     (lambda: odeflow.solve(two_classes(), flow="nope"), "flow"),
     (lambda: odeflow.solve(two_classes(), method="Euler"), "method"),
+    (lambda: odeflow.solve(two_classes(), flow="reduced", bta=1.0), "bta"),
+    (lambda: odeflow.solve(two_classes(), flow="exact", beta=1.0), "beta"),
     (lambda: odeflow.solve(two_classes(), rtol=0), "rtol"),
     (lambda: odeflow.solve(two_classes(), t_eval=[0, 2, 1]), "t_eval"),
     (lambda: odeflow.solve(two_classes(), z0=np.zeros((1, 5))), "z0"),

@@ -53,6 +53,21 @@ def test_cli_run_config_and_bad_input(tmp_path):
     assert "Traceback" not in bad.stderr
 
 
+def test_cli_run_snap_flow(tmp_path):
+    cfg = tmp_path / "one_common.toml"
+    cfg.write_text("vocab_size = 10\n"
+                   "[[classes]]\nnext_token = 8\nquery_token = 0\n"
+                   "tokens = [0, 1, 2]\nprobs = [0.2, 0.3, 0.5]\n"
+                   "[[classes]]\nnext_token = 9\nquery_token = 0\n"
+                   "tokens = [0, 3, 4]\nprobs = [0.2, 0.4, 0.4]\n")
+    result = run_cli("run", "--config", str(cfg), "--flow", "snap", "--t-end", "100",
+                     "--out", str(tmp_path / "s.npz"), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "z_c" in result.stdout and (tmp_path / "s.npz").stat().st_size > 0
+    several = run_cli("run", "--flow", "snap", cwd=tmp_path)  # syn-small: 10 common tokens
+    assert several.returncode == 2 and "common token" in several.stderr
+
+
 @pytest.mark.skipif(shutil.which("odeflow") is None, reason="console script not installed")
 def test_console_script():
     result = subprocess.run(["odeflow", "--help"], capture_output=True, text=True)

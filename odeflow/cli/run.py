@@ -65,6 +65,18 @@ def summary_table(traj, rows: int = 8) -> str:
     return "\n".join(lines)
 
 
+def snap_table(result, rows: int = 8) -> str:
+    """``h``, ``gamma``, ``Gamma``, ``z_c`` and ``B`` of the Sec. 6 system at log-spaced times."""
+    t = result.t
+    targets = np.geomspace(max(t[1], 1e-12), t[-1], max(rows, 2) - 1) if t.size > 1 else []
+    idx = np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
+    cols = {"t": t, "h": result.margin, "gamma": result.gamma, "Gamma": result.gamma_integral,
+            "z_c": result.common_logit, "B": result.B}
+    lines = ["  ".join(f"{k:>14s}" for k in cols)]
+    lines += ["  ".join(f"{v[i]:14.6g}" for v in cols.values()) for i in idx]
+    return "\n".join(lines)
+
+
 def run(args) -> int:
     data, options, label = resolve(args, {"flow": "exact", "method": "auto",
                                           "rtol": 1e-8, "atol": 1e-10})
@@ -81,7 +93,10 @@ def run(args) -> int:
     print(f"  data: {data!r}")
     print(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} njev={s['njev']} "
           f"nlu={s['nlu']} wall={s['wall_time']:.3f}s ({s['message']})")
-    print(summary_table(traj, args.rows))
+    if options["flow"] == "snap":
+        print(snap_table(traj, args.rows))
+    else:
+        print(summary_table(traj, args.rows))
     out = args.out or f"results/{label}-{options['flow']}.npz"
     path = traj.save(out)
     print(f"saved {path}")
