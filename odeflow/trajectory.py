@@ -170,8 +170,8 @@ class Trajectory:
                                       f"{next_token}")
         z = self.logits(int(self.data.query_tokens[self.data.class_query_index[i]]))
         log_ratio = np.log(probs[token]) - np.log(probs[other]) + z[:, token] - z[:, other]
-        ratio2 = np.exp(2.0 * log_ratio)
-        return ratio2 - ratio2[0]
+        # r = rho(0) * expm1(2 (log_ratio - log_ratio(0))): no cancellation for small r
+        return np.exp(2.0 * log_ratio[0]) * np.expm1(2.0 * (log_ratio - log_ratio[0]))
 
     # ------------------------------------------------------- recorded series
     def _series(self, name: str) -> np.ndarray:

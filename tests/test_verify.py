@@ -1,0 +1,266 @@
+"""Tests of :mod:`odeflow.verify` and ``odeflow verify``: the closed forms CF1-CF6
+agree with scipy's integration of their ODEs, and a wrong closed form is caught."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from odeflow import ValidationError
+from odeflow import closed_forms as cf
+from odeflow.cli import main
+from odeflow.verify import (
+    CHECKS,
+    DEFAULT_RTOL,
+    DEFAULT_TOLERANCE,
+    random_data_model,
+    relative_error,
+    snap_data_model,
+    verify,
+)
+
+#: End of the grid for the runs that only need to see a row fail.
+SHORT = 1e4
+
+
+@pytest.fixture(scope="module")
+def report():
+    """One full verification run at the defaults (rtol = 1e-10), shared by the tests."""
+    return verify()
+
+
+def rows_of(rep, check):
+    return [row for row in rep.rows if row.check == check]
+
+
+# ---------------------------------------------------------------------------
+# the full run
+# ---------------------------------------------------------------------------
+def test_defaults_are_the_documented_ones():
+    assert DEFAULT_RTOL == 1e-10
+    assert DEFAULT_TOLERANCE == 1e-7
+
+
+def test_every_check_passes_with_error_below_1e7(report):
+    assert report.passed, report.format_table()
+    assert {row.check for row in report.rows} == set(CHECKS)
+    for row in report.rows:
+        assert row.passed, (row.check, row.parameters, row.note)
+        assert 0.0 <= row.max_rel_error <= 1e-7, (row.check, row.parameters)
+    assert report.max_rel_error <= 1e-7
+    assert report.settings["rtol"] == 1e-10
+
+
+def test_cf1_covers_syn_small_and_a_large_vocabulary(report):
+    params = " ".join(row.parameters for row in rows_of(report, "CF1"))
+    assert "M=30," in params
+    assert "M=10000," in params
+    assert "syn-small" in params
+
+
+def test_cf4_runs_move_the_logits(report):
+    gains = [row for row in rows_of(report, "CF4") if row.quantity.startswith("r_")]
+    assert len(gains) == 2  # syn-small and the random model
+    for row in gains:
+        assert row.details["pairs"] >= 100
+        low, high = row.details["chi_range"]
+        assert low >= 0.0
+        assert high > 1.0, "a check on logits that barely move proves nothing"
+        # far above the round-off floor the error is the integrator's
+        assert row.details["max_rel_error_far_above_floor"] <= 1e-9
+
+
+def test_cf5_conditions_hold_and_bounds_have_slack(report):
+    rows = rows_of(report, "CF5")
+    assert len(rows) == 2
+    for row in rows:
+        d = row.details
+        assert row.conditions_met
+        assert d["dominance_ratio"] > 1.0
+        assert d["common_max_rise"] <= 0.0
+        assert d["worst_signed_violation"] <= 1e-7
+        lower_slack, upper_slack = d["slack_at_t_max"]
+        assert lower_slack > 0.1 and upper_slack > 0.1
+        assert d["one_plus_chi_at_t_max"] > 2.0
+
+
+def test_cf6_logit_moves(report):
+    for row in rows_of(report, "CF6"):
+        if row.quantity == "z_c(t)":
+            start, end = row.details["zc_range"]
+            assert end < start - 1.0
+
+
+def test_report_runs_in_well_under_30_seconds(report):
+    assert report.wall_time < 30.0
+
+
+# ---------------------------------------------------------------------------
+# a wrong closed form makes its rows fail
+# ---------------------------------------------------------------------------
+def test_factor_two_in_decoder_margin_fails_cf1(monkeypatch):
+    original = cf.decoder_margin
+    monkeypatch.setattr(cf, "decoder_margin", lambda *a, **k: 2.0 * original(*a, **k))
+    rep = verify(checks=["CF1"], t_max=SHORT)
+    assert not rep.passed
+    assert all(not row.passed for row in rep.rows)
+    assert all(row.max_rel_error > 0.5 for row in rep.rows)
+
+
+def test_factor_two_in_relative_gain_fails_only_the_gain_rows(monkeypatch):
+    original = cf.relative_gain
+    monkeypatch.setattr(cf, "relative_gain", lambda *a, **k: 2.0 * original(*a, **k))
+    rep = verify(checks=["CF4"], t_max=SHORT)
+    for row in rep.rows:
+        is_gain = row.quantity.startswith("r_")
+        assert row.passed is not is_gain, row.quantity
+
+
+def test_squared_initial_features_fail_cf4(monkeypatch):
+    """relative_gain takes f^(0), not its square; passing squares must be caught."""
+    original = cf.relative_gain
+    monkeypatch.setattr(cf, "relative_gain",
+                        lambda chi, f, g: original(chi, f * f, g * g))
+    rep = verify(checks=["CF4"], t_max=SHORT)
+    assert not all(row.passed for row in rep.rows if row.quantity.startswith("r_"))
+
+
+def test_factor_two_in_snap_B_fails_cf6(monkeypatch):  # noqa: N802
+    original = cf.snap_B
+    monkeypatch.setattr(cf, "snap_B", lambda *a, **k: 2.0 * original(*a, **k))
+    rep = verify(checks=["CF6"], t_max=SHORT)
+    for row in rep.rows:
+        assert row.passed is (row.quantity != "B(t)")
+
+
+def test_wrong_lower_bound_fails_cf5(monkeypatch):
+    original = cf.dominant_bounds
+
+    def doubled_lower(B, f0, log=False):
+        lower, upper = original(B, f0, log=log)
+        return (2.0 * lower if log else lower**2), upper
+
+    monkeypatch.setattr(cf, "dominant_bounds", doubled_lower)
+    rep = verify(checks=["CF5"], t_max=SHORT)
+    assert all(not row.passed for row in rep.rows)
+
+
+def test_factor_two_makes_the_cli_exit_non_zero(monkeypatch, capsys):
+    original = cf.transition_time
+    monkeypatch.setattr(cf, "transition_time", lambda *a, **k: 2.0 * original(*a, **k))
+    assert main(["verify", "--only", "CF2"]) != 0
+    out = capsys.readouterr().out
+    assert "FAIL" in out
+
+
+def test_a_closed_form_that_raises_becomes_a_failing_row(monkeypatch):
+    def broken(*args, **kwargs):
+        raise FloatingPointError("closed form produced NaN")
+
+    monkeypatch.setattr(cf, "gamma_integral", broken)
+    rep = verify(checks=["CF2", "CF3"])
+    assert [row.check for row in rep.rows if not row.passed] == ["CF3"]
+    failed = [row for row in rep.rows if not row.passed][0]
+    assert "FloatingPointError" in failed.note
+    assert np.isnan(failed.max_rel_error)
+
+
+def test_loose_atol_spoils_small_quantities():
+    """Gamma ~ t^2 is tiny at t = 1e-3: an atol of 1e-10 makes the control absolute there."""
+    rep = verify(checks=["CF3"], atol=1e-10, t_max=SHORT)
+    assert not rep.passed
+    assert max(row.max_rel_error for row in rep.rows) > 1e-7
+
+
+# ---------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------
+def test_cli_table_and_exit_code(capsys):
+    assert main(["verify", "--only", "cf2", "cf6"]) == 0
+    out = capsys.readouterr().out
+    assert "paper eqn" in out and "max rel err" in out
+    results = [line.split()[-1] for line in out.splitlines()
+               if line.strip()[:2].strip().isdigit() and "CF" in line]
+    assert results == ["PASS"] * 9  # 3 rows of CF2, 6 of CF6
+    assert "FAIL" not in out
+    assert "all PASS" in out
+
+
+def test_cli_json_parses(capsys):
+    assert main(["verify", "--json", "--only", "CF2", "--rtol", "1e-10"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["passed"] is True
+    assert doc["settings"]["rtol"] == 1e-10
+    assert doc["settings"]["checks"] == ["CF2"]
+    assert len(doc["rows"]) == 3
+    for row in doc["rows"]:
+        assert row["passed"] is True
+        assert row["max_rel_error"] <= 1e-7
+        assert {"quantity", "equation", "parameters", "tolerance", "floor",
+                "details"} <= set(row)
+
+
+def test_cli_json_of_a_failing_row_is_strict_json(monkeypatch, capsys):
+    monkeypatch.setattr(cf, "transition_time", lambda *a, **k: float("nan"))
+    assert main(["verify", "--json", "--only", "CF2"]) == 1
+    doc = json.loads(capsys.readouterr().out)  # NaN is written as the string "nan"
+    assert doc["passed"] is False
+    assert all(row["max_rel_error"] == "nan" for row in doc["rows"])
+
+
+def test_cli_loose_rtol_fails(capsys):
+    assert main(["verify", "--only", "CF1", "--rtol", "1e-6"]) == 1
+    assert "FAIL" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [["--rtol", "0"], ["--atol", "-1"], ["--tolerance", "nan"]])
+def test_cli_invalid_settings_exit_2(argv, capsys):
+    assert main(["verify", "--only", "CF2", *argv]) == 2
+    assert "odeflow: error:" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------
+# pieces
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"rtol": 0.0}, "rtol"), ({"atol": float("inf")}, "atol"),
+    ({"tolerance": -1.0}, "tolerance"), ({"method": "Euler"}, "method"),
+    ({"checks": ["CF9"]}, "checks"), ({"checks": []}, "checks"),
+    ({"t_min": 10.0, "t_max": 1.0}, "t_max"), ({"points_per_decade": 0}, "points_per_decade"),
+])
+def test_invalid_settings_name_the_field(kwargs, field):
+    with pytest.raises(ValidationError) as info:
+        verify(**kwargs)
+    assert info.value.field == field
+
+
+def test_relative_error_uses_the_floor():
+    closed = np.array([1.0, 1e-12, 0.0])
+    numeric = closed + np.array([1e-9, 1e-13, 1e-14])
+    assert relative_error(numeric[:1], closed[:1]) == pytest.approx(1e-9)
+    assert relative_error(numeric[:2], closed[:2]) == pytest.approx(0.1)
+    assert relative_error(numeric, closed, floor=1e-6) == pytest.approx(1e-7)
+    assert relative_error(numeric, closed) == np.inf
+    assert relative_error([0.0], [0.0]) == 0.0
+    assert np.isnan(relative_error([np.nan], [1.0]))
+
+
+def test_random_data_model_has_distinct_pairs_and_is_seeded():
+    data, z0 = random_data_model(3)
+    again, z0_again = random_data_model(3)
+    assert data == again and np.array_equal(z0, z0_again)
+    assert not data.uniform_weights
+    assert data.query_tokens.size == 2
+    for n in data.next_tokens:
+        assert data.distinct_tokens(int(n)).size == 6
+    assert z0.shape == (2, data.vocab_size)
+
+
+def test_snap_data_model_fits_the_section_6_system():
+    from odeflow.fields.snap import snap_parameters
+
+    p = snap_parameters(snap_data_model())
+    assert p["common_token"] == 0
+    assert p["a"] > 0 and p["pi"] == pytest.approx(1 / 3)
