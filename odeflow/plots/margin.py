@@ -1,0 +1,165 @@
+"""Decoder margin ``h(t)`` and speed control ``gamma(t)`` (CF1, CF2; paper Fig. 8).
+
+Checks Lemma 6 / Eqn 45 (CF1), the two regimes of Lemma 9 / Theorem 1(b)
+(CF2) and the transition time ``t_0``, and sets the discrete recursion of
+Lemma 5 beside the continuous flow of Eqn 44 (spec sections 5 and 6).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..closed_forms import (
+    decoder_margin,
+    speed_control,
+    speed_control_early,
+    speed_control_late,
+    transition_time,
+)
+from ..data import validate_positive
+from ..errors import ValidationError
+from .style import (
+    OKABE_ITO,
+    finish_axes,
+    log_times,
+    mark_time,
+    panel_axes,
+)
+
+#: Legend placement under a panel (one column).
+BELOW = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.17)}
+
+
+def lemma5_margin(eta_y: float, vocab_size: int, visits: int) -> np.ndarray:
+    """Margins ``h_0 .. h_visits`` of the discrete recursion of Lemma 5.
+
+    ``h_{k+1} = h_k + eta_Y M / (exp(h_k) + M - 1)``, ``h_0 = 0``: one gradient
+    step of the decoder per visit of the class (spec section 6). Visit ``k``
+    falls at time ``t = k / pi`` when every step draws the class with
+    probability ``pi``, which is how it tracks Eqn 44.
+
+    Parameters
+    ----------
+    eta_y : float
+        Decoder step size ``eta_Y``.
+    vocab_size : int
+        ``M >= 2``.
+    visits : int
+        Number of steps, ``>= 1``.
+
+    Returns
+    -------
+    numpy.ndarray, shape (visits + 1,)
+    """
+    eta_y = validate_positive(eta_y, "eta_y")
+    M = _vocab(vocab_size)
+    if isinstance(visits, bool) or not isinstance(visits, (int, np.integer)) or visits < 1:
+        raise ValidationError("visits", f"must be an integer >= 1, got {visits!r}")
+    h = np.empty(int(visits) + 1)
+    h[0] = value = 0.0
+    for k in range(1, h.size):
+        decay = math.exp(-value)  # eta M / (e^h + M - 1) without overflow
+        value += eta_y * M * decay / (1.0 + (M - 1) * decay)
+        h[k] = value
+    return h
+
+
+def _vocab(vocab_size) -> int:
+    if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) \
+            or vocab_size < 2:
+        raise ValidationError("vocab_size", f"must be an integer >= 2, got {vocab_size!r}")
+    return int(vocab_size)
+
+
+def plot_margin(eta_y: float = 1.0, vocab_size: int = 30, pi: float = 0.5,
+                t_end: float | None = None, markers: int = 28, axes=None):
+    """``h(t)`` and ``gamma(t)`` on log-log axes: CF1, CF2 asymptotes, ``t_0``, Lemma 5.
+
+    Left panel: the margin ``h(t)`` of Eqn 44 in closed form (CF1, Lemma 6,
+    Eqn 45), its early and late forms ``h ~ eta_Y pi t`` and
+    ``h ~ ln(eta_Y pi M t)`` (Lemma 9), and the discrete recursion of Lemma 5
+    (one marker per visit ``k`` at ``t = k / pi``, log-spaced). Right panel: the
+    speed control ``gamma = h (M - 1) / (exp(h) + M - 1)`` (Eqn 9), its two CF2
+    asymptotes ``eta_Y pi t (M-1)/M`` and ``(M-1) ln(eta_Y pi M t) / (eta_Y pi M t)``
+    (Theorem 1(b)) and the recursion's ``gamma``. Both panels mark
+    ``t_0 = (M - 2 + (M-1) ln(M-1)) / (eta_Y pi M)``, where ``exp(h) = M - 1``.
+    The defaults are those of syn-small (``M = 30``, ``pi = 1/2``).
+
+    Parameters
+    ----------
+    eta_y : float
+        Decoder learning rate ``eta_Y``.
+    vocab_size : int
+        ``M``.
+    pi : float
+        Class weight ``pi_n``.
+    t_end : float, optional
+        Right end of the time axis; ``10^4 t_0`` by default.
+    markers : int
+        Number of Lemma 5 markers (log-spaced visits).
+    axes : sequence of two matplotlib Axes, optional
+        Where to draw; a new figure by default.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    eta_y = validate_positive(eta_y, "eta_y")
+    M = _vocab(vocab_size)
+    pi = validate_positive(pi, "pi")
+    if pi > 1:
+        raise ValidationError("pi", f"must be <= 1, got {pi!r}")
+    t0 = float(transition_time(M, eta_y, pi))
+    t_end = 1e4 * t0 if t_end is None else validate_positive(t_end, "t_end")
+    t_start = min(1e-3 * t0, 1e-3 * t_end)
+    fig, (ax_h, ax_g) = panel_axes(axes, 2, (5.0, 4.6))
+
+    t = log_times(t_start, t_end, 400)
+    early = t[(t >= t0 / 300.0) & (t <= 3.0 * t0)]
+    late = t[t >= t0 / 3.0]
+    visits = max(1, int(pi * t_end))
+    h_rec = lemma5_margin(eta_y, M, visits)
+    k = np.unique(np.geomspace(1, visits, markers).round().astype(int))
+    t_rec = k / pi
+    gamma_rec = h_rec[k] * (M - 1) / (np.exp(np.minimum(h_rec[k], 700.0)) + M - 1)
+    exact_colour, rec_colour = OKABE_ITO["sky_blue"], OKABE_ITO["vermillion"]
+    early_colour, late_colour = OKABE_ITO["bluish_green"], OKABE_ITO["reddish_purple"]
+
+    ax_h.plot(t, decoder_margin(t, M, eta_y, pi), color=exact_colour, linewidth=3,
+              alpha=0.8, label=r"CF1 (Eqn 45): $e^h - 1 + (M-1)h = \eta_Y \pi M t$")
+    ax_h.plot(early, eta_y * pi * early, color=early_colour, linestyle="--", linewidth=1.4,
+              label=r"early: $h \approx \eta_Y \pi t$")
+    ax_h.plot(late, np.log(eta_y * pi * M * late), color=late_colour, linestyle="-.",
+              linewidth=1.4, label=r"late: $h \approx \ln(\eta_Y \pi M t)$")
+    ax_h.plot(t_rec, h_rec[k], linestyle="none", marker="o", markersize=4.5,
+              markerfacecolor="none", color=rec_colour,
+              label=r"Lemma 5: $h_{k+1} = h_k + \frac{\eta_Y M}{e^{h_k} + M - 1}$, $t = k/\pi$")
+    mark_time(ax_h, t0, label=rf"$t_0 = {t0:.3g}$ ($e^h = M - 1$)")
+    ax_h.set_xscale("log")
+    ax_h.set_yscale("log")
+    finish_axes(ax_h, "time $t$", "decoder margin $h(t)$", "Eqn 44: margin (CF1)",
+                **BELOW)
+
+    ax_g.plot(t, speed_control(t, M, eta_y, pi), color=exact_colour, linewidth=3,
+              alpha=0.8, label=r"$\gamma = h(M-1)/(e^h + M - 1)$ (Eqn 9, CF1)")
+    ax_g.plot(early, speed_control_early(early, M, eta_y, pi), color=early_colour,
+              linestyle="--", linewidth=1.4, label=r"CF2 early: $\eta_Y \pi t (M-1)/M$")
+    ax_g.plot(late, speed_control_late(late, M, eta_y, pi), color=late_colour,
+              linestyle="-.", linewidth=1.4,
+              label=r"CF2 late: $(M-1)\ln(\eta_Y\pi M t)/(\eta_Y \pi M t)$")
+    ax_g.plot(t_rec, gamma_rec, linestyle="none", marker="o", markersize=4.5,
+              markerfacecolor="none", color=rec_colour, label=r"Lemma 5 recursion")
+    mark_time(ax_g, t0, label=r"$t_0$")
+    ax_g.set_xscale("log")
+    ax_g.set_yscale("log")
+    peak = float(np.max(speed_control(t, M, eta_y, pi)))
+    g_end = float(speed_control(t_end, M, eta_y, pi))
+    ax_g.set_ylim(min(g_end, float(speed_control_early(t_start, M, eta_y, pi))) / 3.0,
+                  peak * 5.0)
+    finish_axes(ax_g, "time $t$", r"speed control $\gamma(t)$",
+                "Theorem 1(b): two stages of $\\gamma$ (CF2)", **BELOW)
+    fig.suptitle(rf"Decoder margin and speed control: $M = {M}$, $\pi = {pi:g}$, "
+                 rf"$\eta_Y = {eta_y:g}$", fontsize="medium")
+    return fig
