@@ -1,0 +1,243 @@
+"""Real training beside the flow: how far discrete runs are from Level E.
+
+:func:`compare_runs` runs gradient ascent or SGD (:mod:`odeflow.training`) on a
+data model, solves the Level E flow (Eqns 3-4) at the run's recorded times
+(step ``k`` is time ``t = k``; ``k dt`` for gradient ascent) and measures, at
+every recorded time,
+
+- the logit gap ``max |z_flow - z_run| / (max z_flow - min z_flow)``, maximum
+  over query tokens in use and active tokens, divided by the range of the flow's
+  logits over the whole run;
+- the attention gap ``max_n TV(f_n^flow, f_n^run)``, the total-variation
+  distance ``(1/2) sum_l |.|`` between the attention maps of Eqn 5.
+
+For an ensemble over seeds the mean logits and the mean attention maps are
+compared. :func:`gap_table` tabulates the gaps over sequence lengths and batch
+sizes (spec section 6: as ``T`` and the batch grow, SGD approaches Level E);
+``docs/validation.md`` holds the measured table.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .errors import ValidationError
+from .numerics import normalised_features
+from .solve import solve
+from .training import SGDEnsemble, gradient_ascent, sgd_ensemble
+from .trajectory import Trajectory
+
+#: ``run=`` values of :func:`compare_runs`.
+RUNS = ("sgd", "gradient_ascent")
+
+
+@dataclass
+class Comparison:
+    """Gaps between the Level E flow and a discrete run over time.
+
+    Attributes
+    ----------
+    t : ndarray, shape (n,)
+        Recorded times.
+    z_gap : ndarray, shape (n,)
+        ``max |z_flow - z_run|`` over queries and active tokens, divided by
+        :attr:`z_range`.
+    attention_tv : ndarray, shape (n,)
+        Largest total-variation distance between ``f_n`` of the flow and of the
+        run, over classes ``n``.
+    z_range : float
+        ``max - min`` of the flow's logits over all recorded times.
+    member_z_gap : ndarray, shape (S,)
+        For an ensemble, ``max_t z_gap`` of each run on its own (SGD noise
+        included); one entry for a single run.
+    flow : Trajectory
+    run : Trajectory or SGDEnsemble
+    settings : dict
+    """
+
+    t: np.ndarray
+    z_gap: np.ndarray
+    attention_tv: np.ndarray
+    z_range: float
+    member_z_gap: np.ndarray
+    flow: Trajectory
+    run: object
+    settings: dict = field(default_factory=dict)
+
+    @property
+    def max_z_gap(self) -> float:
+        """``max_t`` of :attr:`z_gap`."""
+        return float(np.max(self.z_gap))
+
+    @property
+    def max_attention_tv(self) -> float:
+        """``max_t`` of :attr:`attention_tv`."""
+        return float(np.max(self.attention_tv))
+
+    def summary(self) -> dict:
+        """JSON-able figures: settings, maxima and the per-time gaps."""
+        return {**self.settings, "z_range": self.z_range, "max_z_gap": self.max_z_gap,
+                "max_attention_tv": self.max_attention_tv,
+                "mean_member_z_gap": float(np.mean(self.member_z_gap)),
+                "t": self.t.tolist(), "z_gap": self.z_gap.tolist(),
+                "attention_tv": self.attention_tv.tolist()}
+
+
+def _active_attention(data, z_active: np.ndarray) -> np.ndarray:
+    """``f_n`` over the active tokens for logits (..., q, L): shape (..., K, L)."""
+    f, _ = normalised_features(data.active_log_probs, z_active[..., data.class_query_index, :])
+    return f
+
+
+def compare_to_flow(flow: Trajectory, run, settings: dict | None = None) -> Comparison:
+    """Gaps between a flow trajectory and a run recorded at the same times.
+
+    Parameters
+    ----------
+    flow : Trajectory
+        Level E (:func:`odeflow.solve`) at the run's times.
+    run : Trajectory or SGDEnsemble
+        A run of :mod:`odeflow.training`; an ensemble is compared through its
+        mean logits and mean attention.
+    settings : dict, optional
+        Recorded in :attr:`Comparison.settings`.
+    """
+    if flow.t.shape != run.t.shape or not np.allclose(flow.t, run.t, rtol=1e-12, atol=1e-12):
+        raise ValidationError("run", "must be recorded at the flow's times")
+    data = flow.data
+    z_flow = flow.z_active
+    z_range = float(np.ptp(z_flow))
+    if not z_range > 0:
+        raise ValidationError("steps", "the flow's logits do not move; nothing to compare "
+                              "(raise steps or eta_z)")
+    f_flow = _active_attention(data, z_flow)
+    if isinstance(run, SGDEnsemble):
+        z_run, f_run = run.mean_logits_active, run.mean_attention_active
+        members = np.stack([tr.z_active for tr in run.trajectories])
+    else:
+        z_run, f_run = run.z_active, _active_attention(data, run.z_active)
+        members = run.z_active[None]
+    axes = tuple(range(1, z_flow.ndim))
+    z_gap = np.max(np.abs(z_run - z_flow), axis=axes) / z_range
+    tv = np.max(0.5 * np.sum(np.abs(f_run - f_flow), axis=-1), axis=-1)
+    member = np.max(np.abs(members - z_flow), axis=(1, *(a + 1 for a in axes))) / z_range
+    return Comparison(flow.t, z_gap, tv, z_range, member, flow, run, dict(settings or {}))
+
+
+def flow_at(data, eta_y, eta_z, t, rtol=1e-10, atol=1e-12, z0=None) -> Trajectory:
+    """Level E solved at the times ``t`` (tight tolerances: it is the reference)."""
+    return solve(data, flow="exact", eta_y=eta_y, eta_z=eta_z, t_span=(0.0, float(t[-1])),
+                 t_eval=t, rtol=rtol, atol=atol, z0=z0, progress=False)
+
+
+def compare_runs(data, eta_y: float, eta_z: float, steps: int, run: str = "sgd",
+                 batch_size: int = 32, seq_len: int = 64, seeds=1, momentum: float = 0.0,
+                 dt: float = 1.0, record_every: int | None = None, rtol: float = 1e-10,
+                 atol: float = 1e-12, progress: bool | None = None) -> Comparison:
+    """Run gradient ascent or SGD and the Level E flow on one data model; compare.
+
+    Parameters
+    ----------
+    data : DataModel
+    eta_y, eta_z : float
+        Learning rates shared by the run and the flow (Eqns 3-4).
+    steps : int
+        Steps of the run; the flow is solved to ``t = steps`` (``steps * dt``
+        for gradient ascent).
+    run : {"sgd", "gradient_ascent"}
+        SGD on sampled sequences (:func:`odeflow.training.sgd_ensemble`) or
+        Euler steps of the population gradient
+        (:func:`odeflow.training.gradient_ascent`).
+    batch_size, seq_len, momentum : optional
+        SGD settings.
+    seeds : int or sequence of int, default 1
+        SGD seeds (or how many, ``0 .. seeds - 1``); with several, the mean over
+        seeds is compared.
+    dt : float, default 1
+        Time step of gradient ascent.
+    record_every : int, optional
+        Recording interval in steps (about 100 records by default).
+    rtol, atol : float
+        Tolerances of the reference flow solve.
+    progress : bool, optional
+        Progress bar of the run.
+
+    Returns
+    -------
+    Comparison
+    """
+    if run not in RUNS:
+        raise ValidationError("run", f"unknown run {run!r}; choose one of {list(RUNS)}")
+    start = time.perf_counter()
+    if run == "gradient_ascent":
+        result = gradient_ascent(data, eta_y, eta_z, steps, dt=dt, record_every=record_every,
+                                 progress=progress)
+        settings = {"run": run, "dt": float(dt)}
+    else:
+        result = sgd_ensemble(data, eta_y, eta_z, steps, batch_size, seq_len, seeds=seeds,
+                              momentum=momentum, record_every=record_every, progress=progress)
+        settings = {"run": run, "batch_size": int(batch_size), "seq_len": int(seq_len),
+                    "seeds": result.seeds, "momentum": float(momentum)}
+    run_time = time.perf_counter() - start
+    flow = flow_at(data, eta_y, eta_z, result.t, rtol=rtol, atol=atol)
+    settings.update({"eta_y": float(eta_y), "eta_z": float(eta_z), "steps": int(steps),
+                     "run_wall_time": run_time})
+    return compare_to_flow(flow, result, settings)
+
+
+def gap_table(data, eta_y: float, eta_z: float, steps: int, seq_lens=(16, 64, 256),
+              batch_sizes=(16, 128), seeds=8, momentum: float = 0.0,
+              record_every: int | None = None, progress: bool | None = None) -> list[dict]:
+    """Gap between SGD and Level E over sequence lengths and batch sizes.
+
+    One SGD ensemble per ``(batch_size, seq_len)``, all compared with one flow
+    solve; a last row gives plain gradient ascent (``dt = 1``), the limit
+    ``T, B -> inf`` of SGD at the same step sizes, whose gap is the Euler
+    discretisation error alone.
+
+    Returns
+    -------
+    list of dict
+        Rows with ``process``, ``batch_size``, ``seq_len``, ``z_gap`` (mean over
+        seeds vs flow, max over time), ``member_z_gap`` (single runs, mean over
+        seeds), ``attention_tv`` (mean attention vs flow, max over classes and
+        time) and ``wall_time``.
+    """
+    ga = gradient_ascent(data, eta_y, eta_z, steps, record_every=record_every,
+                         progress=False)
+    flow = flow_at(data, eta_y, eta_z, ga.t)
+    rows = []
+    for B in batch_sizes:
+        for T in seq_lens:
+            start = time.perf_counter()
+            ens = sgd_ensemble(data, eta_y, eta_z, steps, B, T, seeds=seeds, momentum=momentum,
+                               record_every=record_every, progress=progress)
+            cmp = compare_to_flow(flow, ens)
+            rows.append({"process": "sgd", "batch_size": int(B), "seq_len": int(T),
+                         "seeds": len(ens.seeds), "z_gap": cmp.max_z_gap,
+                         "member_z_gap": float(np.mean(cmp.member_z_gap)),
+                         "attention_tv": cmp.max_attention_tv,
+                         "wall_time": time.perf_counter() - start})
+    cmp = compare_to_flow(flow, ga)
+    rows.append({"process": "gradient_ascent", "batch_size": None, "seq_len": None,
+                 "seeds": 0, "z_gap": cmp.max_z_gap, "member_z_gap": cmp.max_z_gap,
+                 "attention_tv": cmp.max_attention_tv, "wall_time": ga.stats["wall_time"]})
+    return rows
+
+
+def format_gap_table(rows: list[dict]) -> str:
+    """The rows of :func:`gap_table` as a Markdown table."""
+    lines = ["| process | batch size | seq_len T | z gap (mean of seeds) | "
+             "z gap (single run, mean) | attention TV (mean) | wall time (s) |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        B = "-" if r["batch_size"] is None else str(r["batch_size"])
+        T = "inf" if r["seq_len"] is None else str(r["seq_len"])
+        lines.append(f"| {r['process']} | {B} | {T} | {r['z_gap']:.4f} | "
+                     f"{r['member_z_gap']:.4f} | {r['attention_tv']:.4f} | "
+                     f"{r['wall_time']:.2f} |")
+    return "\n".join(lines)
+

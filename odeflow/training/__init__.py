@@ -1,0 +1,20 @@
+"""Discrete-time training beside the flow (spec section 6; Lemma 5, Fig. 8, Sec. 8).
+
+- :func:`gradient_ascent`: Euler steps of the Level E field (population
+  gradient ascent; ``dt = 1`` is plain gradient ascent with rates ``eta_Y, eta_Z``).
+- :func:`train_sgd`: minibatch SGD on sampled finite-``T`` sequences.
+- :func:`sgd_ensemble`: SGD over several seeds and the mean over seeds.
+- :func:`sample_batch`, :func:`batch_loss`, :func:`batch_loss_gradient`: the
+  finite-``T`` model, exposed so the sampled gradient can be checked.
+
+All of them work on the lumped state of :class:`odeflow.fields.ExactFlow` and
+return :class:`odeflow.Trajectory` objects (un-lumped by its accessors).
+"""
+
+from .batch import Batch, batch_loss, batch_loss_gradient, sample_batch
+from .discrete import gradient_ascent
+from .ensemble import SGDEnsemble, sgd_ensemble
+from .sgd import train_sgd
+
+__all__ = ["Batch", "SGDEnsemble", "batch_loss", "batch_loss_gradient", "gradient_ascent",
+           "sample_batch", "sgd_ensemble", "train_sgd"]

@@ -1,0 +1,87 @@
+"""Shared pieces of the training loops: input checks, recording schedule, progress.
+
+Every check raises :class:`odeflow.errors.ValidationError` naming the field, so a
+bad step count or batch size is reported the same way as a bad data model
+(spec section 1).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import sys
+
+import numpy as np
+
+from ..errors import SolveError, ValidationError
+
+#: Records kept by default: about this many, evenly spaced in steps.
+DEFAULT_RECORDS = 100
+
+
+def check_count(value, field_name: str, minimum: int = 1) -> int:
+    """An integer ``>= minimum`` (bools and non-integral floats are refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not (isinstance(value, float) and value.is_integer()):
+            raise ValidationError(field_name, f"must be an integer, got {value!r}")
+    value = int(value)
+    if value < minimum:
+        raise ValidationError(field_name, f"must be >= {minimum}, got {value}")
+    return value
+
+
+def check_fraction(value, field_name: str) -> float:
+    """A finite float in ``[0, 1)`` (the heavy-ball momentum coefficient)."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(field_name, f"must be a number, got {value!r}") from None
+    if not (math.isfinite(x) and 0.0 <= x < 1.0):
+        raise ValidationError(field_name, f"must be finite and in [0, 1), got {value!r}")
+    return x
+
+
+def check_seed(value, field_name: str = "seed") -> int:
+    """A non-negative integer seed for :func:`numpy.random.default_rng`."""
+    return check_count(value, field_name, minimum=0)
+
+
+def record_steps(steps: int, record_every) -> np.ndarray:
+    """Steps at which the state is recorded: ``0, r, 2r, ...`` and always ``steps``.
+
+    ``record_every=None`` keeps about :data:`DEFAULT_RECORDS` records.
+    """
+    if record_every is None:
+        record_every = max(1, steps // DEFAULT_RECORDS)
+    record_every = check_count(record_every, "record_every")
+    marks = np.arange(0, steps + 1, record_every, dtype=np.int64)
+    if marks[-1] != steps:
+        marks = np.append(marks, steps)
+    return marks
+
+
+class StepProgress:
+    """A tqdm bar over steps; by default shown only when stderr is a terminal."""
+
+    def __init__(self, total: int, enabled: bool | None, desc: str):
+        if enabled is None:
+            enabled = sys.stderr.isatty()
+        self.bar = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=total, desc=desc, unit="step", leave=False)
+
+    def update(self, n: int = 1) -> None:
+        if self.bar is not None:
+            self.bar.update(n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def diverged(process: str, step: int, exc: FloatingPointError) -> SolveError:
+    """The error raised when a training loop leaves the finite numbers."""
+    return SolveError(f"{process}: floating-point error at step {step}: {exc} "
+                      "(learning rates too large?)", {"failed_step": step})

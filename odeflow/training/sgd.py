@@ -1,0 +1,150 @@
+"""Real training: minibatch SGD on sampled finite-``T`` sequences (spec section 6).
+
+Each step draws ``batch_size`` sequences (:mod:`odeflow.training.batch`) and
+takes a step on the lumped ``Y`` and ``Z`` against the gradient of the mean
+cross-entropy, i.e. ascent on the mean log-likelihood with rates ``eta_Y``,
+``eta_Z``, optionally with heavy-ball momentum
+
+.. math::
+
+    v_{k+1} = \\mu v_k + \\nabla \\ell_k, \\qquad \\theta_{k+1} = \\theta_k - \\eta v_{k+1}.
+
+Time convention: step ``k`` is flow time ``t = k``. The expected batch
+gradient tends to the population gradient of Eqn 2 as ``T -> inf``, so as
+``T`` and the batch grow and the steps shrink, SGD approaches Level E
+(Eqns 3-4). The cost of a step is ``O(B T + B K L)``, independent of ``M``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from ..data import DataModel, validate_positive
+from ..errors import ValidationError
+from ..fields.base import initial_logits
+from ..trajectory import Trajectory
+from .batch import Batch, LumpedLayout, stacked_loss_and_gradient
+from .common import StepProgress, check_count, check_fraction, check_seed, diverged, record_steps
+
+
+def check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum) -> dict:
+    """Validated SGD settings; a :class:`ValidationError` names any bad field."""
+    if not isinstance(data, DataModel):
+        raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
+    return {"eta_y": validate_positive(eta_y, "eta_y"),
+            "eta_z": validate_positive(eta_z, "eta_z"),
+            "steps": check_count(steps, "steps"),
+            "batch_size": check_count(batch_size, "batch_size"),
+            "seq_len": check_count(seq_len, "seq_len", minimum=2),
+            "momentum": check_fraction(momentum, "momentum")}
+
+
+def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
+            progress: bool | None = None) -> list[Trajectory]:
+    """Advance one SGD run per seed together; one :class:`Trajectory` per seed.
+
+    Runs share no randomness: run ``i`` draws every batch from
+    ``numpy.random.default_rng(seeds[i])``, so it is identical to a run on its
+    own with that seed. Only the array operations are shared.
+    """
+    seeds = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+    if not seeds:
+        raise ValidationError("seeds", "needs at least one seed")
+    layout = LumpedLayout(data)
+    steps, B, T = settings["steps"], settings["batch_size"], settings["seq_len"]
+    eta_y, eta_z, mu = settings["eta_y"], settings["eta_z"], settings["momentum"]
+    marks = record_steps(steps, record_every)
+    S = len(seeds)
+    z_base = initial_logits(data, z0)
+    Y = np.zeros((S, layout.R, layout.L))
+    Z = np.repeat(z_base[None][:, :, data.active_tokens], S, axis=0)
+    vel_Y, vel_Z = np.zeros_like(Y), np.zeros_like(Z)
+    rec_Y = np.empty((marks.size, *Y.shape))
+    rec_Z = np.empty((marks.size, *Z.shape))
+    rec_Y[0], rec_Z[0] = Y, Z
+    rngs = [np.random.default_rng(s) for s in seeds]
+    bar = StepProgress(steps, progress, "sgd" if S == 1 else f"sgd x{S}")
+    start = time.perf_counter()
+    r = 1
+    k = 0
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            for k in range(steps):
+                drawn = [layout.sample(rng, B, T) for rng in rngs]
+                batch = Batch(np.stack([b.classes for b in drawn]),
+                              np.stack([b.tokens for b in drawn]))
+                _, grad_Y, grad_Z = stacked_loss_and_gradient(layout, Y, Z, batch)
+                if mu:
+                    vel_Y *= mu
+                    vel_Y += grad_Y
+                    vel_Z *= mu
+                    vel_Z += grad_Z
+                    grad_Y, grad_Z = vel_Y, vel_Z
+                Y -= eta_y * grad_Y
+                Z -= eta_z * grad_Z
+                if k + 1 == marks[r]:
+                    rec_Y[r], rec_Z[r] = Y, Z
+                    r += 1
+                bar.update()
+    except FloatingPointError as exc:
+        raise diverged("sgd", k, exc) from None
+    finally:
+        bar.close()
+    wall = time.perf_counter() - start
+    rate = steps / wall if wall > 0 else float("inf")
+    stats = {"method": "sgd", "steps": steps, "wall_time": wall, "runs_together": S,
+             "steps_per_second": rate, "run_steps_per_second": rate * S}
+    return [Trajectory(data, marks.astype(float), rec_Z[:, i], z_base,
+                       decoder_lumped=rec_Y[:, i], stats=dict(stats),
+                       meta={"flow": "sgd", **settings, "seed": seed,
+                             "record_every": int(marks[1] - marks[0])})
+            for i, seed in enumerate(seeds)]
+
+
+def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq_len: int,
+              momentum: float = 0.0, seed: int = 0, record_every: int | None = None,
+              progress: bool | None = None, z0=None) -> Trajectory:
+    """Train the 1-layer model by minibatch SGD on sampled sequences.
+
+    Parameters
+    ----------
+    data : DataModel
+    eta_y, eta_z : float
+        Step sizes of the decoder ``Y`` and of the attention logits ``Z``.
+    steps : int
+        Number of SGD steps; step ``k`` is recorded at time ``t = k``.
+    batch_size : int
+        Sequences per step, ``>= 1``.
+    seq_len : int
+        ``T >= 2``: ``T - 1`` contextual tokens and the query token.
+    momentum : float, default 0
+        Heavy-ball coefficient ``mu`` in ``[0, 1)``.
+    seed : int, default 0
+        Seed of the ``numpy.random.Generator`` drawing the batches.
+    record_every : int, optional
+        Keep the state every this many steps (and always the last); by default
+        about 100 records.
+    progress : bool, optional
+        Show a tqdm bar; by default only when stderr is a terminal.
+    z0 : optional
+        Initial logits ``Z(0)`` (zero by default), as for :func:`odeflow.solve`.
+
+    Returns
+    -------
+    Trajectory
+        ``meta`` holds ``flow="sgd"``, the learning rates, ``seed``,
+        ``batch_size``, ``seq_len``, ``momentum`` and ``steps``; ``stats`` the
+        wall time and steps per second.
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field.
+    SolveError
+        When a step leaves the finite numbers (learning rates too large).
+    """
+    settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum)
+    return run_sgd(data, settings, [check_seed(seed)], record_every=record_every, z0=z0,
+                   progress=progress)[0]

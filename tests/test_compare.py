@@ -1,0 +1,110 @@
+"""Comparison of discrete runs with the Level E flow, and the ``compare`` command."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from odeflow import DataModel, ValidationError
+from odeflow.cli import main
+from odeflow.compare import compare_runs, compare_to_flow, flow_at, format_gap_table, gap_table
+from odeflow.training import gradient_ascent
+
+ETA_Y, ETA_Z = 1.0, 5.0
+
+
+@pytest.fixture(scope="module")
+def small():
+    return DataModel.preset("syn-small")
+
+
+def test_gradient_ascent_comparison_is_small_and_first_order(small):
+    coarse = compare_runs(small, ETA_Y, ETA_Z, 200, run="gradient_ascent", dt=0.5)
+    fine = compare_runs(small, ETA_Y, ETA_Z, 400, run="gradient_ascent", dt=0.25)
+    assert coarse.t[-1] == fine.t[-1] == 100.0
+    assert coarse.z_range > 0.4
+    assert fine.max_z_gap < coarse.max_z_gap < 0.01
+    assert 1.7 <= coarse.max_z_gap / fine.max_z_gap <= 2.3
+    assert fine.max_attention_tv < coarse.max_attention_tv < 0.01
+    assert coarse.z_gap[0] == 0.0 and coarse.attention_tv[0] == 0.0
+
+
+def test_sgd_comparison_summary_is_json(small):
+    cmp = compare_runs(small, ETA_Y, ETA_Z, 60, batch_size=8, seq_len=32, seeds=3,
+                       record_every=20)
+    assert cmp.member_z_gap.shape == (3,)
+    assert np.all(cmp.member_z_gap >= 0)
+    summary = json.loads(json.dumps(cmp.summary()))
+    assert summary["seeds"] == [0, 1, 2] and summary["seq_len"] == 32
+    assert summary["t"] == [0.0, 20.0, 40.0, 60.0]
+    assert summary["max_z_gap"] == pytest.approx(max(summary["z_gap"]))
+
+
+def test_attention_tv_is_the_largest_total_variation(small):
+    run = gradient_ascent(small, ETA_Y, ETA_Z, 30, record_every=10)
+    flow = flow_at(small, ETA_Y, ETA_Z, run.t)
+    cmp = compare_to_flow(flow, run)
+    expected = [max(0.5 * np.abs(flow.attention(n)[i] - run.attention(n)[i]).sum()
+                    for n in small.next_tokens) for i in range(run.t.size)]
+    np.testing.assert_allclose(cmp.attention_tv, expected, rtol=1e-12, atol=1e-15)
+    z_flow = flow.logits(0)[:, small.active_tokens]
+    z_run = run.logits(0)[:, small.active_tokens]
+    np.testing.assert_allclose(cmp.z_gap, np.abs(z_flow - z_run).max(axis=1) / np.ptp(z_flow))
+
+
+def test_mismatched_times_and_unknown_run_are_rejected(small):
+    run = gradient_ascent(small, ETA_Y, ETA_Z, 30, record_every=10)
+    flow = flow_at(small, ETA_Y, ETA_Z, run.t[:-1])
+    with pytest.raises(ValidationError) as err:
+        compare_to_flow(flow, run)
+    assert err.value.field == "run"
+    with pytest.raises(ValidationError) as err:
+        compare_runs(small, ETA_Y, ETA_Z, 10, run="adam")
+    assert err.value.field == "run"
+
+
+def test_gap_table_rows_and_markdown(small):
+    rows = gap_table(small, ETA_Y, ETA_Z, 40, seq_lens=(8, 32), batch_sizes=(4, 8), seeds=2)
+    assert [(r["batch_size"], r["seq_len"]) for r in rows] == \
+        [(4, 8), (4, 32), (8, 8), (8, 32), (None, None)]
+    text = format_gap_table(rows)
+    assert text.count("\n") == 6 and "| gradient_ascent | - | inf |" in text
+
+
+# -------------------------------------------------------------------- CLI
+def test_cli_compare_prints_a_table(capsys):
+    assert main(["compare", "--steps", "40", "--seeds", "2", "--batch-size", "4",
+                 "--seq-len", "16", "--rows", "3", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "sgd (2 seeds, batch 4, T=16" in out and "max z gap" in out
+
+
+def test_cli_compare_json_and_t_end(capsys):
+    assert main(["compare", "--run", "gradient_ascent", "--dt", "0.5", "--t-end", "20",
+                 "--eta-z", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["steps"] == 40 and doc["eta_z"] == 2.0 and doc["t"][-1] == 20.0
+    assert doc["run"] == "gradient_ascent" and doc["max_z_gap"] < 0.05
+
+
+def test_cli_compare_table_json(capsys):
+    assert main(["compare", "--table", "--steps", "20", "--seeds", "2", "--seq-lens", "8",
+                 "16", "--batch-sizes", "4", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["seq_len"] for r in doc["rows"]] == [8, 16, None]
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["--steps", "5", "--batch-size", "0"], "batch_size"),
+    (["--steps", "5", "--seq-len", "1"], "seq_len"),
+    (["--steps", "0"], "steps"),
+    (["--steps", "5", "--seeds", "0"], "seeds"),
+    (["--steps", "5", "--momentum", "1"], "momentum"),
+    (["--steps", "5", "--preset", "nope"], "preset"),
+    (["--t-end", "nan"], "t_end"),
+])
+def test_cli_compare_bad_input_exits_2(capsys, argv, field):
+    assert main(["compare", "--no-progress", *argv]) == 2
+    assert f"odeflow: error: {field}:" in capsys.readouterr().err
