@@ -264,6 +264,21 @@ class DataModel:
         return out
 
     @cached_property
+    def output_multiplicity(self) -> np.ndarray:
+        """How many decoder outputs each row of the lumped decoder stands for.
+
+        The lumped decoder (spec section 3) keeps one row per next token, in
+        class order, then, when ``M > K``, one row shared by the ``M - K``
+        outputs that are never a next token. Shape ``(K,)`` or ``(K + 1,)``.
+        """
+        K, M = self.num_classes, self.vocab_size
+        out = np.ones(K + (1 if M > K else 0))
+        if M > K:
+            out[-1] = M - K
+        out.setflags(write=False)
+        return out
+
+    @cached_property
     def active_log_probs(self) -> np.ndarray:
         """``log c_{l|n}`` over :attr:`active_tokens` (``-inf`` off the support)."""
         with np.errstate(divide="ignore"):

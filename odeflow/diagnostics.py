@@ -32,14 +32,10 @@ def _lumped_decoder_logits(traj) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
         raise ValidationError("traj", f"flow {getattr(traj, 'flow', '?')!r} records no "
                               "decoder; run flow='exact' (or 'reduced')")
     data = traj.data
-    K, M = data.num_classes, data.vocab_size
     Yl = np.asarray(traj.decoder_lumped, dtype=float)
     _, F = normalised_features(data.active_log_probs, traj.z_active[:, data.class_query_index, :])
     U = F @ np.swapaxes(Yl, -1, -2)
-    mult = np.ones(Yl.shape[1])
-    if M > K:
-        mult[-1] = M - K
-    return Yl, F, U, mult
+    return Yl, F, U, np.asarray(data.output_multiplicity)
 
 
 def empirical_margin(traj) -> np.ndarray:

@@ -71,8 +71,8 @@ class Trajectory:
         self.meta = dict(meta or {})
         n, q, L = self.z_active.shape
         if n != self.t.size or q != data.query_tokens.size or L != data.active_tokens.size:
-            raise ValueError(f"z_active has shape {self.z_active.shape}, inconsistent with "
-                             f"t ({self.t.size}) and the data model")
+            raise ValidationError("z_active", f"has shape {self.z_active.shape}, inconsistent "
+                                  f"with t ({self.t.size}) and the data model")
 
     def __repr__(self) -> str:
         return (f"Trajectory(flow={self.flow!r}, n={self.t.size}, "
@@ -118,14 +118,6 @@ class Trajectory:
         return self._dense(fh)
 
     @property
-    def _lumped_layout(self) -> tuple[np.ndarray, int]:
-        K, M = self.data.num_classes, self.data.vocab_size
-        mult = np.ones(K + (1 if M > K else 0))
-        if M > K:
-            mult[-1] = M - K
-        return np.log(mult), K
-
-    @property
     def decoder(self) -> np.ndarray:
         """``Y(t)``, shape ``(n, M, M)`` (rows: outputs; columns: tokens)."""
         Yl = self._require_decoder()
@@ -146,9 +138,9 @@ class Trajectory:
     def objective(self) -> np.ndarray:
         """``J(t)`` of Eqn 2 (maximised), shape ``(n,)``."""
         Yl = self._require_decoder()
-        log_mult, _ = self._lumped_layout
         _, F = self._active_features()
-        return lumped_objective(Yl, F, np.asarray(self.data.weights), log_mult)
+        return lumped_objective(Yl, F, np.asarray(self.data.weights),
+                                np.log(self.data.output_multiplicity))
 
     # ------------------------------------------- Eqn 11 quantities (any flow)
     def growth_factor(self, next_token: int, token: int) -> np.ndarray:

@@ -40,13 +40,11 @@ class ExactFlow(VectorField):
 
     def __init__(self, data, eta_y, eta_z, z0=None):
         super().__init__(data, eta_y, eta_z, z0)
-        K, M = data.num_classes, data.vocab_size
+        K = data.num_classes
         self.L = data.active_tokens.size
         self.q = data.query_tokens.size
-        self.R = K + (1 if M > K else 0)
-        self.multiplicity = np.ones(self.R)
-        if M > K:
-            self.multiplicity[-1] = M - K
+        self.multiplicity = data.output_multiplicity
+        self.R = self.multiplicity.size
         self.log_multiplicity = np.log(self.multiplicity)
         self.log_probs = data.active_log_probs
         self.pi = np.asarray(data.weights, dtype=float)
