@@ -6,6 +6,7 @@ previous file in place.
 
 from __future__ import annotations
 
+import io
 import os
 import tempfile
 from collections.abc import Callable
@@ -44,3 +45,15 @@ def atomic_write(path, write: Callable, binary: bool = True) -> Path:
 def atomic_write_text(path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically (UTF-8)."""
     return atomic_write(path, lambda fh: fh.write(text), binary=False)
+
+
+def atomic_write_npz(path, arrays: dict) -> Path:
+    """Write ``arrays`` as a compressed ``.npz`` to ``path`` atomically."""
+    import numpy as np
+
+    def write(fh):
+        buf = io.BytesIO()
+        np.savez_compressed(buf, **arrays)
+        fh.write(buf.getvalue())
+
+    return atomic_write(path, write)

@@ -18,6 +18,7 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
+from .data import validate_positive
 from .errors import SolveError, ValidationError
 from .fields import FLOWS
 from .fields.base import VectorField
@@ -167,8 +168,8 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     if flow not in FLOWS:
         raise ValidationError("flow", f"unknown flow {flow!r}; choose one of {sorted(FLOWS)}")
     t0, t_end = _check_span(t_span)
-    rtol = _positive_tol(rtol, "rtol")
-    atol = _positive_tol(atol, "atol")
+    rtol = validate_positive(rtol, "rtol")
+    atol = validate_positive(atol, "atol")
     t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
     field = FLOWS[flow](data, eta_y, eta_z, z0=z0, **flow_options)
@@ -224,13 +225,3 @@ def _check_flow_options(flow: str, options: dict) -> None:
         if key not in allowed:
             raise ValidationError(key, f"unknown option for flow {flow!r}; it takes "
                                   f"{allowed if allowed else 'no options'}")
-
-
-def _positive_tol(value, name) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(name, f"must be a number, got {value!r}") from None
-    if not (math.isfinite(x) and x > 0):
-        raise ValidationError(name, f"must be finite and > 0, got {value!r}")
-    return x

@@ -8,7 +8,6 @@ flow records) and un-lumps on access, so the accessors return full
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import numpy as np
 
 from .data import DataModel
 from .errors import ValidationError
-from .io import atomic_write
+from .io import atomic_write_npz
 from .numerics import lumped_objective, normalised_features
 
 #: Format tag written into saved files.
@@ -230,13 +229,7 @@ class Trajectory:
         metadata = {"format": FILE_FORMAT, "data": self.data.to_dict(),
                     "stats": jsonable(self.stats), "meta": jsonable(self.meta)}
         arrays["metadata"] = np.array(json.dumps(metadata))
-
-        def write(fh):
-            buf = io.BytesIO()
-            np.savez_compressed(buf, **arrays)
-            fh.write(buf.getvalue())
-
-        return atomic_write(path, write)
+        return atomic_write_npz(path, arrays)
 
     @classmethod
     def load(cls, path) -> Trajectory:

@@ -57,7 +57,7 @@ from scipy.integrate import solve_ivp
 from scipy.special import expit
 
 from . import closed_forms
-from .data import DataModel, SequenceClass
+from .data import DataModel, SequenceClass, validate_positive
 from .errors import SolveError, ValidationError
 from .fields.snap import snap_parameters, solve_snap
 from .solve import IMPLICIT, METHODS, solve
@@ -675,16 +675,6 @@ _CHECK_TITLES = {"CF1": ("h(t)", "Lemma 6, Eqn 45"), "CF2": ("t_0", "Lemma 9, Th
                  "CF6": ("z_c(t), B(t)", "Thm 4, Eqns 13-14")}
 
 
-def _check_positive(value, name: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(name, f"must be a number, got {value!r}") from None
-    if not (math.isfinite(x) and x > 0):
-        raise ValidationError(name, f"must be finite and > 0, got {value!r}")
-    return x
-
-
 # ---------------------------------------------------------------------------
 # entry point
 # ---------------------------------------------------------------------------
@@ -725,11 +715,11 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     ValidationError
         For invalid settings, naming the argument.
     """
-    rtol = _check_positive(rtol, "rtol")
-    atol = _check_positive(atol, "atol")
-    tolerance = _check_positive(tolerance, "tolerance")
-    t_min = _check_positive(t_min, "t_min")
-    t_max = _check_positive(t_max, "t_max")
+    rtol = validate_positive(rtol, "rtol")
+    atol = validate_positive(atol, "atol")
+    tolerance = validate_positive(tolerance, "tolerance")
+    t_min = validate_positive(t_min, "t_min")
+    t_max = validate_positive(t_max, "t_max")
     if t_max <= t_min:
         raise ValidationError("t_max", f"must exceed t_min = {t_min!r}, got {t_max!r}")
     if isinstance(points_per_decade, bool) or not isinstance(points_per_decade, int) \

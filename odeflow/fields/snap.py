@@ -161,10 +161,9 @@ class SnapResult:
 
     def save(self, path):
         """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename)."""
-        import io
         import json
 
-        from ..io import atomic_write
+        from ..io import atomic_write_npz
         from ..trajectory import jsonable
 
         arrays = {"t": self.t, "margin": self.margin, "common_logit": self.common_logit,
@@ -173,13 +172,7 @@ class SnapResult:
                       "format": "odeflow-snap/1", "stats": jsonable(self.stats),
                       "meta": jsonable(self.meta),
                       "data": None if self.data is None else self.data.to_dict()}))}
-
-        def write(fh):
-            buf = io.BytesIO()
-            np.savez_compressed(buf, **arrays)
-            fh.write(buf.getvalue())
-
-        return atomic_write(path, write)
+        return atomic_write_npz(path, arrays)
 
     @property
     def gamma(self) -> np.ndarray:
