@@ -191,7 +191,10 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     def rhs(t, y):
         bar.update(t)
         with np.errstate(over="raise", invalid="raise", divide="raise"):
-            return field.rhs(t, y)
+            out = field.rhs(t, y)
+        if not np.all(np.isfinite(out)):
+            raise FloatingPointError(f"non-finite right-hand side at t = {t:g}")
+        return out
 
     start = time.perf_counter()
     try:
