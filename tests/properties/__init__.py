@@ -1,0 +1,79 @@
+"""Property-based tests (hypothesis), split by theme; see docs/testing.md.
+
+- ``test_data_properties``: the data layer and the TOML/config loaders, valid
+  and invalid input.
+- ``test_exact_properties``: Level E (Lemma 1, Eqns 3-4, 7).
+- ``test_reduced_properties``: Level R (Theorem 1-3, Eqns 10-12, 98).
+- ``test_closed_form_properties``: the closed forms CF1-CF6 and the snap system.
+- ``test_robustness_properties``: extreme valid parameters and bad solve arguments.
+
+Helpers shared by these modules live here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import settings
+
+#: Kinds of invalid input (labels of :class:`odeflow.testing.InvalidInput`) that
+#: currently hit an open package bug. The general bad-input properties leave them
+#: out with ``assume``; each is exercised by a strict ``xfail`` test named here,
+#: which starts to XPASS (and so fails) once the bug is fixed: then delete the
+#: entry and the marker.
+OPEN_BUGS = {
+    "t_eval:text": "test_robustness_properties.py::test_non_numeric_arrays_name_the_field",
+    "z0:text": "test_robustness_properties.py::test_non_numeric_arrays_name_the_field",
+    "flow:unhashable": "test_robustness_properties.py::test_unhashable_flow_names_the_field",
+    "z0:unknown-query": "test_robustness_properties.py::test_z0_with_unknown_query_names_z0",
+    "number:huge-int": "test_robustness_properties.py::test_huge_integers_name_the_field",
+    "beta:negative-unused": "test_robustness_properties.py::test_negative_beta_single_class",
+}
+
+
+def examples(n: int) -> int:
+    """``n`` examples under the default profile, scaled by the active profile.
+
+    A test that needs fewer (costly) or more (cheap) examples than the profile
+    sets ``@settings(max_examples=examples(n))``; the thorough profile then still
+    runs ten times as many.
+    """
+    base = settings.get_profile("default").max_examples
+    return max(1, round(n * settings.default.max_examples / base))
+
+
+def assert_field(exc: BaseException, field: str) -> None:
+    """``exc`` is a ValidationError (a ValueError) whose message starts with ``field``."""
+    from odeflow import ValidationError
+
+    assert isinstance(exc, ValueError), f"{type(exc).__name__}: {exc}"
+    assert isinstance(exc, ValidationError), f"{type(exc).__name__}: {exc}"
+    message = str(exc)
+    assert message.startswith(field), f"expected a message naming {field!r}, got {message!r}"
+    assert message.startswith(exc.field + ":"), message
+
+
+def monotone_violation(series: np.ndarray, increasing: bool = True) -> float:
+    """Largest step against the expected direction along axis 0 (0 if none)."""
+    steps = np.diff(np.asarray(series, dtype=float), axis=0)
+    worst = -steps if increasing else steps
+    return float(max(0.0, np.max(worst))) if worst.size else 0.0
+
+
+def unlump(field, y: np.ndarray, base: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Full ``(Y, Z)`` of shape ``(M, M)`` from a lumped ExactFlow state.
+
+    ``base`` fills the logits of inactive tokens with ``Z(0)``; turn it off for
+    a derivative.
+    """
+    data = field.data
+    M, K = data.vocab_size, data.num_classes
+    Yl, Zl = field.split(y)
+    Y = np.zeros((M, M))
+    if M > K:
+        Y[:, data.active_tokens] = Yl[K]
+    Y[np.ix_(data.next_tokens, data.active_tokens)] = Yl[:K]
+    Z = np.zeros((M, M))
+    if base:
+        Z[data.query_tokens] = field.z_base
+    Z[np.ix_(data.query_tokens, data.active_tokens)] = Zl
+    return Y, Z

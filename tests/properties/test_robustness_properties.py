@@ -1,0 +1,280 @@
+"""Numerical robustness and bad solve arguments.
+
+Extreme but valid parameters (vocabularies up to 1e5, eta_Z / eta_Y from 1e-4
+to 1e4, t_end up to 1e10) either solve with finite results everywhere or raise
+a clear SolveError / ValidationError; invalid arguments of odeflow.solve are
+rejected with a ValidationError naming the argument, before any integration.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import assume, event, example, given, settings
+from hypothesis import strategies as st
+
+import odeflow
+from odeflow import DataModel, SequenceClass, SolveError, ValidationError
+from odeflow import closed_forms as cf
+from odeflow.testing import (
+    InvalidInput,
+    data_models,
+    invalid_solve_arguments,
+    learning_rate_pairs,
+    learning_rates,
+)
+from tests.properties import OPEN_BUGS, assert_field, examples
+
+SMALL = DataModel(6, [SequenceClass(4, 1, {0: 0.5, 2: 0.5}), SequenceClass(5, 1, {0: 0.25,
+                                                                                   3: 0.75})])
+
+
+@st.composite
+def extreme_problems(draw):
+    """A small model in a vocabulary of up to 1e5 tokens, rates with eta_Z / eta_Y
+    in [1e-4, 1e4], t_end in [1, 1e10], and Z(0) = 0 or random logits."""
+    data = draw(data_models(dense=False, max_vocab=12))
+    M = draw(st.one_of(st.just(data.vocab_size), st.integers(data.vocab_size, 10**5),
+                       st.just(10**5)))
+    data = DataModel(M, list(data.classes), data.weights.tolist())
+    eta_y, eta_z = draw(learning_rate_pairs(eta_y=(1e-3, 1e2), ratio=(1e-4, 1e4)))
+    t_end = draw(st.one_of(learning_rates(1.0, 1e10), st.just(1e10)))
+    z0 = None
+    if draw(st.booleans()):
+        z0 = {int(m): np.zeros(M) for m in data.query_tokens}
+        for m in z0:
+            z0[m][data.active_tokens] = draw(st.lists(
+                st.floats(-5, 5), min_size=data.active_tokens.size,
+                max_size=data.active_tokens.size))
+    return data, eta_y, eta_z, t_end, z0
+
+
+def check_finite_or_clear_error(flow, data, eta_y, eta_z, t_end, z0):
+    """Solve; either everything the trajectory returns is finite (no NaN anywhere)
+    or the failure is a SolveError / ValidationError with a message."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # e.g. expm1 overflow to inf
+            traj = odeflow.solve(data, flow=flow, eta_y=eta_y, eta_z=eta_z,
+                                 t_span=(0.0, t_end), z0=z0, rtol=1e-6, atol=1e-9)
+            checks = check_trajectory(traj)
+    except (SolveError, ValidationError) as exc:
+        event(f"{flow}: {type(exc).__name__}")
+        assert str(exc)
+        return None
+    event(f"{flow}: solved")
+    for name, value in checks.items():
+        assert np.all(np.isfinite(value)), name
+    return traj
+
+
+def check_trajectory(traj) -> dict:
+    data = traj.data
+    out = {"t": traj.t, "z_active": traj.z_active, "decoder": traj.decoder_lumped,
+           "objective": traj.objective}
+    for n in data.next_tokens:
+        out[f"attention({n})"] = traj.attention(n)[:, data.active_tokens]
+        out[f"features({n})"] = traj.features(n)[:, data.active_tokens]
+        m = int(data.classes[data.class_index(n)].query_token)
+        out[f"logits({m})"] = traj.logits(m)[:, data.active_tokens]
+        for token in data.distinct_tokens(n)[:2]:
+            chi = traj.growth_factor(n, int(token))
+            assert not np.any(np.isnan(chi)), "growth_factor is NaN"
+    if traj.flow == "reduced":
+        out.update({"margin": traj.margin, "gamma": traj.gamma,
+                    "gamma_integral": traj.gamma_integral})
+        for n in data.next_tokens:
+            out[f"B({n})"] = traj.B(n)
+            out[f"xi({n})"] = traj.xi(n)
+    return out
+
+
+@settings(max_examples=examples(20))
+@given(problem=extreme_problems())
+def test_exact_flow_at_extremes_is_finite_or_fails_clearly(problem):
+    """Level E at extreme valid parameters: finite logits, decoder, J, attention,
+    features and growth factors at every output time, or a SolveError /
+    ValidationError; attention still sums to one."""
+    traj = check_finite_or_clear_error("exact", *problem)
+    if traj is not None:
+        for n in traj.data.next_tokens:
+            assert np.allclose(traj.attention(n).sum(axis=1), 1.0, atol=1e-9)
+
+
+@settings(max_examples=examples(20))
+@given(problem=extreme_problems())
+def test_reduced_flow_at_extremes_is_finite_or_fails_clearly(problem):
+    """Level R at extreme valid parameters: finite h, gamma, Gamma, B, xi and logits,
+    or a SolveError / ValidationError; h and B stay non-decreasing."""
+    traj = check_finite_or_clear_error("reduced", *problem)
+    if traj is not None:
+        h = traj.series["margin"]
+        assert np.all(np.diff(h, axis=0) >= -1e-6 * (1 + np.abs(h).max()))
+
+
+@settings(max_examples=examples(40))
+@given(M=st.integers(2, 10**6), rates=learning_rate_pairs((1e-4, 1e4), (1e-4, 1e4)),
+       K=st.integers(1, 100), a=learning_rates(1e-6, 1e3), zc0=st.floats(-5, 5),
+       t_end=learning_rates(1.0, 1e10))
+def test_snap_flow_at_extremes_is_finite_or_fails_clearly(M, rates, K, a, zc0, t_end):
+    """The Sec. 6 system at extreme parameters: finite h, z_c, B, Gamma, gamma, xi,
+    or a SolveError / ValidationError. (Larger a exp(2 z_c(0)) can fail the very
+    first step: test_failed_first_step_raises_solve_error.)"""
+    try:
+        res = odeflow.solve(None, flow="snap", eta_y=rates[0], eta_z=rates[1], a=a,
+                            pi=1.0 / K, vocab_size=M, zc0=zc0, t_span=(0.0, t_end),
+                            rtol=1e-6, atol=1e-9)
+    except (SolveError, ValidationError) as exc:
+        event(f"snap: {type(exc).__name__}")
+        assert str(exc)
+        return
+    event("snap: solved")
+    for name in ("t", "margin", "common_logit", "B", "gamma_integral", "gamma", "xi"):
+        assert np.all(np.isfinite(getattr(res, name))), name
+
+
+@settings(max_examples=examples(200))
+@given(t=st.one_of(st.just(0.0), learning_rates(1e-12, 1e12)), M=learning_rates(2.0, 1e6),
+       rates=learning_rate_pairs((1e-4, 1e4), (1e-4, 1e4)), pi=learning_rates(1e-4, 1.0),
+       a=learning_rates(1e-8, 1e4), zc0=st.floats(-50, 50))
+def test_closed_forms_are_finite_at_extremes(t, M, rates, pi, a, zc0):
+    """Every closed form is finite (never NaN) for t in [0, 1e12], M up to 1e6,
+    learning rates 1e-4..1e4 and any z_c(0) in [-50, 50]; h, gamma, Gamma, B >= 0."""
+    eta_y, eta_z = rates
+    values = {
+        "h": cf.decoder_margin(t, M, eta_y, pi),
+        "gamma": cf.speed_control(t, M, eta_y, pi),
+        "Gamma": cf.gamma_integral(t, M, eta_y, pi),
+        "t0": cf.transition_time(M, eta_y, pi),
+        "B": cf.snap_B(t, M, eta_y, eta_z, pi, a, zc0),
+        "z_c": cf.snap_common_logit(t, M, eta_y, eta_z, pi, a, zc0),
+    }
+    for name, value in values.items():
+        assert np.isfinite(value), name
+    assert min(values["h"], values["gamma"], values["Gamma"], values["B"]) >= 0
+
+
+# ------------------------------------------------------------ bad solve arguments
+@settings(max_examples=examples(200))
+@given(data=data_models(max_classes=2, max_vocab=6), draw=st.data())
+def test_invalid_solve_arguments_name_the_field(data, draw):
+    """Every invalid argument of odeflow.solve (learning rates, t_span, t_eval,
+    method, tolerances, flow, z0, data, beta, iota) is a ValidationError naming it.
+    Kinds with an open bug (OPEN_BUGS) are left to their strict-xfail tests."""
+    bad = draw.draw(invalid_solve_arguments(data))
+    assume(bad.kind not in OPEN_BUGS)
+    kwargs = dict(bad.value)
+    with pytest.raises(Exception) as info:
+        odeflow.solve(kwargs.pop("data"), **kwargs)
+    assert_field(info.value, bad.field)
+
+
+def _solve_rejects(bad):
+    kwargs = dict(bad.value)
+    with pytest.raises(Exception) as info:
+        odeflow.solve(kwargs.pop("data"), **kwargs)
+    assert_field(info.value, bad.field)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="bug: z0 or t_eval given as text reaches np.asarray(..., dtype=float) "
+                          "unguarded: a plain ValueError 'could not convert string to float' "
+                          "that names no field")
+@example(bad=InvalidInput({"data": SMALL, "z0": "abc", "t_span": (0, 1)}, "z0", "z0:text"))
+@example(bad=InvalidInput({"data": SMALL, "t_eval": "abc", "t_span": (0, 1)}, "t_eval",
+                          "t_eval:text"))
+@given(bad=invalid_solve_arguments(SMALL, kinds=["z0:text", "t_eval:text"]))
+def test_non_numeric_arrays_name_the_field(bad):
+    """z0 or t_eval that are not numbers give a ValidationError naming them."""
+    _solve_rejects(bad)
+
+
+@pytest.mark.xfail(strict=True, raises=TypeError,
+                   reason="bug: solve() tests `flow not in FLOWS` on a dict, so an unhashable "
+                          "flow (a list or dict) raises TypeError: unhashable type")
+@example(flow=[])
+@given(flow=st.sampled_from([[], ["exact"], {}]))
+def test_unhashable_flow_names_the_field(flow):
+    """An unhashable flow= gives a ValidationError naming flow."""
+    with pytest.raises(ValidationError) as info:
+        odeflow.solve(SMALL, flow=flow, t_span=(0, 1))
+    assert_field(info.value, "flow")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="bug: a z0 mapping keyed by a token that is no query token is "
+                          "rejected by DataModel.query_index, so the message names "
+                          "'query_token', not 'z0'")
+@example(token=7)
+@given(token=st.integers(-5, 20).filter(lambda m: m != 1))
+def test_z0_with_unknown_query_names_z0(token):
+    """z0={m: row} with m not a query token gives a ValidationError naming z0."""
+    with pytest.raises(ValidationError) as info:
+        odeflow.solve(SMALL, z0={token: np.zeros(6)}, t_span=(0, 1))
+    assert_field(info.value, "z0")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="bug: a Python int beyond float range (e.g. 10**400) as eta_y, eta_z, "
+                          "rtol, atol or t_end reaches float() unguarded: OverflowError")
+@example(slot="eta_y", big=10**400)
+@given(slot=st.sampled_from(["eta_y", "eta_z", "rtol", "atol", "t_end"]),
+       big=st.integers(2**1024, 10**400))
+def test_huge_integers_name_the_field(slot, big):
+    """An integer too large for a float in a numeric argument of solve is a
+    ValidationError naming the argument."""
+    kwargs = {"t_span": (0, big)} if slot == "t_end" else {slot: big, "t_span": (0, 1)}
+    with pytest.raises(Exception) as info:
+        odeflow.solve(SMALL, **kwargs)
+    assert_field(info.value, "t_" if slot == "t_end" else slot)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="bug: a vocabulary too large to allocate (M ~ 2**62) is accepted by "
+                          "DataModel, then solve() fails inside numpy (np.zeros((q, M)) in "
+                          "initial_logits): a plain ValueError naming no field")
+@example(M=2**62)
+@given(M=st.integers(2**60, 2**64))
+def test_huge_vocabulary_fails_clearly(M):
+    """A vocabulary too large for the dense Z(0) row is rejected with a
+    ValidationError naming vocab_size (or solved: the state is lumped)."""
+    data = DataModel(M, list(SMALL.classes))
+    try:
+        odeflow.solve(data, t_span=(0, 1), t_eval=[0, 1])
+    except Exception as exc:  # the type is what is being tested
+        assert_field(exc, "vocab_size")
+
+
+@pytest.mark.xfail(strict=True, raises=AttributeError,
+                   reason="bug: when solve_ivp fails before its first output time, scipy "
+                          "returns sol.t as an empty list and solve() raises AttributeError "
+                          "('list' object has no attribute 'size') while formatting the "
+                          "SolveError message (odeflow/solve.py, `sol.t.size`)")
+@example(a=1e4, zc0=19.0)
+@settings(max_examples=examples(5))
+@given(a=learning_rates(1e3, 1e4), zc0=st.floats(18.0, 20.0))
+def test_failed_first_step_raises_solve_error(a, zc0):
+    """A solve whose first step already fails (here: the snap system with
+    a exp(2 z_c(0)) ~ 1e20, so dz_c/dt is enormous) raises SolveError."""
+    with pytest.raises((SolveError, ValidationError)):
+        odeflow.solve(None, flow="snap", eta_y=1.0, eta_z=1.0, a=a, pi=1.0, vocab_size=2,
+                      zc0=zc0, t_span=(0.0, 1.0), rtol=1e-6, atol=1e-9)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="bug: ReducedFlow fills the off-diagonal of beta with a scalar before "
+                          "checking its sign, so with a single class (no off-diagonal entry) a "
+                          "negative beta is accepted silently")
+@example(beta=-1.0)
+@given(beta=st.floats(-10.0, -1e-6))
+def test_negative_beta_single_class(beta):
+    """beta < 0 is rejected with a ValidationError naming beta, whatever K."""
+    one = DataModel(3, [SequenceClass(1, 0, {0: 0.5, 2: 0.5})])
+    try:
+        odeflow.solve(one, flow="reduced", beta=beta, t_span=(0, 1))
+    except Exception as exc:  # the type is what is being tested
+        assert_field(exc, "beta")
+    else:
+        raise AssertionError(f"beta = {beta} accepted")
