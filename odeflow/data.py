@@ -26,6 +26,11 @@ from .errors import ValidationError
 #: Absolute tolerance on ``sum(probs) == 1`` and ``sum(weights) == 1``.
 SUM_TOLERANCE = 1e-9
 
+#: Largest vocabulary size accepted. The flows' state is lumped and does not grow
+#: with ``M``, but ``Z(0)`` and the dense accessors hold rows of length ``M``
+#: (8 bytes per token), so a larger ``M`` could not be allocated.
+MAX_VOCAB_SIZE = 10**8
+
 
 def _as_token(value, field_name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
@@ -36,14 +41,29 @@ def _as_token(value, field_name: str) -> int:
     value = int(value)
     if value < 0:
         raise ValidationError(field_name, f"token id must be >= 0, got {value}")
+    if value >= 2**62:  # beyond int64 arrays; in-range ids are checked against M later
+        raise ValidationError(field_name, f"token id {value} is too large")
     return value
 
 
-def _as_float_array(values, field_name: str) -> np.ndarray:
+def as_real_array(values, field_name: str) -> np.ndarray:
+    """``values`` as a float array; bools, text and complex numbers are refused.
+
+    Raises a :class:`ValidationError` naming ``field_name`` for anything that is
+    not real numbers (including integers too large for a float).
+    """
     try:
-        arr = np.asarray(values, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise ValidationError(field_name, f"must be numbers, got {values!r:.80}") from exc
+        raw = np.asarray(values)
+        if raw.dtype.kind not in "iuf":
+            raise TypeError(raw.dtype)
+        arr = raw.astype(float)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ValidationError(field_name, f"must be real numbers, got {values!r:.80}") from exc
+    return arr
+
+
+def _as_float_array(values, field_name: str) -> np.ndarray:
+    arr = as_real_array(values, field_name)
     if arr.ndim != 1:
         raise ValidationError(field_name, f"must be one-dimensional, got shape {arr.shape}")
     bad = ~np.isfinite(arr)
@@ -60,11 +80,20 @@ def _check_distribution(values: np.ndarray, field_name: str, normalize: bool,
         i = int(np.flatnonzero(neg)[0])
         word = "positive" if positive else "non-negative"
         raise ValidationError(field_name, f"must be {word}, entry {i} is {values[i]!r}")
-    total = float(np.sum(values))
+    with np.errstate(over="ignore"):
+        total = float(np.sum(values))
     if normalize:
         if not total > 0:
             raise ValidationError(field_name, f"cannot normalise: sum is {total!r}")
-        return values / total
+        positive = values > 0
+        if not math.isfinite(total):  # rescale first so that the sum is finite
+            values = values / np.max(values)
+            total = float(np.sum(values))
+        out = values / total
+        if np.any(out[positive] == 0):  # never let a support entry underflow to 0
+            raise ValidationError(field_name, "cannot normalise: entries differ by more "
+                                  "than the floating-point range")
+        return out
     if abs(total - 1.0) > SUM_TOLERANCE:
         raise ValidationError(
             field_name,
@@ -174,6 +203,9 @@ class DataModel:
         vocab_size = int(vocab_size)
         if vocab_size < 2:
             raise ValidationError("vocab_size", f"must be >= 2, got {vocab_size}")
+        if vocab_size > MAX_VOCAB_SIZE:
+            raise ValidationError("vocab_size", f"must be <= {MAX_VOCAB_SIZE} (Z(0) holds "
+                                  f"rows of length M), got {vocab_size}")
         self.vocab_size = vocab_size
         if isinstance(classes, SequenceClass) or not isinstance(classes, Sequence):
             raise ValidationError("classes", "must be a list of SequenceClass")
@@ -399,6 +431,7 @@ class DataModel:
                         or len(toks) != len(probs):
                     raise ValidationError(
                         f"{name}.probs", "must be an array as long as tokens")
+                toks = [_as_token(tok, f"{name}.tokens[{j}]") for j, tok in enumerate(toks)]
                 probs = dict(zip(toks, probs, strict=True))
                 if len(probs) != len(toks):
                     raise ValidationError(f"{name}.tokens", "a token appears twice")
@@ -471,11 +504,19 @@ class DataModel:
 
 
 def validate_positive(value, field_name: str) -> float:
-    """A finite, strictly positive float, or a :class:`ValidationError`."""
+    """A finite, strictly positive float, or a :class:`ValidationError`.
+
+    Booleans and text are refused rather than converted.
+    """
+    if isinstance(value, (bool, str, bytes)):
+        raise ValidationError(field_name, f"must be a number, got {value!r}")
     try:
         x = float(value)
     except (TypeError, ValueError):
-        raise ValidationError(field_name, f"must be a number, got {value!r}") from None
+        raise ValidationError(field_name, f"must be a number, got {value!r:.80}") from None
+    except OverflowError:
+        raise ValidationError(field_name, "must be finite and > 0, got an integer too "
+                              "large for a float") from None
     if not math.isfinite(x) or x <= 0:
         raise ValidationError(field_name, f"must be finite and > 0, got {value!r}")
     return x

@@ -18,7 +18,7 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .data import validate_positive
+from .data import as_real_array, validate_positive
 from .errors import SolveError, ValidationError
 from .fields import FLOWS
 from .fields.base import VectorField
@@ -70,7 +70,9 @@ def _check_span(t_span) -> tuple[float, float]:
     try:
         t0, t_end = (float(x) for x in t_span)
     except (TypeError, ValueError):
-        raise ValidationError("t_span", f"must be a pair (t0, t_end), got {t_span!r}") from None
+        raise ValidationError("t_span", f"must be a pair (t0, t_end), got {t_span!r:.80}") from None
+    except OverflowError:
+        raise ValidationError("t_span", "holds an integer too large for a float") from None
     if not (math.isfinite(t0) and t0 >= 0):
         raise ValidationError("t_span", f"t0 must be finite and >= 0, got {t0!r}")
     if not (math.isfinite(t_end) and t_end > 0):
@@ -81,7 +83,7 @@ def _check_span(t_span) -> tuple[float, float]:
 
 
 def _check_t_eval(t_eval, t0, t_end) -> np.ndarray:
-    arr = np.asarray(t_eval, dtype=float)
+    arr = as_real_array(t_eval, "t_eval")
     if arr.ndim != 1 or arr.size == 0:
         raise ValidationError("t_eval", "must be a non-empty one-dimensional array")
     if not np.all(np.isfinite(arr)):
@@ -165,7 +167,7 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     SolveError
         When ``solve_ivp`` fails or the solution is not finite.
     """
-    if flow not in FLOWS:
+    if not isinstance(flow, str) or flow not in FLOWS:
         raise ValidationError("flow", f"unknown flow {flow!r}; choose one of {sorted(FLOWS)}")
     t0, t_end = _check_span(t_span)
     rtol = validate_positive(rtol, "rtol")
@@ -211,8 +213,9 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
              "jac_calls": field.njev, "rtol": rtol, "atol": atol,
              "analytic_jacobian": "jac" in kwargs, "n_state": field.size}
     if not sol.success:
-        raise SolveError(f"{flow} flow ({method}) failed at t = {sol.t[-1] if sol.t.size else t0:g}"
-                         f": {sol.message}", stats)
+        reached = sol.t[-1] if len(sol.t) else t0
+        raise SolveError(f"{flow} flow ({method}) failed at t = {reached:g}: {sol.message}",
+                         stats)
     if not np.all(np.isfinite(sol.y)):
         raise SolveError(f"{flow} flow ({method}): the solution is not finite", stats)
     traj = field.trajectory(sol.t, sol.y.T, stats)

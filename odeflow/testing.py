@@ -741,9 +741,12 @@ def invalid_model_tables(draw, models=None, huge_integers: bool = False):
         entry["tokens"] = support
         entry["probs"] = [float(p) for p in data.classes[i].support_probs]
         if kind == "tokens:range":
-            entry["tokens"][draw(st.integers(0, len(support) - 1))] = draw(
-                st.one_of(st.integers(M, TOML_INT_MAX), st.integers(-TOML_INT_MAX, -1)))
-            field = f"{name}.probs"
+            j = draw(st.integers(0, len(support) - 1))
+            value = draw(st.one_of(st.integers(M, TOML_INT_MAX), st.integers(-TOML_INT_MAX, -1)))
+            entry["tokens"][j] = value
+            # a negative or unrepresentable id is refused where it is read (tokens[j]);
+            # an id in [M, 2**62) is refused by the data model against M (probs)
+            field = f"{name}.tokens[{j}]" if value < 0 or value >= 2**62 else f"{name}.probs"
         elif kind == "tokens:duplicate":
             entry["tokens"].append(support[0])
             entry["probs"] = [p / 2 for p in entry["probs"]] + [entry["probs"][0] / 2]

@@ -60,12 +60,26 @@ def test_derived_sets():
     (lambda: odeflow.solve(two_classes(), rtol=0), "rtol"),
     (lambda: odeflow.solve(two_classes(), t_eval=[0, 2, 1]), "t_eval"),
     (lambda: odeflow.solve(two_classes(), z0=np.zeros((1, 5))), "z0"),
+    (lambda: odeflow.solve(two_classes(), z0=np.zeros((1, 6)) + 1j), "z0"),     # complex
+    (lambda: odeflow.solve(two_classes(), z0={3: np.zeros(6)}), "z0"),         # not a query
+    (lambda: odeflow.solve(two_classes(), eta_y=True), "eta_y"),               # bool
+    (lambda: odeflow.solve(two_classes(), eta_z="0.5"), "eta_z"),              # text
+    (lambda: odeflow.solve(two_classes(), t_span=(0, 10**400)), "t_span"),     # overflow
+    (lambda: SequenceClass(1, 0, ["0.5", "0.5"]), "probs"),                    # text
+    (lambda: SequenceClass(1, 0, [True, False]), "probs"),                     # bools
+    (lambda: SequenceClass(1, 0, {1: 1e308, 2: 1e308, 3: 1e-300}, normalize=True), "probs"),
+    (lambda: DataModel(10**9, [SequenceClass(1, 0, {0: 1.0})]), "vocab_size"),
 ])
 def test_bad_input_names_the_field(make, field):
     with pytest.raises(ValueError) as info:
         make()
     assert isinstance(info.value, ValidationError)
     assert str(info.value).startswith(field + ":"), str(info.value)
+
+
+def test_normalize_survives_an_overflowing_sum():
+    c = SequenceClass(1, 0, {2: 1e308, 3: 1e308}, normalize=True)
+    assert c.support_probs.tolist() == [0.5, 0.5]
 
 
 def test_normalize_on_request_only():

@@ -13,7 +13,7 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..data import DataModel, validate_positive
+from ..data import DataModel, as_real_array, validate_positive
 from ..errors import ValidationError
 
 
@@ -32,10 +32,12 @@ def initial_logits(data: DataModel, z0) -> np.ndarray:
         return out
     if isinstance(z0, dict):
         for m, row in z0.items():
-            qi = data.query_index(m)
-            out[qi] = _logit_row(row, M, f"z0[{m}]")
+            if m not in set(data.query_tokens.tolist()):
+                raise ValidationError("z0", f"key {m!r} is not a query token of the data "
+                                      f"model (query tokens: {data.query_tokens.tolist()})")
+            out[data.query_index(m)] = _logit_row(row, M, f"z0[{m}]")
         return out
-    arr = np.asarray(z0, dtype=float)
+    arr = as_real_array(z0, "z0")
     if arr.shape != (q, M):
         raise ValidationError("z0", f"must have shape (queries={q}, M={M}), got {arr.shape}")
     for qi in range(q):
@@ -44,7 +46,7 @@ def initial_logits(data: DataModel, z0) -> np.ndarray:
 
 
 def _logit_row(row, M, name) -> np.ndarray:
-    row = np.asarray(row, dtype=float)
+    row = as_real_array(row, name)
     if row.shape != (M,):
         raise ValidationError(name, f"must have length M = {M}, got shape {row.shape}")
     if not np.all(np.isfinite(row)):

@@ -43,11 +43,10 @@ weights this is ``eta_Z pi gamma xi_n``, Eqn 98; for a distinct token ``l`` of
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from scipy.special import expit
 
+from ..data import as_real_array
 from ..errors import ValidationError
 from ..numerics import feature_vectors
 from .base import VectorField
@@ -59,10 +58,7 @@ def _speed_factors(h: np.ndarray, log_m_minus_1: float) -> tuple[np.ndarray, np.
 
 
 def _check_iota(iota, K: int) -> np.ndarray:
-    try:
-        arr = np.asarray(iota, dtype=float)
-    except (TypeError, ValueError):
-        raise ValidationError("iota", f"must be a number or {K} numbers, got {iota!r}") from None
+    arr = as_real_array(iota, "iota")
     if arr.ndim == 0:
         arr = np.full(K, float(arr))
     if arr.shape != (K,):
@@ -74,29 +70,21 @@ def _check_iota(iota, K: int) -> np.ndarray:
 
 def _check_beta(beta, K: int, M: int) -> np.ndarray:
     if beta is None:
-        arr = np.full((K, K), 1.0 / (M - 1))
-        np.fill_diagonal(arr, 0.0)
-        return arr
-    if isinstance(beta, numbers.Real) and not isinstance(beta, bool):
-        arr = np.full((K, K), float(beta))
-        np.fill_diagonal(arr, 0.0)
-    else:
-        try:
-            arr = np.array(beta, dtype=float)
-        except (TypeError, ValueError):
-            raise ValidationError(
-                "beta", f"must be a number or a ({K}, {K}) array, got {beta!r}") from None
-        if arr.ndim == 0:
-            arr = np.full((K, K), float(arr))
-            np.fill_diagonal(arr, 0.0)
-        if arr.shape != (K, K):
-            raise ValidationError("beta", f"must be a scalar or have shape ({K}, {K}), "
-                                  f"got {arr.shape}")
-        if np.any(np.diag(arr) != 0):
-            raise ValidationError("beta", f"diagonal must be zero (beta_nn = 0 in Eqn 9), "
-                                  f"got {np.diag(arr).tolist()}")
+        beta = 1.0 / (M - 1)
+    arr = as_real_array(beta, "beta")
+    # the sign is checked before a scalar is spread over the off-diagonal, so a
+    # negative scalar is refused even when K = 1 leaves no entry to hold it
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise ValidationError("beta", "must be finite and >= 0")
+        raise ValidationError("beta", f"must be finite and >= 0, got {beta!r:.80}")
+    if arr.ndim == 0:
+        arr = np.full((K, K), float(arr))
+        np.fill_diagonal(arr, 0.0)
+    elif arr.shape != (K, K):
+        raise ValidationError("beta", f"must be a scalar or have shape ({K}, {K}), "
+                              f"got {arr.shape}")
+    elif np.any(np.diag(arr) != 0):
+        raise ValidationError("beta", f"diagonal must be zero (beta_nn = 0 in Eqn 9), "
+                              f"got {np.diag(arr).tolist()}")
     return arr
 
 

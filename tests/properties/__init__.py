@@ -16,18 +16,10 @@ import numpy as np
 from hypothesis import settings
 
 #: Kinds of invalid input (labels of :class:`odeflow.testing.InvalidInput`) that
-#: currently hit an open package bug. The general bad-input properties leave them
-#: out with ``assume``; each is exercised by a strict ``xfail`` test named here,
-#: which starts to XPASS (and so fails) once the bug is fixed: then delete the
-#: entry and the marker.
-OPEN_BUGS = {
-    "t_eval:text": "test_robustness_properties.py::test_non_numeric_arrays_name_the_field",
-    "z0:text": "test_robustness_properties.py::test_non_numeric_arrays_name_the_field",
-    "flow:unhashable": "test_robustness_properties.py::test_unhashable_flow_names_the_field",
-    "z0:unknown-query": "test_robustness_properties.py::test_z0_with_unknown_query_names_z0",
-    "number:huge-int": "test_robustness_properties.py::test_huge_integers_name_the_field",
-    "beta:negative-unused": "test_robustness_properties.py::test_negative_beta_single_class",
-}
+#: hit an open package bug: the general bad-input properties leave them out with
+#: ``assume`` and each gets a strict ``xfail`` test. Empty: every bug the suite
+#: found is fixed and its test is now a regression property.
+OPEN_BUGS: dict[str, str] = {}
 
 
 def examples(n: int) -> int:

@@ -185,15 +185,11 @@ def test_arbitrary_text_loads_or_names_a_field(text):
             assert np.all(np.isfinite(data.active_probs))
 
 
-# --------------------------------------------------- open bugs (strict xfail tests)
+# ------------------------------------- fixed bugs (kept as regression properties)
 UNHASHABLE_TOKENS = ("vocab_size = 4\n[[classes]]\nnext_token = 1\nquery_token = 0\n"
                      "tokens = [[1], [2]]\nprobs = [0.5, 0.5]\n")
 
 
-@pytest.mark.xfail(strict=True, raises=TypeError,
-                   reason="bug: DataModel.from_dict builds dict(zip(tokens, probs)) before "
-                          "checking the token ids, so an array or table inside `tokens` "
-                          "raises TypeError: unhashable type")
 @example(text=UNHASHABLE_TOKENS)
 @given(text=toml_documents(nested=True))
 def test_nested_values_load_or_name_a_field(text):
@@ -211,10 +207,6 @@ HUGE_TOKEN = ("vocab_size = 4\n[[classes]]\nnext_token = 1\nquery_token = 0\n"
 HUGE_RUN = VALID_MODEL.to_toml_string() + "\n[run]\neta_y = " + "9" * 400 + "\n"
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="bug: an integer beyond 64 bits (tomllib accepts it) as a token id "
-                          "reaches np.asarray(..., dtype=int64), and as a [run] number reaches "
-                          "float(); both raise OverflowError instead of a ValidationError")
 @example(case=(HUGE_TOKEN, "classes[0]"))
 @example(case=(HUGE_RUN, "run.eta_y"))
 @given(case=st.one_of(
@@ -231,11 +223,6 @@ def test_out_of_range_integers_name_the_field(case):
     assert_field(info.value, field)
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="bug: with normalize=True a sum that overflows to inf divides every "
-                          "probability (or weight) to 0: the class silently loses its whole "
-                          "support (the model has no active token; Trajectory.objective then "
-                          "fails inside numpy) or all weights become 0")
 @example(values=[1e308, 1e308])
 @given(values=st.lists(st.floats(min_value=5e-324, max_value=1.7e308), min_size=1, max_size=5))
 def test_normalize_never_empties_a_distribution(values):
