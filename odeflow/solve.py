@@ -68,11 +68,11 @@ def choose_method(field: VectorField) -> str:
 
 def _check_span(t_span) -> tuple[float, float]:
     try:
-        t0, t_end = (float(x) for x in t_span)
+        first, last = t_span
     except (TypeError, ValueError):
         raise ValidationError("t_span", f"must be a pair (t0, t_end), got {t_span!r:.80}") from None
-    except OverflowError:
-        raise ValidationError("t_span", "holds an integer too large for a float") from None
+    t0 = _span_value(first, "t_span")
+    t_end = _span_value(last, "t_end")
     if not (math.isfinite(t0) and t0 >= 0):
         raise ValidationError("t_span", f"t0 must be finite and >= 0, got {t0!r}")
     if not (math.isfinite(t_end) and t_end > 0):
@@ -80,6 +80,17 @@ def _check_span(t_span) -> tuple[float, float]:
     if t_end <= t0:
         raise ValidationError("t_end", f"must exceed t0 = {t0!r}, got {t_end!r}")
     return t0, t_end
+
+
+def _span_value(value, name: str) -> float:
+    if isinstance(value, (bool, str, bytes)):
+        raise ValidationError(name, f"must be a number, got {value!r:.80}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(name, f"must be a number, got {value!r:.80}") from None
+    except OverflowError:
+        raise ValidationError(name, "is an integer too large for a float") from None
 
 
 def _check_t_eval(t_eval, t0, t_end) -> np.ndarray:

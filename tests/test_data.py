@@ -64,7 +64,8 @@ def test_derived_sets():
     (lambda: odeflow.solve(two_classes(), z0={3: np.zeros(6)}), "z0"),         # not a query
     (lambda: odeflow.solve(two_classes(), eta_y=True), "eta_y"),               # bool
     (lambda: odeflow.solve(two_classes(), eta_z="0.5"), "eta_z"),              # text
-    (lambda: odeflow.solve(two_classes(), t_span=(0, 10**400)), "t_span"),     # overflow
+    (lambda: odeflow.solve(two_classes(), t_span=(0, 10**400)), "t_end"),      # overflow
+    (lambda: odeflow.solve(two_classes(), t_span=(10**400, 1)), "t_span"),
     (lambda: SequenceClass(1, 0, ["0.5", "0.5"]), "probs"),                    # text
     (lambda: SequenceClass(1, 0, [True, False]), "probs"),                     # bools
     (lambda: SequenceClass(1, 0, {1: 1e308, 2: 1e308, 3: 1e-300}, normalize=True), "probs"),
