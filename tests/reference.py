@@ -64,3 +64,23 @@ def random_model(rng, M: int, K: int, n_queries: int, support: int, active: int 
                                      (p / p.sum()).tolist(), strict=True)), normalize=True))
     w = rng.uniform(0.5, 1.5, size=K)
     return DataModel(M, classes, w / w.sum(), normalize=True)
+
+
+def unlump(field, y: np.ndarray, base: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """Full ``(Y, Z)`` of shape ``(M, M)`` from a lumped ExactFlow state.
+
+    ``base`` fills the logits of inactive tokens with ``Z(0)``; turn it off for
+    a derivative.
+    """
+    data = field.data
+    M, K = data.vocab_size, data.num_classes
+    Yl, Zl = field.split(y)
+    Y = np.zeros((M, M))
+    if M > K:
+        Y[:, data.active_tokens] = Yl[K]
+    Y[np.ix_(data.next_tokens, data.active_tokens)] = Yl[:K]
+    Z = np.zeros((M, M))
+    if base:
+        Z[data.query_tokens] = field.z_base
+    Z[np.ix_(data.query_tokens, data.active_tokens)] = Zl
+    return Y, Z

@@ -7,24 +7,7 @@ import pytest
 
 import odeflow
 from odeflow.fields.exact import ExactFlow
-from tests.reference import dense_objective, dense_rhs, random_model
-
-
-def unlump(field: ExactFlow, y: np.ndarray, base: bool = True):
-    """Full (Y, Z) of shape (M, M) from a lumped state (``base``: fill inactive
-    logits with Z(0); off for a derivative)."""
-    data = field.data
-    M, K = data.vocab_size, data.num_classes
-    Yl, Zl = field.split(y)
-    Y = np.zeros((M, M))
-    if M > K:
-        Y[:, data.active_tokens] = Yl[K]
-    Y[np.ix_(data.next_tokens, data.active_tokens)] = Yl[:K]
-    Z = np.zeros((M, M))
-    if base:
-        Z[data.query_tokens] = field.z_base
-    Z[np.ix_(data.query_tokens, data.active_tokens)] = Zl
-    return Y, Z
+from tests.reference import dense_objective, dense_rhs, random_model, unlump
 
 
 def random_state(field, rng, scale=1.0):

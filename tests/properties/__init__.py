@@ -49,23 +49,3 @@ def monotone_violation(series: np.ndarray, increasing: bool = True) -> float:
     steps = np.diff(np.asarray(series, dtype=float), axis=0)
     worst = -steps if increasing else steps
     return float(max(0.0, np.max(worst))) if worst.size else 0.0
-
-
-def unlump(field, y: np.ndarray, base: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Full ``(Y, Z)`` of shape ``(M, M)`` from a lumped ExactFlow state.
-
-    ``base`` fills the logits of inactive tokens with ``Z(0)``; turn it off for
-    a derivative.
-    """
-    data = field.data
-    M, K = data.vocab_size, data.num_classes
-    Yl, Zl = field.split(y)
-    Y = np.zeros((M, M))
-    if M > K:
-        Y[:, data.active_tokens] = Yl[K]
-    Y[np.ix_(data.next_tokens, data.active_tokens)] = Yl[:K]
-    Z = np.zeros((M, M))
-    if base:
-        Z[data.query_tokens] = field.z_base
-    Z[np.ix_(data.query_tokens, data.active_tokens)] = Zl
-    return Y, Z

@@ -24,8 +24,8 @@ from odeflow.testing import (
     relabel_tokens,
     state_vectors,
 )
-from tests.properties import examples, monotone_violation, unlump
-from tests.reference import dense_objective, dense_rhs
+from tests.properties import examples, monotone_violation
+from tests.reference import dense_objective, dense_rhs, unlump
 
 #: Tolerances of the reference solves (tight, so that a tolerance on a property
 #: of the solution measures the property, not the integrator).
