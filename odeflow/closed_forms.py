@@ -58,7 +58,7 @@ _NEWTON_STEPS = 2
 # ---------------------------------------------------------------------------
 def _to_array(name: str, value) -> np.ndarray:
     arr = np.asarray(value)
-    if arr.dtype == object or not np.isrealobj(arr):
+    if arr.dtype == object or arr.dtype.kind == "b" or not np.isrealobj(arr):
         raise ValidationError(name, f"must be real, got {name}={value!r}")
     try:
         arr = arr.astype(float)

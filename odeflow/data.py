@@ -503,20 +503,38 @@ class DataModel:
         return make_preset(name)
 
 
+def as_real_number(value, field_name: str, requirement: str = "a number") -> float:
+    """``value`` as a float, or a :class:`ValidationError` naming ``field_name``.
+
+    Booleans and text are refused rather than converted; an integer too large
+    for a float is reported as not meeting ``requirement``. Infinity and NaN pass
+    through: callers check the range they need.
+    """
+    if isinstance(value, (bool, str, bytes)):
+        raise ValidationError(field_name, f"must be a number, got {value!r:.80}")
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(field_name, f"must be a number, got {value!r:.80}") from None
+    except OverflowError:
+        raise ValidationError(field_name, f"must be {requirement}, got an integer too large "
+                              "for a float") from None
+
+
+def validate_finite(value, field_name: str) -> float:
+    """A finite float, or a :class:`ValidationError` naming ``field_name``."""
+    x = as_real_number(value, field_name, "finite")
+    if not math.isfinite(x):
+        raise ValidationError(field_name, f"must be finite, got {value!r}")
+    return x
+
+
 def validate_positive(value, field_name: str) -> float:
     """A finite, strictly positive float, or a :class:`ValidationError`.
 
     Booleans and text are refused rather than converted.
     """
-    if isinstance(value, (bool, str, bytes)):
-        raise ValidationError(field_name, f"must be a number, got {value!r}")
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(field_name, f"must be a number, got {value!r:.80}") from None
-    except OverflowError:
-        raise ValidationError(field_name, "must be finite and > 0, got an integer too "
-                              "large for a float") from None
+    x = as_real_number(value, field_name, "finite and > 0")
     if not math.isfinite(x) or x <= 0:
         raise ValidationError(field_name, f"must be finite and > 0, got {value!r}")
     return x

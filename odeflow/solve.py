@@ -18,7 +18,7 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .data import as_real_array, validate_positive
+from .data import as_real_array, as_real_number, validate_positive
 from .errors import SolveError, ValidationError
 from .fields import FLOWS
 from .fields.base import VectorField
@@ -71,8 +71,8 @@ def _check_span(t_span) -> tuple[float, float]:
         first, last = t_span
     except (TypeError, ValueError):
         raise ValidationError("t_span", f"must be a pair (t0, t_end), got {t_span!r:.80}") from None
-    t0 = _span_value(first, "t_span")
-    t_end = _span_value(last, "t_end")
+    t0 = as_real_number(first, "t_span", "finite and >= 0")
+    t_end = as_real_number(last, "t_end", "finite and > 0")
     if not (math.isfinite(t0) and t0 >= 0):
         raise ValidationError("t_span", f"t0 must be finite and >= 0, got {t0!r}")
     if not (math.isfinite(t_end) and t_end > 0):
@@ -80,17 +80,6 @@ def _check_span(t_span) -> tuple[float, float]:
     if t_end <= t0:
         raise ValidationError("t_end", f"must exceed t0 = {t0!r}, got {t_end!r}")
     return t0, t_end
-
-
-def _span_value(value, name: str) -> float:
-    if isinstance(value, (bool, str, bytes)):
-        raise ValidationError(name, f"must be a number, got {value!r:.80}")
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(name, f"must be a number, got {value!r:.80}") from None
-    except OverflowError:
-        raise ValidationError(name, "is an integer too large for a float") from None
 
 
 def _check_t_eval(t_eval, t0, t_end) -> np.ndarray:

@@ -31,22 +31,13 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from ..data import DataModel, validate_positive
+from ..data import DataModel, validate_finite, validate_positive
 from ..errors import ValidationError
+from ..numerics import logsumexp
 from .base import VectorField, initial_logits
 
 #: Relative tolerance for "equal ``c_{c|n}``" across classes.
 EQUAL_PROB_RTOL = 1e-9
-
-
-def _finite(value, name: str) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(name, f"must be a number, got {value!r}") from None
-    if not math.isfinite(x):
-        raise ValidationError(name, f"must be finite, got {value!r}")
-    return x
 
 
 def snap_parameters(data: DataModel, z0=None, beta=None) -> dict:
@@ -108,8 +99,7 @@ def snap_parameters(data: DataModel, z0=None, beta=None) -> dict:
     zc0 = float(z_row[c])
     # log ||c~_n(0)||_2 in log space
     a_log = data.active_log_probs + z_row[data.active_tokens][None, :]
-    peak = np.max(a_log, axis=1, keepdims=True)
-    log_rho = 0.5 * np.log(np.sum(np.exp(2.0 * (a_log - peak)), axis=1)) + peak[:, 0]
+    log_rho = 0.5 * logsumexp(2.0 * a_log, axis=1)
     pair = -(log_rho[:, None] + log_rho[None, :])
     off = ~np.eye(K, dtype=bool)
     inv_rho0_sq = float(np.mean(np.exp(pair[off])))
@@ -252,7 +242,7 @@ class SnapFlow(VectorField):
             if not integral:
                 raise ValidationError("vocab_size", f"must be an integer >= 2, got "
                                       f"{vocab_size!r}")
-            zc0 = 0.0 if zc0 is None else _finite(zc0, "zc0")
+            zc0 = 0.0 if zc0 is None else validate_finite(zc0, "zc0")
             self.params = {"a": a, "zc0": zc0, "pi": pi, "vocab_size": int(vocab_size)}
         self.a = float(self.params["a"])
         self.pi = float(self.params["pi"])

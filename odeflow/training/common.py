@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from ..data import as_real_number
 from ..errors import SolveError, ValidationError
 
 #: Records kept by default: about this many, evenly spaced in steps.
@@ -32,10 +33,7 @@ def check_count(value, field_name: str, minimum: int = 1) -> int:
 
 def check_fraction(value, field_name: str) -> float:
     """A finite float in ``[0, 1)`` (the heavy-ball momentum coefficient)."""
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise ValidationError(field_name, f"must be a number, got {value!r}") from None
+    x = as_real_number(value, field_name, "finite and in [0, 1)")
     if not (math.isfinite(x) and 0.0 <= x < 1.0):
         raise ValidationError(field_name, f"must be finite and in [0, 1), got {value!r}")
     return x
