@@ -26,6 +26,12 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def log_spaced_rows(t: np.ndarray, rows: int) -> np.ndarray:
+    """Indices of ``t = 0`` and of about ``rows - 1`` log-spaced times after it."""
+    targets = np.geomspace(max(t[1], 1e-12), t[-1], max(rows, 2) - 1) if t.size > 1 else []
+    return np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
+
+
 def summary_table(traj, rows: int = 8) -> str:
     """Objective and attention at log-spaced times.
 
@@ -33,9 +39,7 @@ def summary_table(traj, rows: int = 8) -> str:
     and the total attention on the common tokens.
     """
     data = traj.data
-    t = traj.t
-    targets = np.geomspace(max(t[1], 1e-12), t[-1], max(rows, 2) - 1) if t.size > 1 else []
-    idx = np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
+    idx = log_spaced_rows(traj.t, rows)
     common = data.common_tokens()
     header = ["t"]
     has_objective = traj.decoder_lumped is not None
@@ -68,8 +72,7 @@ def summary_table(traj, rows: int = 8) -> str:
 def snap_table(result, rows: int = 8) -> str:
     """``h``, ``gamma``, ``Gamma``, ``z_c`` and ``B`` of the Sec. 6 system at log-spaced times."""
     t = result.t
-    targets = np.geomspace(max(t[1], 1e-12), t[-1], max(rows, 2) - 1) if t.size > 1 else []
-    idx = np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
+    idx = log_spaced_rows(t, rows)
     cols = {"t": t, "h": result.margin, "gamma": result.gamma, "Gamma": result.gamma_integral,
             "z_c": result.common_logit, "B": result.B}
     lines = ["  ".join(f"{k:>14s}" for k in cols)]
