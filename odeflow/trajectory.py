@@ -142,10 +142,21 @@ class Trajectory:
                                 np.log(self.data.output_multiplicity))
 
     # ------------------------------------------- Eqn 11 quantities (any flow)
+    def _token_logit(self, class_position: int, token: int, name: str = "token") -> np.ndarray:
+        """``z_ml(t)`` for the query of a class, read from the lumped state, shape (n,)."""
+        if isinstance(token, bool) or not isinstance(token, (int, np.integer)) \
+                or not 0 <= token < self.data.vocab_size:
+            raise ValidationError(name, f"must be a token id in [0, {self.data.vocab_size}), "
+                                  f"got {token!r}")
+        qi = self.data.class_query_index[class_position]
+        col = int(np.searchsorted(self.data.active_tokens, token))
+        if col < self.data.active_tokens.size and self.data.active_tokens[col] == token:
+            return self.z_active[:, qi, col]
+        return np.full(self.t.size, self.z_base[qi, token])
+
     def growth_factor(self, next_token: int, token: int) -> np.ndarray:
         """``chi_l(t) = exp(2 (z_ml(t) - z_ml(0))) - 1`` for ``m = psi(n)`` (Theorem 3)."""
-        i = self.data.class_index(next_token)
-        z = self.logits(int(self.data.query_tokens[self.data.class_query_index[i]]))[:, token]
+        z = self._token_logit(self.data.class_index(next_token), token)
         return np.expm1(2.0 * (z - z[0]))
 
     def relative_gain(self, next_token: int, token: int, other: int) -> np.ndarray:
@@ -154,13 +165,16 @@ class Trajectory:
         Computed from log-probabilities and logits, so no normalisation enters.
         """
         i = self.data.class_index(next_token)
-        probs = self.data.probs(next_token)
+        cls = self.data.classes[i]
+        log_c = {}
         for name, tok in (("token", token), ("other", other)):
-            if not 0 <= tok < self.data.vocab_size or probs[tok] <= 0:
-                raise ValidationError(name, f"token {tok} is not in the support of class "
+            at = np.flatnonzero(cls.support == tok)
+            if at.size == 0:
+                raise ValidationError(name, f"token {tok!r} is not in the support of class "
                                       f"{next_token}")
-        z = self.logits(int(self.data.query_tokens[self.data.class_query_index[i]]))
-        log_ratio = np.log(probs[token]) - np.log(probs[other]) + z[:, token] - z[:, other]
+            log_c[name] = np.log(cls.support_probs[at[0]])
+        log_ratio = (log_c["token"] - log_c["other"] + self._token_logit(i, token)
+                     - self._token_logit(i, other, "other"))
         # r = rho(0) * expm1(2 (log_ratio - log_ratio(0))): no cancellation for small r
         return np.exp(2.0 * log_ratio[0]) * np.expm1(2.0 * (log_ratio - log_ratio[0]))
 

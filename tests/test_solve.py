@@ -80,6 +80,18 @@ def test_save_load_round_trip(small, tmp_path):
     assert back.meta["flow"] == "exact"
 
 
+def test_eqn11_accessors_read_the_lumped_columns(small):
+    traj = odeflow.solve(small, eta_z=1.0, t_span=(0, 100))
+    z = traj.logits(0)
+    assert np.array_equal(traj.growth_factor(1, 19), np.expm1(2 * (z[:, 19] - z[0, 19])))
+    ratio2 = (small.probs(1)[19] / small.probs(1)[12]) ** 2 * np.exp(2 * (z[:, 19] - z[:, 12]))
+    assert np.allclose(traj.relative_gain(1, 19, 12), ratio2 - ratio2[0], rtol=1e-12, atol=0)
+    with pytest.raises(odeflow.ValidationError, match="^token"):
+        traj.growth_factor(1, 30)
+    with pytest.raises(odeflow.ValidationError, match="^other"):
+        traj.relative_gain(1, 19, 25)
+
+
 def test_load_rejects_foreign_files(tmp_path):
     path = tmp_path / "x.npz"
     np.savez(path, a=np.zeros(3))
