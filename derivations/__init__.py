@@ -1,6 +1,6 @@
 """Symbolic derivations of the closed forms used by :mod:`odeflow`.
 
-Every closed form that :mod:`odeflow.closed_forms` evaluates numerically is
+Every closed form that :mod:`odeflow.analysis.closed_forms` evaluates numerically is
 derived here with sympy from the ODE it solves and then checked by
 substitution (see ``/work/shared/spec/dynamics.md``, section 5).  Equation
 numbers refer to Tian, Wang, Chen and Du, "Scan and Snap: Understanding

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 
 import odeflow  # noqa: E402
 from odeflow import plots  # noqa: E402
-from odeflow.closed_forms import transition_time  # noqa: E402
+from odeflow.analysis.closed_forms import transition_time  # noqa: E402
 from odeflow.plots.levels import sgd_available  # noqa: E402
 
 #: Resolution of the gallery PNGs.

@@ -2,18 +2,34 @@
 
 Implements "Scan and Snap: Understanding Training Dynamics and Token
 Composition in 1-layer Transformer" (Tian, Wang, Chen, Du; NeurIPS 2023).
-The package is layered: data (:mod:`odeflow.data`, :mod:`odeflow.presets`),
-vector fields (:mod:`odeflow.fields`), one solve entry point
-(:func:`odeflow.solve`), analysis, and thin front ends (CLI, plots).
+
+The package is layered, each layer importing only the ones below it:
+
+1. :mod:`odeflow.data`: sequence classes, data models, presets, configs;
+2. :mod:`odeflow.results`: :class:`Trajectory` and :class:`SnapResult`;
+3. :mod:`odeflow.fields`: one vector field per level (exact, reduced, snap);
+4. :mod:`odeflow.solver`: the one entry point :func:`solve` around ``solve_ivp``;
+5. :mod:`odeflow.analysis` (closed forms, diagnostics, level comparisons,
+   verification) and :mod:`odeflow.training` (gradient ascent, SGD);
+6. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
+
+:mod:`odeflow.errors`, :mod:`odeflow.numerics` and :mod:`odeflow.io` sit
+beneath them all. The names below are the flat public API.
 """
 
-from .data import DataModel, SequenceClass
-from .errors import SolveError, ValidationError
-from .presets import PRESETS
-from .solve import solve
-from .trajectory import Trajectory
+from odeflow.analysis import closed_forms, diagnostics
+from odeflow.analysis.compare import compare_runs, compare_to_flow
+from odeflow.analysis.levels import compare_levels
+from odeflow.analysis.verify import verify
+from odeflow.data import PRESETS, DataModel, SequenceClass, load_config
+from odeflow.errors import SolveError, ValidationError
+from odeflow.results import SnapResult, Trajectory
+from odeflow.solver import solve, solve_snap
+from odeflow.training import gradient_ascent, sgd_ensemble, train_sgd
 
 __version__ = "0.1.0"
 
-__all__ = ["DataModel", "PRESETS", "SequenceClass", "SolveError", "Trajectory",
-           "ValidationError", "solve", "__version__"]
+__all__ = ["DataModel", "PRESETS", "SequenceClass", "SnapResult", "SolveError", "Trajectory",
+           "ValidationError", "__version__", "closed_forms", "compare_levels", "compare_runs",
+           "compare_to_flow", "diagnostics", "gradient_ascent", "load_config", "sgd_ensemble",
+           "solve", "solve_snap", "train_sgd", "verify"]

@@ -36,7 +36,7 @@ try:
 except ModuleNotFoundError as exc:  # pragma: no cover
     raise ImportError("odeflow.testing needs hypothesis: pip install 'odeflow[test]'") from exc
 
-from .data import DataModel, SequenceClass
+from odeflow.data import DataModel, SequenceClass
 
 __all__ = [
     "InvalidInput",
@@ -637,7 +637,7 @@ def invalid_model_tables(draw, models=None, huge_integers: bool = False):
     vocabulary size, token id, probability, weight or flag belongs, repeats a
     token or a next token, or gives weights for only some classes. Every
     table stays serialisable with ``tomli_w``, so the same inputs also test
-    :meth:`DataModel.from_toml_string` and :func:`odeflow.config.parse_config`.
+    :meth:`DataModel.from_toml_string` and :func:`odeflow.data.config.parse_config`.
 
     Parameters
     ----------
@@ -798,7 +798,7 @@ _RUN_TEXT_KEYS = ("flow", "method")
 
 @st.composite
 def invalid_run_tables(draw, huge_integers: bool = False):
-    """``[run]`` tables that :func:`odeflow.config.parse_config` must reject.
+    """``[run]`` tables that :func:`odeflow.data.config.parse_config` must reject.
 
     A learning rate, ``t_end`` or tolerance that is zero, negative,
     non-finite or not a number; a ``flow`` or ``method`` that is not a

@@ -1,4 +1,4 @@
-"""Tests of :mod:`odeflow.closed_forms`.
+"""Tests of :mod:`odeflow.analysis.closed_forms`.
 
 Every numeric closed form is compared with the sympy expression produced by
 ``derivations`` (lambdified with mpmath, 50 significant digits) at
@@ -27,7 +27,7 @@ from derivations import (
     cf6_snap,
 )
 from odeflow import ValidationError
-from odeflow import closed_forms as cf
+from odeflow.analysis import closed_forms as cf
 
 RTOL = 1e-10
 DPS = 50

@@ -8,8 +8,14 @@ import numpy as np
 import pytest
 
 from odeflow import DataModel, ValidationError
+from odeflow.analysis.compare import (
+    compare_runs,
+    compare_to_flow,
+    flow_at,
+    format_gap_table,
+    gap_table,
+)
 from odeflow.cli import main
-from odeflow.compare import compare_runs, compare_to_flow, flow_at, format_gap_table, gap_table
 from odeflow.training import gradient_ascent
 
 ETA_Y, ETA_Z = 1.0, 5.0

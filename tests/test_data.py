@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 import odeflow
-import odeflow.closed_forms
+import odeflow.analysis.closed_forms
 import odeflow.training
 from odeflow import DataModel, SequenceClass, ValidationError
-from odeflow.config import parse_config
+from odeflow.data import parse_config
 
 
 def two_classes(**overrides):
@@ -75,7 +75,7 @@ def test_derived_sets():
     (lambda: odeflow.solve(None, flow="snap", a=1.0, pi=0.5, vocab_size=3, zc0=True), "zc0"),
     (lambda: odeflow.training.train_sgd(two_classes(), 1.0, 1.0, 2, 2, 4, momentum=10**400),
      "momentum"),
-    (lambda: odeflow.closed_forms.decoder_margin(1.0, 30, True, 0.5), "eta_y"),
+    (lambda: odeflow.analysis.closed_forms.decoder_margin(1.0, 30, True, 0.5), "eta_y"),
 ])
 def test_bad_input_names_the_field(make, field):
     with pytest.raises(ValueError) as info:

@@ -1,4 +1,4 @@
-"""Level R quantities measured on trajectories (odeflow.diagnostics): the empirical
+"""Level R quantities measured on trajectories (odeflow.analysis.diagnostics): the empirical
 margin, the speed-control fit of Eqn 9, the transition time of CF2, the Eqn 11
 invariant."""
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import odeflow
-from odeflow.diagnostics import (
+from odeflow.analysis.diagnostics import (
     empirical_margin,
     empirical_speed_control,
     eqn11_invariant,

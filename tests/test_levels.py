@@ -1,4 +1,4 @@
-"""Level E against Level R (odeflow.levels, ``odeflow compare-levels``)."""
+"""Level E against Level R (odeflow.analysis.levels, ``odeflow compare-levels``)."""
 
 import json
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import odeflow
+from odeflow.analysis.levels import compare_levels, compare_levels_over_ratios, format_table
 from odeflow.cli import main
-from odeflow.levels import compare_levels, compare_levels_over_ratios, format_table
 
 
 def weak_overlap_model(common_weight=0.1):

@@ -23,8 +23,8 @@ from matplotlib.figure import Figure  # noqa: E402
 
 import odeflow  # noqa: E402
 from odeflow import plots  # noqa: E402
+from odeflow.analysis.closed_forms import decoder_margin, transition_time  # noqa: E402
 from odeflow.cli import main as cli_main  # noqa: E402
-from odeflow.closed_forms import decoder_margin, transition_time  # noqa: E402
 from odeflow.plots.levels import sgd_available  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import odeflow
-from odeflow.diagnostics import eqn11_invariant, eqn11_spread, transition_time
+from odeflow.analysis.diagnostics import eqn11_invariant, eqn11_spread, transition_time
 from odeflow.fields.reduced import ReducedFlow
 from tests.reference import random_model
 

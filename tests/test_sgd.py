@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odeflow import DataModel, SequenceClass, SolveError, ValidationError
-from odeflow.compare import gap_table
+from odeflow.analysis.compare import gap_table
 from odeflow.training import (
     Batch,
     batch_loss,

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import odeflow
-from odeflow.diagnostics import transition_time
-from odeflow.fields.snap import SnapFlow, SnapResult, snap_parameters, solve_snap
+from odeflow.analysis.diagnostics import transition_time
+from odeflow.fields.snap import SnapFlow, snap_parameters
+from odeflow.results import SnapResult
+from odeflow.solver import solve_snap
 
 
 def cf6(gamma_integral, a, eta_z, zc0, pi):

@@ -1,4 +1,4 @@
-"""Tests of :mod:`odeflow.verify` and ``odeflow verify``: the closed forms CF1-CF6
+"""Tests of :mod:`odeflow.analysis.verify` and ``odeflow verify``: the closed forms CF1-CF6
 agree with scipy's integration of their ODEs, and a wrong closed form is caught."""
 
 from __future__ import annotations
@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from odeflow import ValidationError
-from odeflow import closed_forms as cf
-from odeflow.cli import main
-from odeflow.verify import (
+from odeflow.analysis import closed_forms as cf
+from odeflow.analysis.verify import (
     CHECKS,
     DEFAULT_RTOL,
     DEFAULT_TOLERANCE,
@@ -20,6 +19,7 @@ from odeflow.verify import (
     snap_data_model,
     verify,
 )
+from odeflow.cli import main
 
 #: End of the grid for the runs that only need to see a row fail.
 SHORT = 1e4
@@ -93,8 +93,10 @@ def test_cf6_logit_moves(report):
             assert end < start - 1.0
 
 
-def test_report_runs_in_well_under_30_seconds(report):
-    assert report.wall_time < 30.0
+def test_report_records_its_wall_time(report):
+    # The time is reported (benchmarks/bench_verify.py prints it); no test asserts
+    # a wall-clock bound, which a busy machine would break.
+    assert report.wall_time > 0.0
 
 
 # ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import importlib
 import pkgutil
 import sys
 
-from ..errors import SolveError, ValidationError
+from odeflow.errors import SolveError, ValidationError
 
 
 def command_modules() -> list[str]:

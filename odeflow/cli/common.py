@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..config import load_config
-from ..presets import DEFAULT_PRESET, PRESETS, make_preset
+from odeflow.data import DEFAULT_PRESET, PRESETS, load_config, make_preset
 
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 
-from ..compare import RUNS, compare_runs, format_gap_table, gap_table
-from ..errors import ValidationError
-from ..training.common import check_count
-from .common import add_data_arguments, resolve
+from odeflow.analysis.compare import RUNS, compare_runs, format_gap_table, gap_table
+from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.errors import ValidationError
+from odeflow.training.common import check_count
 
 #: Defaults of the command; ``eta_z = 5`` so that the logits move within a few hundred steps.
 DEFAULTS = {"eta_y": 1.0, "eta_z": 5.0, "steps": 500, "batch_size": 32, "seq_len": 64,

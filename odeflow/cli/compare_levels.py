@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from ..errors import ValidationError
-from ..levels import compare_levels_over_ratios, format_table
-from .common import add_data_arguments, resolve
+from odeflow.analysis.levels import compare_levels_over_ratios, format_table
+from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.errors import ValidationError
 
 
 def _parse_ratios(text: str) -> list[float]:

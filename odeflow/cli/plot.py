@@ -7,12 +7,12 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import ValidationError
-from ..presets import PRESETS
+from odeflow.data import PRESETS
+from odeflow.errors import ValidationError
 
 
 def register(sub) -> None:
-    from ..plots.registry import FIGURES
+    from odeflow.plots.registry import FIGURES
 
     listing = "\n".join(f"  {name:<15s}{spec.summary}" for name, spec in FIGURES.items())
     p = sub.add_parser(
@@ -46,11 +46,11 @@ def register(sub) -> None:
 def _options(args) -> dict:
     data = None
     if args.config:
-        from ..config import load_config
+        from odeflow.data import load_config
 
         data, _ = load_config(args.config)
     elif args.preset:
-        from ..presets import make_preset
+        from odeflow.data import make_preset
 
         data = make_preset(args.preset)
     return {"data": data, "eta_y": args.eta_y, "eta_z": args.eta_z, "t_end": args.t_end,
@@ -61,7 +61,7 @@ def run(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from ..plots import FIGURES, make_figure, save_figure
+    from odeflow.plots import FIGURES, make_figure, save_figure
 
     if args.dpi <= 0:
         raise ValidationError("dpi", f"must be > 0, got {args.dpi!r}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..solve import METHODS, solve
-from .common import add_data_arguments, resolve
+from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.solver import METHODS, solve
 
 
 def register(sub) -> None:

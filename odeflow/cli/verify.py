@@ -2,15 +2,14 @@
 
 Prints one row per check (quantity, paper equation, parameters, largest
 relative error over log-spaced ``t in [1e-3, 1e9]``, floor, tolerance,
-PASS/FAIL) and exits 1 if any row fails. See :mod:`odeflow.verify`.
+PASS/FAIL) and exits 1 if any row fails. See :mod:`odeflow.analysis.verify`.
 """
 
 from __future__ import annotations
 
 import json
 
-from ..solve import METHODS
-from ..verify import (
+from odeflow.analysis.verify import (
     CHECKS,
     DEFAULT_ATOL,
     DEFAULT_METHOD,
@@ -20,6 +19,7 @@ from ..verify import (
     T_MIN,
     verify,
 )
+from odeflow.solver import METHODS
 
 #: Exit code when at least one check fails.
 EXIT_FAIL = 1

@@ -5,20 +5,19 @@
 - :mod:`odeflow.fields.reduced`: Level R, the reduced flow of Theorem 1
   (Eqns 8-10, 44, 98), ``flow="reduced"``.
 - :mod:`odeflow.fields.snap`: the scalar system of Sec. 6 (Theorem 4, Eqns
-  13-14), ``flow="snap"``; its result is a :class:`~odeflow.fields.snap.SnapResult`,
-  not a :class:`~odeflow.trajectory.Trajectory`.
+  13-14), ``flow="snap"``; its result is a :class:`~odeflow.results.SnapResult`,
+  not a :class:`~odeflow.results.Trajectory`.
 
 :data:`FLOWS` maps the ``flow=`` names of :func:`odeflow.solve` to the classes.
 """
 
-from .base import VectorField
-from .exact import ExactFlow
-from .reduced import ReducedFlow
-from .snap import SnapFlow, SnapResult, solve_snap
+from odeflow.fields.base import VectorField
+from odeflow.fields.exact import ExactFlow
+from odeflow.fields.reduced import ReducedFlow
+from odeflow.fields.snap import SnapFlow
 
 FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
                                        ReducedFlow.name: ReducedFlow,
                                        SnapFlow.name: SnapFlow}
 
-__all__ = ["FLOWS", "ExactFlow", "ReducedFlow", "SnapFlow", "SnapResult", "VectorField",
-           "solve_snap"]
+__all__ = ["FLOWS", "ExactFlow", "ReducedFlow", "SnapFlow", "VectorField"]

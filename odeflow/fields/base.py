@@ -3,7 +3,7 @@
 A vector field owns its state layout: it builds the initial state, evaluates
 the right-hand side (and, where it can, the analytic Jacobian) on the flat
 state vector that :func:`scipy.integrate.solve_ivp` integrates, and turns the
-solver's output back into a :class:`odeflow.trajectory.Trajectory`. The solve
+solver's output back into a :class:`odeflow.results.trajectory.Trajectory`. The solve
 entry point (:func:`odeflow.solve`) knows nothing else about a field.
 """
 
@@ -13,8 +13,8 @@ from abc import ABC, abstractmethod
 
 import numpy as np
 
-from ..data import DataModel, as_real_array, validate_positive
-from ..errors import ValidationError
+from odeflow.data import DataModel, as_real_array, validate_positive
+from odeflow.errors import ValidationError
 
 
 def initial_logits(data: DataModel, z0) -> np.ndarray:
@@ -105,7 +105,7 @@ class VectorField(ABC):
 
     @abstractmethod
     def trajectory(self, t: np.ndarray, states: np.ndarray, stats: dict):
-        """Build a :class:`~odeflow.trajectory.Trajectory` from states of shape (n, size)."""
+        """Build a :class:`~odeflow.results.Trajectory` from states of shape (n, size)."""
 
     def parameters(self) -> dict:
         """JSON-able description of the field's parameters (saved with results)."""

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..numerics import feature_vectors, logsumexp, lumped_objective
-from .base import VectorField
+from odeflow.fields.base import VectorField
+from odeflow.numerics import feature_vectors, logsumexp, lumped_objective
 
 
 class ExactFlow(VectorField):
@@ -139,7 +139,7 @@ class ExactFlow(VectorField):
 
     # -------------------------------------------------------------- results
     def trajectory(self, t, states, stats):
-        from ..trajectory import Trajectory
+        from odeflow.results import Trajectory
 
         n = states.shape[0]
         Y = states[:, : self._ny].reshape(n, self.R, self.L)

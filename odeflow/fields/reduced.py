@@ -46,10 +46,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import expit
 
-from ..data import as_real_array
-from ..errors import ValidationError
-from ..numerics import feature_vectors
-from .base import VectorField
+from odeflow.data import as_real_array
+from odeflow.errors import ValidationError
+from odeflow.fields.base import VectorField
+from odeflow.numerics import feature_vectors
 
 
 def _speed_factors(h: np.ndarray, log_m_minus_1: float) -> tuple[np.ndarray, np.ndarray]:
@@ -251,7 +251,7 @@ class ReducedFlow(VectorField):
         return rows
 
     def trajectory(self, t, states, stats):
-        from ..trajectory import Trajectory
+        from odeflow.results import Trajectory
 
         n = states.shape[0]
         h = states[:, self._sl_h]

@@ -20,7 +20,7 @@ and optionally ``zc0=``) or computed from a data model (see
 :class:`SnapFlow`). Because the state has no attention row, a solve returns a
 light :class:`SnapResult` (``.t``, ``.margin``, ``.gamma``,
 ``.gamma_integral``, ``.common_logit``, ``.B``, ``.stats``, ``.meta``), not a
-:class:`~odeflow.trajectory.Trajectory`, whichever way the parameters were
+:class:`~odeflow.results.trajectory.Trajectory`, whichever way the parameters were
 given.
 """
 
@@ -31,10 +31,11 @@ import math
 import numpy as np
 from scipy.special import expit
 
-from ..data import DataModel, validate_finite, validate_positive
-from ..errors import ValidationError
-from ..numerics import logsumexp
-from .base import VectorField, initial_logits
+from odeflow.data import DataModel, validate_finite, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.fields.base import VectorField, initial_logits
+from odeflow.numerics import logsumexp
+from odeflow.results.snap import SnapResult
 
 #: Relative tolerance for "equal ``c_{c|n}``" across classes.
 EQUAL_PROB_RTOL = 1e-9
@@ -107,73 +108,6 @@ def snap_parameters(data: DataModel, z0=None, beta=None) -> dict:
     return {"a": a, "zc0": zc0, "pi": 1.0 / K, "vocab_size": M, "beta": beta,
             "common_token": c, "query_token": int(data.query_tokens[0]),
             "rho0": np.exp(log_rho).tolist()}
-
-
-class SnapResult:
-    """Time series of the Sec. 6 system (what ``solve(..., flow="snap")`` returns).
-
-    Attributes
-    ----------
-    t : ndarray, shape (n,)
-    margin : ndarray, shape (n,)
-        ``h(t)`` (Eqn 44).
-    common_logit : ndarray, shape (n,)
-        ``z_c(t)`` (Eqn 13).
-    B : ndarray, shape (n,)
-        ``B(t) = eta_Z pi int gamma xi ds`` (Eqns 14, 98), the same for every class.
-    gamma_integral : ndarray, shape (n,)
-        ``Gamma(t) = int_0^t gamma ds``, integrated as a state (Eqn 128).
-    stats, meta : dict
-        Solver statistics; parameters (``flow, eta_y, eta_z, a, pi,
-        vocab_size, zc0`` and, from a data model, ``beta, common_token, rho0``).
-    data : DataModel or None
-        The data model the parameters came from, if any.
-    """
-
-    def __init__(self, t, margin, common_logit, B, gamma_integral,  # noqa: N803
-                 stats=None, meta=None, data=None):
-        self.t = np.asarray(t, dtype=float)
-        self.margin = np.asarray(margin, dtype=float)
-        self.common_logit = np.asarray(common_logit, dtype=float)
-        self.B = np.asarray(B, dtype=float)
-        self.gamma_integral = np.asarray(gamma_integral, dtype=float)
-        self.stats = dict(stats or {})
-        self.meta = dict(meta or {})
-        self.data = data
-
-    def __repr__(self) -> str:
-        return (f"SnapResult(n={self.t.size}, t=[{self.t[0]:g}, {self.t[-1]:g}], "
-                f"a={self.meta.get('a')!r})")
-
-    @property
-    def flow(self) -> str:
-        return "snap"
-
-    def save(self, path):
-        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename)."""
-        import json
-
-        from ..io import atomic_write_npz
-        from ..trajectory import jsonable
-
-        arrays = {"t": self.t, "margin": self.margin, "common_logit": self.common_logit,
-                  "B": self.B, "gamma_integral": self.gamma_integral,
-                  "metadata": np.array(json.dumps({
-                      "format": "odeflow-snap/1", "stats": jsonable(self.stats),
-                      "meta": jsonable(self.meta),
-                      "data": None if self.data is None else self.data.to_dict()}))}
-        return atomic_write_npz(path, arrays)
-
-    @property
-    def gamma(self) -> np.ndarray:
-        """``gamma = h (M-1) / (exp(h) + M - 1)`` (Eqn 9), written with ``exp(-h)``."""
-        M = int(self.meta["vocab_size"])
-        return self.margin * expit(math.log(M - 1) - self.margin)
-
-    @property
-    def xi(self) -> np.ndarray:
-        """``xi = a exp(2 z_c)`` (Theorem 4)."""
-        return float(self.meta["a"]) * np.exp(2.0 * self.common_logit)
 
 
 class SnapFlow(VectorField):
@@ -296,30 +230,3 @@ class SnapFlow(VectorField):
         out = super().parameters()
         out.update(self.params)
         return out
-
-
-def solve_snap(data=None, *, eta_y: float = 1.0, eta_z: float = 0.1, t_span=(0.0, 1e4),
-               a=None, pi=None, vocab_size=None, zc0=None, beta=None, **solve_options):
-    """Integrate the Sec. 6 system; ``odeflow.solve(data, flow="snap", ...)`` with keywords.
-
-    Parameters
-    ----------
-    data : DataModel, optional
-        Source of ``a, z_c(0), pi, M`` (see :func:`snap_parameters`); or give
-        ``a``, ``pi``, ``vocab_size`` (and ``zc0``) directly.
-    eta_y, eta_z : float
-    t_span : (float, float)
-    **solve_options
-        ``t_eval``, ``method``, ``rtol``, ``atol``, ``z0``, ``progress`` of
-        :func:`odeflow.solve`.
-
-    Returns
-    -------
-    SnapResult
-    """
-    from ..solve import solve
-
-    options = {k: v for k, v in (("a", a), ("pi", pi), ("vocab_size", vocab_size),
-                                 ("zc0", zc0), ("beta", beta)) if v is not None}
-    return solve(data, flow="snap", eta_y=eta_y, eta_z=eta_z, t_span=t_span,
-                 **solve_options, **options)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.colors import LogNorm
 
-from ..data import DataModel, validate_positive
-from ..errors import ValidationError
-from ..solve import solve
-from .style import HEATMAP_CMAP, panel_axes
+from odeflow.data import DataModel, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.plots.style import HEATMAP_CMAP, panel_axes
+from odeflow.solver import solve
 
 #: Titles of the flows.
 FLOW_TITLES = {"exact": "Level E (exact flow, Eqns 3-4)",

@@ -12,11 +12,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..data import DataModel, validate_positive
-from ..errors import ValidationError
-from ..solve import solve
-from .attention import FLOW_TITLES
-from .style import (
+from odeflow.data import DataModel, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.plots.attention import FLOW_TITLES
+from odeflow.plots.style import (
     LEGEND_BELOW,
     REFERENCE_COLOUR,
     finish_axes,
@@ -24,6 +23,7 @@ from .style import (
     panel_axes,
     series_colour,
 )
+from odeflow.solver import solve
 
 
 def distinct_entropy(traj, next_token: int | None = None) -> np.ndarray:

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..data import DataModel, validate_positive
-from ..errors import ValidationError
-from ..solve import solve
-from .style import finish_axes, series_colour, single_axes
+from odeflow.data import DataModel, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.plots.style import finish_axes, series_colour, single_axes
+from odeflow.solver import solve
 
 #: Line style of each level.
 LEVEL_STYLES = {"exact": ("-", 2.2, "Level E (Eqns 3-4)"),
@@ -23,7 +23,7 @@ LEVEL_STYLES = {"exact": ("-", 2.2, "Level E (Eqns 3-4)"),
 def sgd_available() -> bool:
     """Whether :func:`odeflow.training.train_sgd` can be imported."""
     try:
-        from ..training import train_sgd  # noqa: F401
+        from odeflow.training import train_sgd  # noqa: F401
     except ImportError:
         return False
     return True
@@ -109,7 +109,7 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
     runs = {flow: solve(data, flow=flow, eta_y=eta_y, eta_z=eta_z, t_span=(0.0, t_end),
                         t_eval=t, progress=False) for flow in ("exact", "reduced")}
     if use_sgd:
-        from ..training import train_sgd
+        from odeflow.training import train_sgd
 
         runs["sgd"] = train_sgd(data, eta_y, eta_z, steps, batch_size, seq_len, seed=seed,
                                 record_every=max(1, steps // 1000), progress=False)

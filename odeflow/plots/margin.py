@@ -11,16 +11,16 @@ import math
 
 import numpy as np
 
-from ..closed_forms import (
+from odeflow.analysis.closed_forms import (
     decoder_margin,
     speed_control,
     speed_control_early,
     speed_control_late,
     transition_time,
 )
-from ..data import validate_positive
-from ..errors import ValidationError
-from .style import (
+from odeflow.data import validate_positive
+from odeflow.errors import ValidationError
+from odeflow.plots.style import (
     OKABE_ITO,
     finish_axes,
     log_times,

@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import ValidationError
+from odeflow.errors import ValidationError
 
 #: The options :func:`make_figure` knows.
 COMMON_OPTIONS = ("data", "eta_y", "eta_z", "t_end", "flow")

@@ -10,12 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..closed_forms import relative_gain
-from ..data import DataModel, validate_positive
-from ..errors import ValidationError
-from ..solve import solve
-from .attention import FLOW_TITLES
-from .style import finish_axes, panel_axes, series_colour
+from odeflow.analysis.closed_forms import relative_gain
+from odeflow.data import DataModel, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.plots.attention import FLOW_TITLES
+from odeflow.plots.style import finish_axes, panel_axes, series_colour
+from odeflow.solver import solve
 
 
 def default_token_pairs(data: DataModel, next_token: int) -> list[tuple[int, int]]:
@@ -75,7 +75,7 @@ def relative_gain_curves(data: DataModel | None = None, next_token: int | None =
     """Solve ``flow`` and evaluate both sides of Eqn 11 for each token pair.
 
     The measured side is :meth:`odeflow.Trajectory.relative_gain`; the closed
-    form is :func:`odeflow.closed_forms.relative_gain` with ``chi_l`` from
+    form is :func:`odeflow.analysis.closed_forms.relative_gain` with ``chi_l`` from
     :meth:`odeflow.Trajectory.growth_factor` of the same run. The difference is
     taken relative to the largest gain of the pair: a pointwise relative
     difference would be dominated by round-off at the earliest times, where
@@ -124,7 +124,7 @@ def plot_relative_gain(data: DataModel | None = None, next_token: int | None = N
     (:meth:`odeflow.Trajectory.relative_gain`), and markers are the right-hand
     side of Eqn 11, ``(f^_nl(0)^2 / f^_nl'(0)^2 - 1) chi_l(t)`` with the growth
     factor ``chi_l = exp(2 (z_ml(t) - z_ml(0))) - 1`` of the same trajectory
-    (:func:`odeflow.closed_forms.relative_gain`). Theorem 3 makes them equal at
+    (:func:`odeflow.analysis.closed_forms.relative_gain`). Theorem 3 makes them equal at
     Level R; at Level E the identity is approximate, its error growing with
     ``eta_Z / eta_Y``. Each panel states the largest difference relative to the
     largest gain of the pair (:func:`relative_gain_curves`, whose data it draws).

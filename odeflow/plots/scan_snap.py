@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..closed_forms import snap_B, transition_time
-from ..data import DataModel, SequenceClass, validate_positive
-from ..errors import ValidationError
-from ..fields.snap import snap_parameters, solve_snap
-from ..solve import solve
-from .style import finish_axes, panel_axes, series_colour
+from odeflow.analysis.closed_forms import snap_B, transition_time
+from odeflow.data import DataModel, SequenceClass, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.fields.snap import snap_parameters
+from odeflow.plots.style import finish_axes, panel_axes, series_colour
+from odeflow.solver import solve, solve_snap
 
 
 def single_common_token_model(vocab_size: int = 30, common_prob: float = 0.1,

@@ -15,7 +15,7 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..errors import ValidationError
+from odeflow.errors import ValidationError
 
 #: The Okabe-Ito colour-blind-safe palette (Okabe and Ito, 2008), by name.
 OKABE_ITO = {

@@ -11,10 +11,10 @@ All of them work on the lumped state of :class:`odeflow.fields.ExactFlow` and
 return :class:`odeflow.Trajectory` objects (un-lumped by its accessors).
 """
 
-from .batch import Batch, batch_loss, batch_loss_gradient, sample_batch
-from .discrete import gradient_ascent
-from .ensemble import SGDEnsemble, sgd_ensemble
-from .sgd import train_sgd
+from odeflow.training.batch import Batch, batch_loss, batch_loss_gradient, sample_batch
+from odeflow.training.discrete import gradient_ascent
+from odeflow.training.ensemble import SGDEnsemble, sgd_ensemble
+from odeflow.training.sgd import train_sgd
 
 __all__ = ["Batch", "SGDEnsemble", "batch_loss", "batch_loss_gradient", "gradient_ascent",
            "sample_batch", "sgd_ensemble", "train_sgd"]

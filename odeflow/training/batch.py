@@ -33,10 +33,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..data import DataModel
-from ..errors import ValidationError
-from ..numerics import logsumexp
-from .common import check_count
+from odeflow.data import DataModel
+from odeflow.errors import ValidationError
+from odeflow.numerics import logsumexp
+from odeflow.training.common import check_count
 
 
 class Batch(NamedTuple):

@@ -13,8 +13,8 @@ import sys
 
 import numpy as np
 
-from ..data import as_real_number
-from ..errors import SolveError, ValidationError
+from odeflow.data import as_real_number
+from odeflow.errors import SolveError, ValidationError
 
 #: Records kept by default: about this many, evenly spaced in steps.
 DEFAULT_RECORDS = 100

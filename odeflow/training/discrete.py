@@ -19,9 +19,9 @@ import time
 
 import numpy as np
 
-from ..data import validate_positive
-from ..fields.exact import ExactFlow
-from .common import StepProgress, check_count, diverged, record_steps
+from odeflow.data import validate_positive
+from odeflow.fields.exact import ExactFlow
+from odeflow.training.common import StepProgress, check_count, diverged, record_steps
 
 
 def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.0,

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..numerics import normalised_features
-from ..trajectory import Trajectory
-from .common import check_count
-from .sgd import check_sgd_arguments, run_sgd
+from odeflow.errors import ValidationError
+from odeflow.numerics import normalised_features
+from odeflow.results import Trajectory
+from odeflow.training.common import check_count
+from odeflow.training.sgd import check_sgd_arguments, run_sgd
 
 
 @dataclass

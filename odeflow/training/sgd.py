@@ -21,12 +21,19 @@ import time
 
 import numpy as np
 
-from ..data import DataModel, validate_positive
-from ..errors import ValidationError
-from ..fields.base import initial_logits
-from ..trajectory import Trajectory
-from .batch import Batch, LumpedLayout, stacked_loss_and_gradient
-from .common import StepProgress, check_count, check_fraction, check_seed, diverged, record_steps
+from odeflow.data import DataModel, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.fields.base import initial_logits
+from odeflow.results import Trajectory
+from odeflow.training.batch import Batch, LumpedLayout, stacked_loss_and_gradient
+from odeflow.training.common import (
+    StepProgress,
+    check_count,
+    check_fraction,
+    check_seed,
+    diverged,
+    record_steps,
+)
 
 
 def check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum) -> dict:

@@ -17,7 +17,7 @@ from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 import odeflow
-from odeflow import closed_forms as cf
+from odeflow.analysis import closed_forms as cf
 from odeflow.testing import learning_rates
 from tests.properties import examples, monotone_violation
 

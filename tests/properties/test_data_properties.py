@@ -17,7 +17,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from odeflow import DataModel, SequenceClass, ValidationError
-from odeflow.config import parse_config
+from odeflow.data import parse_config
 from odeflow.testing import (
     data_models,
     invalid_data_model_args,

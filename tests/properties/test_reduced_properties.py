@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import odeflow
 from odeflow import DataModel, SequenceClass
-from odeflow import closed_forms as cf
+from odeflow.analysis import closed_forms as cf
 from odeflow.testing import data_models, learning_rate_pairs, models_and_logits
 from tests.properties import examples, monotone_violation
 

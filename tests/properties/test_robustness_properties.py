@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import odeflow
 from odeflow import DataModel, SequenceClass, SolveError, ValidationError
-from odeflow import closed_forms as cf
+from odeflow.analysis import closed_forms as cf
 from odeflow.testing import (
     InvalidInput,
     data_models,

@@ -1,6 +1,6 @@
 """Verification of the closed forms CF1-CF6 against scipy's integration of the ODEs.
 
-Every closed form in :mod:`odeflow.closed_forms` is derived with sympy in
+Every closed form in :mod:`odeflow.analysis.closed_forms` is derived with sympy in
 ``derivations/`` and checked there by substitution. This module checks the
 numbers: it integrates the ODE each closed form solves with
 :func:`scipy.integrate.solve_ivp` (stiff method, tight tolerances) and measures
@@ -56,11 +56,11 @@ import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import expit
 
-from . import closed_forms
-from .data import DataModel, SequenceClass, validate_positive
-from .errors import SolveError, ValidationError
-from .fields.snap import snap_parameters, solve_snap
-from .solve import IMPLICIT, METHODS, solve
+from odeflow.analysis import closed_forms
+from odeflow.data import DataModel, SequenceClass, validate_positive
+from odeflow.errors import SolveError, ValidationError
+from odeflow.fields.snap import snap_parameters
+from odeflow.solver import IMPLICIT, METHODS, solve, solve_snap
 
 __all__ = [
     "CHECKS",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .data import DataModel
-from .errors import ValidationError
-from .io import atomic_write_npz
-from .numerics import lumped_objective, normalised_features
+from odeflow.data import DataModel
+from odeflow.errors import ValidationError
+from odeflow.io import atomic_write_npz
+from odeflow.numerics import lumped_objective, normalised_features
 
 #: Format tag written into saved files.
 FILE_FORMAT = "odeflow-trajectory/1"
@@ -183,7 +183,7 @@ class Trajectory:
         if name not in self.series:
             raise ValidationError(
                 name, f"not recorded by flow {self.flow!r}; recorded: {sorted(self.series)} "
-                "(see odeflow.diagnostics for estimates from an exact-flow trajectory)")
+                "(see odeflow.analysis.diagnostics for estimates from an exact-flow trajectory)")
         return self.series[name]
 
     def _per_class(self, values: np.ndarray) -> np.ndarray:

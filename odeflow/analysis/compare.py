@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ValidationError
-from .numerics import normalised_features
-from .solve import solve
-from .training import SGDEnsemble, gradient_ascent, sgd_ensemble
-from .trajectory import Trajectory
+from odeflow.errors import ValidationError
+from odeflow.numerics import normalised_features
+from odeflow.results import Trajectory
+from odeflow.solver import solve
+from odeflow.training import SGDEnsemble, gradient_ascent, sgd_ensemble
 
 #: ``run=`` values of :func:`compare_runs`.
 RUNS = ("sgd", "gradient_ascent")

@@ -3,7 +3,7 @@
 It looks up the vector field for ``flow`` (one module per level under
 :mod:`odeflow.fields`), picks the integrator, passes the analytic Jacobian to
 implicit methods, shows progress on long solves, and returns a
-:class:`~odeflow.trajectory.Trajectory` with the solver statistics. A failed
+:class:`~odeflow.results.trajectory.Trajectory` with the solver statistics. A failed
 solve raises :class:`~odeflow.errors.SolveError` with scipy's message; it is
 never swallowed.
 """
@@ -18,10 +18,10 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from .data import as_real_array, as_real_number, validate_positive
-from .errors import SolveError, ValidationError
-from .fields import FLOWS
-from .fields.base import VectorField
+from odeflow.data import as_real_array, as_real_number, validate_positive
+from odeflow.errors import SolveError, ValidationError
+from odeflow.fields import FLOWS
+from odeflow.fields.base import VectorField
 
 #: Methods of solve_ivp that odeflow accepts.
 METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")

@@ -21,7 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .errors import ValidationError
+from odeflow.errors import ValidationError
 
 #: Absolute tolerance on ``sum(probs) == 1`` and ``sum(weights) == 1``.
 SUM_TOLERANCE = 1e-9
@@ -481,7 +481,7 @@ class DataModel:
 
     def to_toml(self, path) -> None:
         """Write the data model as TOML, atomically (temp file + rename)."""
-        from .io import atomic_write_text
+        from odeflow.io import atomic_write_text
 
         atomic_write_text(path, self.to_toml_string())
 
@@ -497,10 +497,18 @@ class DataModel:
 
     @classmethod
     def preset(cls, name: str) -> DataModel:
-        """A built-in data model; see :data:`odeflow.presets.PRESETS`."""
-        from .presets import make_preset
+        """A built-in data model (spec section 7); see :data:`PRESETS`."""
+        try:
+            factory = PRESETS[name]
+        except (KeyError, TypeError):
+            raise ValidationError(
+                "preset", f"unknown preset {name!r}; choose one of {sorted(PRESETS)}") from None
+        return factory()
 
-        return make_preset(name)
+
+#: Name -> factory of the built-in data models. Filled by :mod:`odeflow.data.presets`
+#: (imported with :mod:`odeflow.data`), so that this module needs nothing above it.
+PRESETS: dict = {}
 
 
 def as_real_number(value, field_name: str, requirement: str = "a number") -> float:

@@ -9,7 +9,7 @@ reports
   ``z(t) - z(0)`` (the range of ``z`` itself when ``Z(0) = 0``, the default);
 - the Eqn 11 invariant error of each level: the largest relative spread of
   ``chi_l / ((1 + chi_l) f^_nl(0)^2)`` over the distinct tokens of a class
-  (:func:`odeflow.diagnostics.eqn11_spread`). It is zero up to the solver's
+  (:func:`odeflow.analysis.diagnostics.eqn11_spread`). It is zero up to the solver's
   tolerance at Level R and grows with ``eta_Z / eta_Y`` at Level E.
 """
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .data import validate_positive
-from .diagnostics import eqn11_spread, transition_time
-from .errors import ValidationError
-from .solve import default_t_eval, solve
+from odeflow.analysis.diagnostics import eqn11_spread, transition_time
+from odeflow.data import validate_positive
+from odeflow.errors import ValidationError
+from odeflow.solver import default_t_eval, solve
 
 
 @dataclass
@@ -45,7 +45,7 @@ class LevelComparison:
         Largest relative spread of the Eqn 11 invariant over time and classes.
     transition_time_exact, transition_time_reduced : float
         ``t_0`` (``exp(h) = M - 1``) of the first class
-        (:func:`odeflow.diagnostics.transition_time`; the margin of Level E is
+        (:func:`odeflow.analysis.diagnostics.transition_time`; the margin of Level E is
         measured from its decoder). ``nan`` if not reached by ``t_end``.
     stats_exact, stats_reduced : dict
         Solver statistics of the two solves.
@@ -110,13 +110,13 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
         Learning rates (both levels).
     t_end : float
         End time; both levels are sampled on the same grid (log-spaced by
-        default, :func:`odeflow.solve.default_t_eval`).
+        default, :func:`odeflow.solver.default_t_eval`).
     t_eval : array_like, optional
     method, rtol, atol : passed to :func:`odeflow.solve` for both levels.
     z0 : optional
         Initial logits (both levels).
     invariant_floor : float, default 0
-        ``floor`` of :func:`odeflow.diagnostics.eqn11_spread`.
+        ``floor`` of :func:`odeflow.analysis.diagnostics.eqn11_spread`.
     keep_trajectories : bool, default True
         Keep the two trajectories on the result.
     **reduced_options

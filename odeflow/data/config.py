@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import sys
 
-from .data import DataModel, validate_positive
-from .errors import ValidationError
+from odeflow.data.model import DataModel, validate_positive
+from odeflow.errors import ValidationError
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import wrightomega
 
-from .errors import ValidationError
+from odeflow.errors import ValidationError
 
 __all__ = [
     "decoder_margin",

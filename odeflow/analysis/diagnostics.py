@@ -22,8 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from .errors import ValidationError
-from .numerics import logsumexp, normalised_features
+from odeflow.errors import ValidationError
+from odeflow.numerics import logsumexp, normalised_features
 
 
 def _lumped_decoder_logits(traj) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -182,7 +182,7 @@ def transition_time(traj, source: str = "auto"):
 
     Returns
     -------
-    ndarray of shape (K,), or float for a :class:`~odeflow.fields.snap.SnapResult`
+    ndarray of shape (K,), or float for a :class:`~odeflow.results.SnapResult`
 
     Raises
     ------

@@ -21,8 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .data import DataModel, SequenceClass
-from .errors import ValidationError
+from odeflow.data.model import PRESETS, DataModel, SequenceClass
 
 
 def _block_model(vocab_size, n_common, n_distinct, next_tokens, query_tokens) -> DataModel:
@@ -48,8 +47,7 @@ def syn_medium() -> DataModel:
                         query_tokens=[950 + k // 4 for k in range(20)])
 
 
-#: Name -> factory of the built-in data models.
-PRESETS = {"syn-small": syn_small, "syn-medium": syn_medium}
+PRESETS.update({"syn-small": syn_small, "syn-medium": syn_medium})
 
 #: The preset used when nothing else is asked for.
 DEFAULT_PRESET = "syn-small"
@@ -57,9 +55,4 @@ DEFAULT_PRESET = "syn-small"
 
 def make_preset(name: str) -> DataModel:
     """Build the preset called ``name`` or raise a ValidationError naming it."""
-    try:
-        factory = PRESETS[name]
-    except (KeyError, TypeError):
-        raise ValidationError(
-            "preset", f"unknown preset {name!r}; choose one of {sorted(PRESETS)}") from None
-    return factory()
+    return DataModel.preset(name)

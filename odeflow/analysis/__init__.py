@@ -1,0 +1,19 @@
+"""Analysis layer: closed forms, diagnostics, level comparisons and verification.
+
+- :mod:`odeflow.analysis.closed_forms`: CF1-CF6 of the spec (Eqns 11-14, 44-45,
+  124, 128-129), the numeric twins of the sympy derivations in ``derivations/``.
+- :mod:`odeflow.analysis.diagnostics`: quantities measured on a trajectory
+  (margin, speed control, transition time, Eqn 11 spread).
+- :mod:`odeflow.analysis.levels`: Level E against Level R.
+- :mod:`odeflow.analysis.verify`: scipy integration of each closed form's ODE
+  against the closed form (``odeflow verify``).
+- :mod:`odeflow.analysis.compare`: gradient ascent and SGD beside the flow.
+"""
+
+from odeflow.analysis import closed_forms, diagnostics
+from odeflow.analysis.compare import compare_runs, compare_to_flow
+from odeflow.analysis.levels import compare_levels, compare_levels_over_ratios
+from odeflow.analysis.verify import verify
+
+__all__ = ["closed_forms", "compare_levels", "compare_levels_over_ratios", "compare_runs",
+           "compare_to_flow", "diagnostics", "verify"]

@@ -1,0 +1,23 @@
+"""Data layer: sequence classes, data models, presets and configuration files.
+
+- :mod:`odeflow.data.model`: :class:`SequenceClass` and :class:`DataModel`
+  (spec section 1, paper Sec. 3.2) and the number checks every layer uses.
+- :mod:`odeflow.data.presets`: the built-in data models (spec section 7).
+- :mod:`odeflow.data.config`: TOML configuration files (a data model and a
+  ``[run]`` table).
+"""
+
+from odeflow.data.config import load_config, parse_config
+from odeflow.data.model import (
+    DataModel,
+    SequenceClass,
+    as_real_array,
+    as_real_number,
+    validate_finite,
+    validate_positive,
+)
+from odeflow.data.presets import DEFAULT_PRESET, PRESETS, make_preset
+
+__all__ = ["DEFAULT_PRESET", "DataModel", "PRESETS", "SequenceClass", "as_real_array",
+           "as_real_number", "load_config", "make_preset", "parse_config", "validate_finite",
+           "validate_positive"]

@@ -1,0 +1,15 @@
+"""Results layer: what a solve returns and how it is saved.
+
+- :mod:`odeflow.results.trajectory`: :class:`Trajectory`, the time series of a
+  flow on the (lumped) state, with un-lumping accessors and save/load.
+- :mod:`odeflow.results.snap`: :class:`SnapResult`, the series of the Sec. 6
+  scalar system.
+
+Vector fields build these; the solver returns them; nothing here imports the
+fields or the solver.
+"""
+
+from odeflow.results.snap import SnapResult
+from odeflow.results.trajectory import Trajectory, jsonable
+
+__all__ = ["SnapResult", "Trajectory", "jsonable"]

@@ -1,0 +1,79 @@
+"""Result of the Sec. 6 scalar system (Theorem 4, Eqns 13-14): :class:`SnapResult`.
+
+What ``odeflow.solve(data, flow="snap", ...)`` and :func:`odeflow.solve_snap`
+return: the series ``h, z_c, B, Gamma`` of the snap system, its solver
+statistics and parameters; ``gamma`` (Eqn 9) and ``xi`` are derived from them.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+from scipy.special import expit
+
+from odeflow.io import atomic_write_npz
+from odeflow.results.trajectory import jsonable
+
+
+class SnapResult:
+    """Time series of the Sec. 6 system (what ``solve(..., flow="snap")`` returns).
+
+    Attributes
+    ----------
+    t : ndarray, shape (n,)
+    margin : ndarray, shape (n,)
+        ``h(t)`` (Eqn 44).
+    common_logit : ndarray, shape (n,)
+        ``z_c(t)`` (Eqn 13).
+    B : ndarray, shape (n,)
+        ``B(t) = eta_Z pi int gamma xi ds`` (Eqns 14, 98), the same for every class.
+    gamma_integral : ndarray, shape (n,)
+        ``Gamma(t) = int_0^t gamma ds``, integrated as a state (Eqn 128).
+    stats, meta : dict
+        Solver statistics; parameters (``flow, eta_y, eta_z, a, pi,
+        vocab_size, zc0`` and, from a data model, ``beta, common_token, rho0``).
+    data : DataModel or None
+        The data model the parameters came from, if any.
+    """
+
+    def __init__(self, t, margin, common_logit, B, gamma_integral,  # noqa: N803
+                 stats=None, meta=None, data=None):
+        self.t = np.asarray(t, dtype=float)
+        self.margin = np.asarray(margin, dtype=float)
+        self.common_logit = np.asarray(common_logit, dtype=float)
+        self.B = np.asarray(B, dtype=float)
+        self.gamma_integral = np.asarray(gamma_integral, dtype=float)
+        self.stats = dict(stats or {})
+        self.meta = dict(meta or {})
+        self.data = data
+
+    def __repr__(self) -> str:
+        return (f"SnapResult(n={self.t.size}, t=[{self.t[0]:g}, {self.t[-1]:g}], "
+                f"a={self.meta.get('a')!r})")
+
+    @property
+    def flow(self) -> str:
+        return "snap"
+
+    def save(self, path):
+        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename)."""
+        arrays = {"t": self.t, "margin": self.margin, "common_logit": self.common_logit,
+                  "B": self.B, "gamma_integral": self.gamma_integral,
+                  "metadata": np.array(json.dumps({
+                      "format": "odeflow-snap/1", "stats": jsonable(self.stats),
+                      "meta": jsonable(self.meta),
+                      "data": None if self.data is None else self.data.to_dict()}))}
+        return atomic_write_npz(path, arrays)
+
+    @property
+    def gamma(self) -> np.ndarray:
+        """``gamma = h (M-1) / (exp(h) + M - 1)`` (Eqn 9), written with ``exp(-h)``."""
+        M = int(self.meta["vocab_size"])
+        return self.margin * expit(math.log(M - 1) - self.margin)
+
+    @property
+    def xi(self) -> np.ndarray:
+        """``xi = a exp(2 z_c)`` (Theorem 4)."""
+        return float(self.meta["a"]) * np.exp(2.0 * self.common_logit)

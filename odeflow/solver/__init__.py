@@ -1,0 +1,19 @@
+"""The solve entry point: :func:`solve` wraps :func:`scipy.integrate.solve_ivp`.
+
+- :mod:`odeflow.solver.solve`: :func:`solve`, method choice, output grid.
+- :mod:`odeflow.solver.snap`: :func:`solve_snap`, keyword front door to the
+  Sec. 6 system.
+"""
+
+from odeflow.solver.snap import solve_snap
+from odeflow.solver.solve import (
+    DENSE_JACOBIAN_LIMIT,
+    IMPLICIT,
+    METHODS,
+    choose_method,
+    default_t_eval,
+    solve,
+)
+
+__all__ = ["DENSE_JACOBIAN_LIMIT", "IMPLICIT", "METHODS", "choose_method", "default_t_eval",
+           "solve", "solve_snap"]

@@ -1,0 +1,188 @@
+"""The package's layout: layers, no import circles, one flat public API (issue: architecture).
+
+The import graph is read from the source (every ``import`` and ``from ... import``
+statement, including those inside functions), not from ``sys.modules``, so a
+circle hidden behind a lazy import is found too.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+import odeflow
+
+PACKAGE = Path(odeflow.__file__).parent
+ROOT = PACKAGE.parent
+
+#: Layer of each top-level subpackage or module; a module may import only from
+#: its own layer or lower ones (the front ends and odeflow/__init__ may import anything).
+LAYERS = {
+    "errors": 0, "numerics": 0, "io": 0,
+    "data": 1,
+    "results": 2,
+    "fields": 3,
+    "solver": 4,
+    "analysis": 5, "training": 5,
+    "testing": 6, "cli": 6, "plots": 6, "__main__": 6,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def modules() -> dict[str, Path]:
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imported_modules(name: str, path: Path, known: set[str]) -> set[str]:
+    """The odeflow modules that the module ``name`` imports (any depth of nesting)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    is_package = path.name == "__init__.py"
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "odeflow":
+                    out.add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = name.split(".") if is_package else name.split(".")[:-1]
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.split(".")[0] != "odeflow":
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.add(sub if sub in known else target)
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = modules()
+    known = set(mods)
+    return {name: imported_modules(name, path, known) & known for name, path in mods.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as a list of modules, or None (depth-first search)."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if state.get(nxt) is None:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if state.get(node) is None:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle_inside_the_package():
+    cycle = find_cycle(import_graph())
+    assert cycle is None, "import circle: " + " -> ".join(cycle)
+
+
+def test_cycle_finder_finds_a_planted_circle():
+    graph = {"odeflow.a": {"odeflow.b"}, "odeflow.b": {"odeflow.c"},
+             "odeflow.c": {"odeflow.a"}, "odeflow.d": set()}
+    assert find_cycle(graph) == ["odeflow.a", "odeflow.b", "odeflow.c", "odeflow.a"]
+    assert find_cycle({"odeflow.a": {"odeflow.b"}, "odeflow.b": set()}) is None
+
+
+def test_the_import_reader_sees_lazy_imports(tmp_path):
+    pkg = tmp_path / "odeflow"
+    pkg.mkdir()
+    src = pkg / "x.py"
+    src.write_text("def f():\n    from .y import g\n    import odeflow.z\n")
+    found = imported_modules("odeflow.x", src, {"odeflow.y", "odeflow.z", "odeflow.x"})
+    assert found == {"odeflow.y", "odeflow.z"}
+
+
+def layer(name: str) -> int | None:
+    parts = name.split(".")
+    return LAYERS.get(parts[1]) if len(parts) > 1 else None
+
+
+def test_every_module_imports_only_its_own_layer_or_lower():
+    wrong = []
+    for name, targets in import_graph().items():
+        mine = layer(name)
+        assert mine is not None or name == "odeflow", f"{name} has no layer in LAYERS"
+        if name == "odeflow" or mine == max(LAYERS.values()):
+            continue
+        for target in targets:
+            theirs = layer(target)
+            if target == "odeflow" or (theirs is not None and theirs > mine):
+                wrong.append(f"{name} -> {target}")
+    assert not wrong, "imports from a higher layer: " + ", ".join(sorted(wrong))
+
+
+def test_a_vector_field_never_calls_the_solver():
+    graph = import_graph()
+    for name, targets in graph.items():
+        if name.startswith("odeflow.fields"):
+            assert not any(t.startswith("odeflow.solver") for t in targets), name
+
+
+def test_no_module_imports_another_modules_private_names():
+    offenders = []
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                private = [a.name for a in node.names
+                           if a.name.startswith("_") and not a.name.startswith("__")]
+                if private:
+                    offenders.append(f"{name}: from {node.module} import {private}")
+    assert not offenders, offenders
+
+
+def test_the_layers_are_folders():
+    for folder in ("data", "results", "fields", "solver", "analysis", "training", "cli",
+                   "plots"):
+        assert (PACKAGE / folder / "__init__.py").is_file(), folder
+    flat = sorted(p.stem for p in PACKAGE.glob("*.py"))
+    assert flat == ["__init__", "__main__", "errors", "io", "numerics", "testing"], flat
+
+
+@pytest.mark.parametrize("name", ["solve", "Trajectory", "DataModel", "SequenceClass",
+                                  "gradient_ascent", "train_sgd", "sgd_ensemble", "verify",
+                                  "closed_forms", "solve_snap", "SnapResult",
+                                  "ValidationError", "SolveError", "__version__"])
+def test_flat_public_api(name):
+    assert name in odeflow.__all__
+    assert getattr(odeflow, name) is not None
+
+
+def test_testing_module_stays_public():
+    import odeflow.testing
+
+    assert hasattr(odeflow.testing, "data_models")
+
+
+def test_derivations_is_not_installed_into_site_packages():
+    cfg = (ROOT / "setup.cfg").read_text()
+    include = re.search(r"\[options\.packages\.find\]\s*include\s*=([^\[]*)", cfg).group(1)
+    assert "derivations" not in include.split()
