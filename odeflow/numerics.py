@@ -60,7 +60,7 @@ def feature_vectors(log_probs: np.ndarray, logits: np.ndarray) -> np.ndarray:
 
 
 def lumped_objective(decoder: np.ndarray, features: np.ndarray, weights: np.ndarray,
-                     log_multiplicity: np.ndarray) -> np.ndarray:
+                     log_multiplicity: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """``J = sum_n pi_n [e_n^T Y f^_n - log 1^T exp(Y f^_n)]`` (Eqn 2) on a lumped decoder.
 
     Parameters
@@ -74,9 +74,13 @@ def lumped_objective(decoder: np.ndarray, features: np.ndarray, weights: np.ndar
         ``pi_n``.
     log_multiplicity : ndarray, shape (R,)
         Log of how many outputs each lumped row stands for.
+    rows : ndarray of int, shape (K,), optional
+        Decoder row of each feature's next token; ``0 .. K-1`` by default. A
+        table of sub-classes (Level T's sampled sequences, spec section 8) has
+        several features per next token.
     """
     U = features @ np.swapaxes(decoder, -1, -2)  # (..., K, R)
     lse = logsumexp(U, axis=-1, log_weights=log_multiplicity)
     K = features.shape[-2]
-    own = U[..., np.arange(K), np.arange(K)]
+    own = U[..., np.arange(K), np.arange(K) if rows is None else rows]
     return np.sum(weights * (own - lse), axis=-1)

@@ -84,3 +84,25 @@ def unlump(field, y: np.ndarray, base: bool = True) -> tuple[np.ndarray, np.ndar
         Z[data.query_tokens] = field.z_base
     Z[np.ix_(data.query_tokens, data.active_tokens)] = Zl
     return Y, Z
+
+
+def dense_finite_t_objective(data, counts, Y: np.ndarray, Z: np.ndarray) -> float:
+    """J_T of spec section 8 on a sample, with full M x M matrices and loops.
+
+    ``counts[k]`` is an array (N, M) of contextual-token counts of the N sampled
+    sequences of class k. For a sequence, ``f_l = k_l exp(z_{m,l}) / sum k exp(z_m)``,
+    ``f^ = f / ||f||_2`` and its term is ``log softmax(Y f^)_n``, weighted ``pi_n / N``.
+    """
+    J = 0.0
+    for cls, pi, class_counts in zip(data.classes, data.weights, counts, strict=True):
+        n, m = cls.next_token, cls.query_token
+        for k in class_counts:
+            present = k > 0
+            shift = np.max(Z[m][present])
+            f = k * np.exp(Z[m] - shift)
+            f = f / f.sum()
+            fh = f / np.sqrt(np.sum(f ** 2))
+            u = Y @ fh
+            peak = u.max()
+            J += pi / len(class_counts) * (u[n] - peak - np.log(np.sum(np.exp(u - peak))))
+    return J

@@ -5,6 +5,8 @@
 - :mod:`odeflow.data.presets`: the built-in data models (spec section 7).
 - :mod:`odeflow.data.config`: TOML configuration files (a data model and a
   ``[run]`` table).
+- :mod:`odeflow.data.sampling`: seeded samples of finite-length sequences as
+  count vectors (spec section 8, Level T).
 """
 
 from odeflow.data.config import load_config, parse_config
@@ -17,7 +19,8 @@ from odeflow.data.model import (
     validate_positive,
 )
 from odeflow.data.presets import DEFAULT_PRESET, PRESETS, make_preset
+from odeflow.data.sampling import CountSample, sample_counts
 
-__all__ = ["DEFAULT_PRESET", "DataModel", "PRESETS", "SequenceClass", "as_real_array",
-           "as_real_number", "load_config", "make_preset", "parse_config", "validate_finite",
-           "validate_positive"]
+__all__ = ["CountSample", "DEFAULT_PRESET", "DataModel", "PRESETS", "SequenceClass",
+           "as_real_array", "as_real_number", "load_config", "make_preset", "parse_config",
+           "sample_counts", "validate_finite", "validate_positive"]

@@ -2,6 +2,8 @@
 
 - :mod:`odeflow.fields.exact`: Level E, the exact population gradient flow
   (Lemma 1, Eqns 3-4, 7), ``flow="exact"``.
+- :mod:`odeflow.fields.finite_t`: Level T, the gradient flow of the
+  sample-average finite-``T`` objective (spec section 8), ``flow="finite_t"``.
 - :mod:`odeflow.fields.reduced`: Level R, the reduced flow of Theorem 1
   (Eqns 8-10, 44, 98), ``flow="reduced"``.
 - :mod:`odeflow.fields.snap`: the scalar system of Sec. 6 (Theorem 4, Eqns
@@ -13,11 +15,13 @@
 
 from odeflow.fields.base import VectorField
 from odeflow.fields.exact import ExactFlow
+from odeflow.fields.finite_t import FiniteTFlow
 from odeflow.fields.reduced import ReducedFlow
 from odeflow.fields.snap import SnapFlow
 
 FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
+                                       FiniteTFlow.name: FiniteTFlow,
                                        ReducedFlow.name: ReducedFlow,
                                        SnapFlow.name: SnapFlow}
 
-__all__ = ["FLOWS", "ExactFlow", "ReducedFlow", "SnapFlow", "VectorField"]
+__all__ = ["FLOWS", "ExactFlow", "FiniteTFlow", "ReducedFlow", "SnapFlow", "VectorField"]

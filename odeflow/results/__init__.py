@@ -2,6 +2,8 @@
 
 - :mod:`odeflow.results.trajectory`: :class:`Trajectory`, the time series of a
   flow on the (lumped) state, with un-lumping accessors and save/load.
+- :mod:`odeflow.results.finite_t`: :class:`FiniteTTrajectory`, Level T's
+  trajectory (accessors over the sampled sequences, spec section 8).
 - :mod:`odeflow.results.snap`: :class:`SnapResult`, the series of the Sec. 6
   scalar system.
 
@@ -9,7 +11,8 @@ Vector fields build these; the solver returns them; nothing here imports the
 fields or the solver.
 """
 
+from odeflow.results.finite_t import FiniteTTrajectory, population_attention
 from odeflow.results.snap import SnapResult
 from odeflow.results.trajectory import Trajectory, jsonable
 
-__all__ = ["SnapResult", "Trajectory", "jsonable"]
+__all__ = ["FiniteTTrajectory", "SnapResult", "Trajectory", "jsonable", "population_attention"]

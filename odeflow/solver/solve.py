@@ -132,10 +132,13 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     ----------
     data : DataModel
         The data distribution (sequence classes, weights, vocabulary size).
-    flow : {"exact", "reduced", "snap"}
+    flow : {"exact", "finite_t", "reduced", "snap"}
         ``"exact"``: Level E, the population gradient flow of Lemma 1 (Eqns
-        3-4, 7). ``"reduced"``: Level R, Theorem 1 (Eqns 8-10, 44). ``"snap"``:
-        the scalar system of Sec. 6 (Eqns 13-14).
+        3-4, 7). ``"finite_t"``: Level T, the gradient flow of the finite-``T``
+        objective on a seeded sample of sequences (spec section 8; options
+        ``seq_len``, ``samples_per_class``, ``seed``). ``"reduced"``: Level R,
+        Theorem 1 (Eqns 8-10, 44). ``"snap"``: the scalar system of Sec. 6
+        (Eqns 13-14).
     eta_y, eta_z : float
         Learning rates of the decoder and of the attention logits.
     t_span : (float, float)
@@ -152,7 +155,8 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     progress : bool, optional
         Show a progress bar; by default only when stderr is a terminal.
     **flow_options
-        Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``).
+        Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
+        ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
 
     Returns
     -------

@@ -1,0 +1,128 @@
+"""Seeded samples of finite-length sequences as count vectors (spec section 8).
+
+A sequence of class ``n`` has ``T - 1`` contextual tokens drawn i.i.d. from
+``c_{.|n}`` (spec section 6). The finite-``T`` model sees a sequence only
+through the counts ``k_l`` of its contextual tokens:
+``f(x)_l = k_l exp(z_{m,l}) / sum_l' k_l' exp(z_{m,l'})``. So a sequence is a
+count vector over its class's support, drawn from a multinomial with ``T - 1``
+trials. :func:`sample_counts` draws ``N`` such vectors per class, reproducibly:
+class ``k`` uses its own generator, spawned from ``seed`` by
+:class:`numpy.random.SeedSequence`, so the first ``N`` samples of a class are
+the same whatever ``N``, the other classes and their order of drawing
+(a sample of ``2 N`` contains the sample of ``N``).
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from odeflow.data.model import DataModel
+from odeflow.errors import ValidationError
+
+
+def _as_count(value, field_name: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not (isinstance(value, float) and value.is_integer()):
+            raise ValidationError(field_name, f"must be an integer, got {value!r:.80}")
+    value = int(value)
+    if value < minimum:
+        raise ValidationError(field_name, f"must be >= {minimum}, got {value}")
+    if value >= 2**62:
+        raise ValidationError(field_name, f"is too large: {value}")
+    return value
+
+
+@dataclass(frozen=True, eq=False)
+class CountSample:
+    """``N`` sampled sequences per class, as count vectors (spec section 8).
+
+    Attributes
+    ----------
+    data : DataModel
+    seq_len : int
+        ``T``: each sequence has ``T - 1`` contextual tokens.
+    samples_per_class : int
+        ``N``.
+    seed : int
+    counts : tuple of ndarray
+        ``counts[k]`` has shape ``(N, |support of class k|)``: the contextual
+        token counts of the ``N`` sequences of class ``k`` over
+        ``data.classes[k].support``; each row sums to ``T - 1``.
+    """
+
+    data: DataModel = field(repr=False)
+    seq_len: int
+    samples_per_class: int
+    seed: int
+    counts: tuple = field(repr=False)
+
+    @property
+    def size(self) -> int:
+        """``K N``, the number of sampled sequences."""
+        return self.data.num_classes * self.samples_per_class
+
+    @property
+    def class_index(self) -> np.ndarray:
+        """Class (position in ``data.classes``) of each sequence, shape ``(K N,)``; class-major."""
+        return np.repeat(np.arange(self.data.num_classes), self.samples_per_class)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Weight ``pi_n / N`` of each sequence, shape ``(K N,)``; they sum to one."""
+        return np.asarray(self.data.weights)[self.class_index] / self.samples_per_class
+
+    def active_counts(self) -> np.ndarray:
+        """Counts over ``data.active_tokens``, shape ``(K N, L)`` (zero off the support)."""
+        data = self.data
+        out = np.zeros((self.size, data.active_tokens.size), dtype=np.int64)
+        N = self.samples_per_class
+        for k, cls in enumerate(data.classes):
+            cols = np.searchsorted(data.active_tokens, cls.support)
+            out[k * N:(k + 1) * N, cols] = self.counts[k]
+        return out
+
+    def active_log_probs(self) -> np.ndarray:
+        """``log(k_l / (T - 1))`` over the active tokens (``-inf`` where ``k_l = 0``), (K N, L).
+
+        The "probabilities" of each sequence as a sub-class (spec section 8).
+        """
+        with np.errstate(divide="ignore"):
+            return np.log(self.active_counts()) - np.log(self.seq_len - 1)
+
+
+def sample_counts(data: DataModel, seq_len: int, samples_per_class: int,
+                  seed: int = 0) -> CountSample:
+    """Draw ``N`` sequences of length ``T`` per class as count vectors (spec section 8).
+
+    Parameters
+    ----------
+    data : DataModel
+    seq_len : int
+        ``T >= 2``; the counts of the ``T - 1`` contextual tokens follow
+        ``Multinomial(T - 1, c_{.|n})`` over the class's support.
+    samples_per_class : int
+        ``N >= 1``.
+    seed : int, default 0
+        Non-negative; class ``k`` draws from the ``k``-th child of
+        ``numpy.random.SeedSequence(seed)``.
+
+    Returns
+    -------
+    CountSample
+    """
+    if not isinstance(data, DataModel):
+        raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
+    T = _as_count(seq_len, "seq_len", 2)
+    N = _as_count(samples_per_class, "samples_per_class", 1)
+    seed = _as_count(seed, "seed", 0)
+    children = np.random.SeedSequence(seed).spawn(data.num_classes)
+    counts = []
+    for cls, child in zip(data.classes, children, strict=True):
+        rng = np.random.default_rng(child)
+        drawn = rng.multinomial(T - 1, cls.support_probs, size=N)
+        drawn.setflags(write=False)
+        counts.append(drawn)
+    return CountSample(data, T, N, seed, tuple(counts))

@@ -1,0 +1,179 @@
+"""Level T (spec section 8): the sampler, the field against an independent dense
+J_T by central differences, the analytic Jacobian, the trajectory accessors, and
+the limit T -> infinity (Level E)."""
+
+import numpy as np
+import pytest
+
+import odeflow
+from odeflow.data import sample_counts
+from odeflow.fields.finite_t import FiniteTFlow
+from odeflow.results import FiniteTTrajectory
+from tests.reference import dense_finite_t_objective, random_model, unlump
+
+
+def dense_counts(sample):
+    """The sample's counts as dense (N, M) arrays per class."""
+    data = sample.data
+    out = []
+    for cls, k in zip(data.classes, sample.counts, strict=True):
+        full = np.zeros((k.shape[0], data.vocab_size))
+        full[:, cls.support] = k
+        out.append(full)
+    return out
+
+
+# --------------------------------------------------------------------- sampler
+def test_sampler_counts_are_multinomial_draws_over_the_support():
+    data = odeflow.DataModel.preset("syn-small")
+    s = sample_counts(data, seq_len=129, samples_per_class=5000, seed=3)
+    assert s.size == data.num_classes * 5000
+    for cls, k in zip(data.classes, s.counts, strict=True):
+        assert k.shape == (5000, cls.support.size)
+        assert np.all(k.sum(axis=1) == 128)
+        assert k.min() >= 0
+        # mean count = (T-1) c within 5 standard errors of the multinomial
+        stderr = np.sqrt(128 * cls.support_probs * (1 - cls.support_probs) / 5000)
+        assert np.all(np.abs(k.mean(axis=0) - 128 * cls.support_probs) < 5 * stderr)
+    assert np.isclose(s.weights.sum(), 1.0)
+    assert np.all(s.active_counts().sum(axis=1) == 128)
+
+
+def test_sampler_is_seeded_and_nested():
+    data = odeflow.DataModel.preset("syn-small")
+    a = sample_counts(data, 64, 10, seed=7)
+    b = sample_counts(data, 64, 10, seed=7)
+    c = sample_counts(data, 64, 20, seed=7)
+    d = sample_counts(data, 64, 10, seed=8)
+    for k in range(data.num_classes):
+        assert np.array_equal(a.counts[k], b.counts[k])
+        assert np.array_equal(a.counts[k], c.counts[k][:10])  # N is a prefix of 2N
+        assert not np.array_equal(a.counts[k], d.counts[k])
+
+
+@pytest.mark.parametrize("field_name, kwargs", [
+    ("seq_len", {"seq_len": 1}), ("seq_len", {"seq_len": 2.5}),
+    ("samples_per_class", {"samples_per_class": 0}), ("seed", {"seed": -1}),
+    ("seq_len", {"seq_len": True})])
+def test_sampler_rejects_bad_input_naming_the_field(field_name, kwargs):
+    data = odeflow.DataModel.preset("syn-small")
+    args = {"seq_len": 16, "samples_per_class": 2, "seed": 0, **kwargs}
+    with pytest.raises(odeflow.ValidationError, match=field_name):
+        sample_counts(data, **args)
+    with pytest.raises(odeflow.ValidationError, match=field_name):
+        odeflow.solve(data, flow="finite_t", t_span=(0, 1), **args)
+
+
+# ----------------------------------------------------------------------- field
+@pytest.mark.parametrize("seed", range(3))
+def test_rhs_is_eta_times_gradient_of_dense_J_T(seed):
+    """The Level T field equals eta * grad J_T (dense reference, central differences)."""
+    rng = np.random.default_rng(seed)
+    data = random_model(rng, M=8, K=3, n_queries=2, support=4, active=7)
+    eta_y, eta_z = 0.8, 1.7
+    field = FiniteTFlow(data, eta_y, eta_z, seq_len=6, samples_per_class=3, seed=seed)
+    y = rng.normal(size=field.size)
+    Y, Z = unlump(field, y)
+    counts = dense_counts(field.sample)
+    h = 1e-5
+    gY, gZ = np.zeros_like(Y), np.zeros_like(Z)
+    for idx in np.ndindex(Y.shape):
+        E = np.zeros_like(Y)
+        E[idx] = h
+        gY[idx] = (dense_finite_t_objective(data, counts, Y + E, Z)
+                   - dense_finite_t_objective(data, counts, Y - E, Z)) / (2 * h)
+        gZ[idx] = (dense_finite_t_objective(data, counts, Y, Z + E)
+                   - dense_finite_t_objective(data, counts, Y, Z - E)) / (2 * h)
+    grad = np.concatenate([eta_y * gY.ravel(), eta_z * gZ.ravel()])
+    dY, dZ = unlump(field, field.rhs(0.0, y), base=False)
+    rhs = np.concatenate([dY.ravel(), dZ.ravel()])
+    assert np.linalg.norm(rhs - grad) / np.linalg.norm(grad) < 1e-6
+    assert dense_finite_t_objective(data, counts, Y, Z) == pytest.approx(
+        field.objective(y), rel=1e-12)
+
+
+def test_sample_size_one_of_a_deterministic_sequence_is_level_e():
+    """A class whose support is one token has one possible sequence: Level T = Level E."""
+    data = odeflow.DataModel(6, [odeflow.SequenceClass(4, 0, {1: 1.0}),
+                                 odeflow.SequenceClass(5, 0, {2: 1.0})])
+    exact = odeflow.fields.ExactFlow(data, 1.0, 2.0)
+    finite = FiniteTFlow(data, 1.0, 2.0, seq_len=9, samples_per_class=4)
+    y = np.random.default_rng(0).normal(size=exact.size)
+    assert np.allclose(finite.rhs(0, y), exact.rhs(0, y), rtol=1e-13, atol=1e-15)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_analytic_jacobian_matches_finite_differences(seed):
+    rng = np.random.default_rng(seed)
+    data = random_model(rng, M=10, K=3, n_queries=2, support=5, active=8)
+    field = FiniteTFlow(data, 1.1, 0.5, seq_len=12, samples_per_class=4, seed=seed)
+    y = rng.normal(size=field.size)
+    J = field.jacobian(0.0, y)
+    h = 1e-6
+    Jfd = np.stack([(field.rhs(0, y + h * e) - field.rhs(0, y - h * e)) / (2 * h)
+                    for e in np.eye(field.size)], axis=1)
+    assert np.abs(J - Jfd).max() <= 1e-7 * max(1.0, np.abs(J).max())
+
+
+# ------------------------------------------------------------------ trajectory
+@pytest.fixture(scope="module")
+def solved():
+    data = odeflow.DataModel.preset("syn-small")
+    return odeflow.solve(data, flow="finite_t", eta_y=1.0, eta_z=1.0, t_span=(0, 1e3),
+                         seq_len=32, samples_per_class=8, seed=1, rtol=1e-10, atol=1e-12)
+
+
+def test_trajectory_type_meta_and_monotone_objective(solved):
+    assert isinstance(solved, FiniteTTrajectory)
+    assert solved.meta["flow"] == "finite_t"
+    assert (solved.meta["seq_len"], solved.meta["samples_per_class"], solved.meta["seed"]) \
+        == (32, 8, 1)
+    J = solved.objective
+    assert J[-1] > J[0] + 0.5
+    assert np.all(np.diff(J) >= -1e-10 * np.abs(J).max())
+    Y = solved.decoder
+    assert np.abs(Y.sum(axis=1) - Y[0].sum(axis=0)).max() < 1e-8
+    for m in solved.data.query_tokens:
+        z = solved.logits(m)
+        assert np.abs(z.sum(axis=1) - z[0].sum()).max() < 1e-8
+
+
+def test_attention_is_the_mean_over_the_class_samples(solved):
+    data = solved.data
+    counts = dense_counts(solved.sample)
+    j = -1
+    for i, n in enumerate(data.next_tokens):
+        z = solved.logits(data.classes[i].query_token)[j]
+        f = counts[i] * np.exp(z - z.max())
+        f /= f.sum(axis=1, keepdims=True)
+        assert np.allclose(solved.attention(int(n))[j], f.mean(axis=0), rtol=1e-12, atol=1e-15)
+        fh = f / np.linalg.norm(f, axis=1, keepdims=True)
+        assert np.allclose(solved.features(int(n))[j], fh.mean(axis=0), rtol=1e-12, atol=1e-15)
+        c = solved.population_attention(int(n))[j]
+        d = data.distinct_tokens(int(n))
+        ref = data.probs(int(n))[d] * np.exp(z[d] - z[d].max())
+        assert np.allclose(c[d], ref / ref.sum(), rtol=1e-12)
+        assert np.all(np.delete(c, d) == 0)
+
+
+def test_save_and_load_keep_the_sample(solved, tmp_path):
+    path = solved.save(tmp_path / "t.npz")
+    back = FiniteTTrajectory.load(path)
+    assert np.array_equal(back.z_active, solved.z_active)
+    assert np.array_equal(back.attention(int(solved.data.next_tokens[0])),
+                          solved.attention(int(solved.data.next_tokens[0])))
+
+
+# --------------------------------------------------------------- T -> infinity
+def test_level_t_tends_to_level_e_like_the_sampling_error():
+    """max |z_T - z_E| falls about like 1 / sqrt(T N) (the sampling error) at large T."""
+    data = odeflow.DataModel.preset("syn-small")
+    opts = {"eta_y": 1.0, "eta_z": 1.0, "t_span": (0, 300), "rtol": 1e-10, "atol": 1e-12}
+    exact = odeflow.solve(data, **opts)
+    gaps = {}
+    for T in (10**4, 10**6):
+        traj = odeflow.solve(data, flow="finite_t", seq_len=T, samples_per_class=16, **opts)
+        gaps[T] = np.abs(traj.z_active - exact.z_active).max()
+    # sqrt(100) = 10 predicted; accept 4..25 (a seeded sample, not an average)
+    assert 4 < gaps[10**4] / gaps[10**6] < 25
+    assert gaps[10**6] < 1e-3 * np.ptp(exact.z_active)
