@@ -11,12 +11,14 @@ The package is layered, each layer importing only the ones below it:
 4. :mod:`odeflow.solver`: the one entry point :func:`solve` around ``solve_ivp``;
 5. :mod:`odeflow.analysis` (closed forms, diagnostics, level comparisons,
    verification) and :mod:`odeflow.training` (gradient ascent, SGD);
-6. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
+6. :mod:`odeflow.sweep`: parameter sweeps (``odeflow.sweep(task, grid, ...)``);
+7. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
 
 :mod:`odeflow.errors`, :mod:`odeflow.numerics` and :mod:`odeflow.io` sit
 beneath them all. The names below are the flat public API.
 """
 
+from odeflow import sweep  # a callable package: odeflow.sweep(task, grid, ...)
 from odeflow.analysis import closed_forms, diagnostics
 from odeflow.analysis.compare import compare_runs, compare_to_flow
 from odeflow.analysis.levels import compare_levels
@@ -32,4 +34,4 @@ __version__ = "0.1.0"
 __all__ = ["DataModel", "PRESETS", "SequenceClass", "SnapResult", "SolveError", "Trajectory",
            "ValidationError", "__version__", "closed_forms", "compare_levels", "compare_runs",
            "compare_to_flow", "diagnostics", "gradient_ascent", "load_config", "sgd_ensemble",
-           "solve", "solve_snap", "train_sgd", "verify"]
+           "solve", "solve_snap", "sweep", "train_sgd", "verify"]

@@ -27,7 +27,8 @@ LAYERS = {
     "fields": 3,
     "solver": 4,
     "analysis": 5, "training": 5,
-    "testing": 6, "cli": 6, "plots": 6, "__main__": 6,
+    "sweep": 6,
+    "testing": 7, "cli": 7, "plots": 7, "__main__": 7,
 }
 
 
@@ -160,8 +161,8 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def test_the_layers_are_folders():
-    for folder in ("data", "results", "fields", "solver", "analysis", "training", "cli",
-                   "plots"):
+    for folder in ("data", "results", "fields", "solver", "analysis", "training", "sweep",
+                   "cli", "plots"):
         assert (PACKAGE / folder / "__init__.py").is_file(), folder
     flat = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert flat == ["__init__", "__main__", "errors", "io", "numerics", "testing"], flat

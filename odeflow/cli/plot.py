@@ -19,12 +19,14 @@ def register(sub) -> None:
         "plot", help="draw a figure of the theory (PNG or PDF)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Draw one figure, or all of them, headless (matplotlib Agg).\n\n"
-                    f"Figures:\n{listing}\n  {'all':<15s}every figure, into --outdir\n\n"
+                    f"Figures:\n{listing}\n  {'all':<15s}every figure, into --outdir\n"
+                    f"  {'sweep':<15s}a variable of a sweep store (--store): heat map over "
+                    "two parameters (--x, --y) or lines over --x, one per --hue\n\n"
                     "Options left out keep each figure's own defaults; an option a figure "
                     "does not take is an error (with 'all' it applies to the figures that "
                     "take it).")
-    p.add_argument("name", metavar="NAME", choices=[*FIGURES, "all"],
-                   help=f"one of {', '.join(FIGURES)}, or all")
+    p.add_argument("name", metavar="NAME", choices=[*FIGURES, "all", "sweep"],
+                   help=f"one of {', '.join(FIGURES)}, all, or sweep")
     p.add_argument("--out", metavar="FILE", help="output file, .png, .pdf or .svg "
                    "(default NAME.png)")
     p.add_argument("--outdir", metavar="DIR", help="output directory for 'all' (figures)")
@@ -40,7 +42,41 @@ def register(sub) -> None:
     p.add_argument("--t-end", type=float, metavar="T", help="end time (SGD steps for levels)")
     p.add_argument("--flow", metavar="FLOW", help="flow to show (exact, reduced; snap for "
                    "scan-snap)")
+    sweep = p.add_argument_group("sweep stores (odeflow plot sweep --store STORE)")
+    sweep.add_argument("--store", metavar="STORE", help="sweep store (zarr directory or .nc)")
+    sweep.add_argument("--var", default="entropy", help="variable to draw (entropy)")
+    sweep.add_argument("--x", metavar="PARAM", help="parameter on the x axis (first swept)")
+    sweep.add_argument("--y", metavar="PARAM", help="parameter on the y axis: a heat map "
+                       "(second swept, unless --hue)")
+    sweep.add_argument("--hue", metavar="PARAM", help="one line (or heat-map panel) per value")
+    sweep.add_argument("--time", type=float, metavar="T", help="read time series at T "
+                       "(default: each point's end)")
+    sweep.add_argument("--select", action="append", default=[], metavar="PARAM=VALUE",
+                       help="fix another swept parameter (repeatable)")
     p.set_defaults(func=run)
+
+
+def _plot_sweep(args) -> int:
+    from odeflow.plots.style import save_figure
+    from odeflow.plots.sweep import plot_sweep
+
+    if not args.store:
+        raise ValidationError("store", "odeflow plot sweep needs --store STORE")
+    for flag in ("preset", "config", "eta_y", "eta_z", "t_end", "flow", "outdir"):
+        if getattr(args, flag) is not None:
+            raise ValidationError(flag, "does not apply to a sweep store (use --select)")
+    select = {}
+    for item in args.select:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValidationError("select", f"must be PARAM=VALUE, got {item!r}")
+        select[key.strip()] = value.strip()
+    start = time.perf_counter()
+    fig = plot_sweep(args.store, var=args.var, x=args.x, y=args.y, hue=args.hue,
+                     time=args.time, select=select)
+    path = save_figure(fig, Path(args.out or f"sweep-{args.var}.png"), dpi=args.dpi)
+    print(f"odeflow plot: sweep {args.var} -> {path} ({time.perf_counter() - start:.1f} s)")
+    return 0
 
 
 def _options(args) -> dict:
@@ -65,6 +101,10 @@ def run(args) -> int:
 
     if args.dpi <= 0:
         raise ValidationError("dpi", f"must be > 0, got {args.dpi!r}")
+    if args.name == "sweep":
+        return _plot_sweep(args)
+    if args.store:
+        raise ValidationError("store", "only for 'odeflow plot sweep'")
     options = _options(args)
     if args.name == "all":
         if args.out:

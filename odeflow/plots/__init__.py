@@ -14,6 +14,7 @@ function                    what it shows                                       
 :func:`plot_relative_gain`  Eqn 11, flow beside closed form                     Theorem 3
 :func:`plot_entropy`        distinct-token entropy against the rates            Fig. 6
 :func:`plot_levels`         ``z_ml(t)``: Level E, Level R, SGD                  Sec. 8
+:func:`plot_sweep`          a sweep store: heat map over two parameters         Figs. 3, 6
 ==========================  ==================================================  ==========
 
 :data:`FIGURES` names them for ``odeflow plot NAME`` and the docs gallery.
@@ -46,6 +47,7 @@ _EXPORTS = {
     "entropy_grid": "entropy",
     "plot_entropy": "entropy",
     "plot_levels": "levels",
+    "plot_sweep": "sweep",
 }
 
 __all__ = sorted(_EXPORTS)

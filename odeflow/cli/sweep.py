@@ -1,0 +1,106 @@
+"""``odeflow sweep``: run a task over a parameter grid, write the store, print a summary."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odeflow.errors import ValidationError
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a solve or training task over a parameter grid",
+        description="Run the task of a [sweep] table over its grid on local processes "
+                    "(default), serially, or on a dask cluster; every finished point is "
+                    "written to the store (zarr, or netCDF for a .nc name) at once, so an "
+                    "interrupted sweep continues with --resume. See docs/sweeps.md.")
+    p.add_argument("config", metavar="CONFIG.toml", help="file with a [sweep] table")
+    p.add_argument("--backend", choices=["processes", "serial", "dask"],
+                   help="where points run (config, else processes)")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="dask scheduler address, e.g. tcp://127.0.0.1:8786 (implies dask)")
+    p.add_argument("--workers", type=int, metavar="N", help="processes (all local cores)")
+    p.add_argument("--out", metavar="STORE", help="store path (config, else "
+                   "results/<config>.zarr); a .nc name writes netCDF")
+    p.add_argument("--resume", action="store_true",
+                   help="continue the sweep in STORE: stored points are not run again")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume, also run again the points stored with an error")
+    p.add_argument("--rows", type=int, default=20, help="points shown in the table (20)")
+    p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from odeflow.sweep import sweep
+    from odeflow.sweep.config import load_sweep_config
+
+    kwargs = load_sweep_config(args.config)
+    label = str(args.config).rsplit("/", 1)[-1].removesuffix(".toml")
+    if args.backend:
+        kwargs["backend"] = args.backend
+    if args.scheduler:
+        if args.backend not in (None, "dask"):
+            raise ValidationError("scheduler", f"is for the dask backend, not {args.backend!r}")
+        kwargs["backend"] = "dask"
+        kwargs["scheduler"] = args.scheduler
+    if args.workers is not None:
+        if args.workers < 1:
+            raise ValidationError("workers", f"must be >= 1, got {args.workers}")
+        kwargs["workers"] = args.workers
+    kwargs["store"] = args.out or kwargs.get("store") or f"results/{label}.zarr"
+    ds = sweep(**kwargs, resume=args.resume, retry_failed=args.retry_failed,
+               progress=False if args.no_progress else None)
+    a = ds.attrs
+    print(f"odeflow sweep: {label}, task={kwargs.get('task', 'exact')}, "
+          f"backend={kwargs.get('backend', 'processes')}, points={a['points']} "
+          f"(already done {a['already_done']}, computed now {a['computed_now']}, "
+          f"failed {a['failed']}), wall={a['wall_time']:.2f}s")
+    print(summary_table(ds, args.rows))
+    print(f"saved {kwargs['store']}")
+    return 3 if a["failed"] else 0
+
+
+def summary_table(ds, rows: int = 20) -> str:
+    """One line per point (the first ``rows``): parameters, status, nfev, t_0, final values."""
+    dims = [d for d in ds["computed"].dims]
+    flat = {d: np.broadcast_to(ds[d].values.reshape([-1 if e == d else 1 for e in dims]),
+                               ds["computed"].shape).ravel() for d in dims}
+    final = {"entropy": _last(ds["entropy"]), "J": _last(ds["J"])}
+    t0 = ds["t0"].mean("class", skipna=True).values.ravel() if ds.sizes["class"] else None
+    header = [*dims, "status", "nfev", "t0", "entropy(end)", "J(end)"]
+    lines = ["  ".join(f"{h:>12s}" for h in header)]
+    errors = ds["error"].values.ravel()
+    nfev = ds["nfev"].values.ravel()
+    n = errors.size
+    for i in range(min(rows, n)):
+        cells = [_cell(flat[d][i]) for d in dims]
+        cells += [f"{'failed' if errors[i] else 'ok':>12s}", f"{int(nfev[i]):12d}",
+                  f"{t0[i]:12.4g}", f"{final['entropy'][i]:12.6g}", f"{final['J'][i]:12.6g}"]
+        lines.append("  ".join(cells))
+    if n > rows:
+        lines.append(f"... {n - rows} more points (--rows to show more)")
+    failed = np.flatnonzero(errors != "")
+    for i in failed[:10]:
+        where = ", ".join(f"{d}={_cell(flat[d][i]).strip()}" for d in dims)
+        lines.append(f"failed: {where}: {errors[i]}")
+    if failed.size > 10:
+        lines.append(f"... {failed.size - 10} more failed points")
+    return "\n".join(lines)
+
+
+def _last(var) -> np.ndarray:
+    """The last non-NaN value over time at every point (the point's own horizon)."""
+    values = var.values.reshape(-1, var.sizes["time"])
+    out = np.full(values.shape[0], np.nan)
+    for i, row in enumerate(values):
+        ok = np.flatnonzero(~np.isnan(row))
+        if ok.size:
+            out[i] = row[ok[-1]]
+    return out
+
+
+def _cell(value) -> str:
+    if isinstance(value, (float, np.floating)):
+        return f"{value:12.4g}"
+    return f"{value!s:>12s}"

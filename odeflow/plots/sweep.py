@@ -1,0 +1,189 @@
+"""Figures from a sweep store: a heat map over two parameters, or lines over a third.
+
+A variable of the store (:mod:`odeflow.sweep.outputs`) is reduced to the
+parameters drawn: a ``time`` axis is read at the point's own horizon (the
+last stored time) unless a time is given; ``seed`` and ``class`` are
+averaged (failed points, NaN, are left out of the mean and blank in a heat
+map); every other grid parameter must have one value or be selected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odeflow.errors import ValidationError
+from odeflow.plots.style import HEATMAP_CMAP, finish_axes, new_figure, series_colour
+
+#: Dims averaged away before drawing.
+AVERAGED = ("seed", "class")
+
+
+def sweep_values(ds, var: str, axes_dims: tuple, time=None, select=None):
+    """``ds[var]`` reduced to the dims ``axes_dims`` (see the module notes)."""
+    if var not in ds.data_vars:
+        raise ValidationError("var", f"no variable {var!r} in the store; it has "
+                              f"{sorted(ds.data_vars)}")
+    da = ds[var]
+    if da.dtype.kind not in "fiu":
+        raise ValidationError("var", f"{var!r} is not numeric")
+    for key, value in (select or {}).items():
+        if key not in da.dims:
+            raise ValidationError("select", f"{key!r} is not a dim of {var!r} {da.dims}")
+        da = da.sel({key: _coord_value(da, key, value)})
+    if "time" in da.dims:
+        da = da.sel(time=float(time), method="nearest") if time is not None else _at_end(da)
+    da = da.where(da != -1) if da.dtype.kind in "iu" else da
+    for dim in AVERAGED:
+        if dim in da.dims and dim not in axes_dims:
+            da = da.mean(dim, skipna=True)
+    left = [d for d in da.dims if d not in axes_dims]
+    if any(da.sizes[d] > 1 for d in left):
+        many = [d for d in left if da.sizes[d] > 1]
+        raise ValidationError("select", f"{many} have several values; draw them (x, y, hue) "
+                              "or select one, e.g. --select " + f"{many[0]}=VALUE")
+    da = da.squeeze(left, drop=True) if left else da
+    for d in axes_dims:
+        if d not in da.dims:
+            raise ValidationError(d, f"{d!r} is not a dim of {var!r} here; dims: "
+                                  f"{list(ds[var].dims)}")
+    return da.transpose(*axes_dims)
+
+
+def _coord_value(da, key, value):
+    coord = da[key].values
+    if coord.dtype.kind in "fiu":
+        try:
+            value = float(value)
+        except (TypeError, ValueError):
+            raise ValidationError("select", f"{key}={value!r} is not a number") from None
+        near = coord[np.argmin(np.abs(coord - value))]
+        if not np.isclose(near, value, rtol=1e-9, atol=0):
+            raise ValidationError("select", f"{key}={value!r} is not in {coord.tolist()}")
+        return near
+    if value not in coord:
+        raise ValidationError("select", f"{key}={value!r} is not in {coord.tolist()}")
+    return value
+
+
+def _at_end(da):
+    """The last stored (finite) value along ``time`` at every point (its own horizon)."""
+    values = np.moveaxis(da.values, da.get_axis_num("time"), -1)
+    finite = np.isfinite(values)
+    last = np.where(finite.any(-1), values.shape[-1] - 1 - np.argmax(finite[..., ::-1], -1), 0)
+    picked = np.take_along_axis(values, last[..., None], -1)[..., 0]
+    picked = np.where(finite.any(-1), picked, np.nan)
+    dims = [d for d in da.dims if d != "time"]
+    return da.isel(time=0, drop=True).copy(data=picked).transpose(*dims)
+
+
+def _log_axis(values) -> bool:
+    values = np.asarray(values, dtype=float)
+    return values.size > 2 and np.all(values > 0) and values.max() / values.min() >= 20
+
+
+def plot_sweep(source, var: str = "entropy", x: str | None = None, y: str | None = None,
+               hue: str | None = None, time=None, select=None, ax=None):
+    """Draw ``var`` from a sweep store: a heat map over ``(x, y)`` or lines over ``x``.
+
+    Parameters
+    ----------
+    source : xarray.Dataset or path
+        A sweep's dataset or store (:func:`odeflow.sweep.open_store`).
+    var : str
+        A data variable (``entropy``, ``J``, ``t0``, ``B``, ``nfev``, ...).
+    x, y : str, optional
+        Parameters on the axes; ``y`` makes a heat map. Default: the first
+        (and, without ``hue``, second) grid parameter.
+    hue : str, optional
+        A third parameter: one line per value (without ``y``), or one heat
+        map panel per value (with ``y``).
+    time : float, optional
+        Read time-dependent variables here (nearest stored time); default:
+        each point's last stored time.
+    select : dict, optional
+        Fixed values of the other parameters, ``{"seed": 0, "t_end": 1e4}``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    from odeflow.sweep import open_store
+
+    ds = source if hasattr(source, "data_vars") else open_store(source)
+    grid = [d for d in ds["computed"].dims if d not in AVERAGED and ds.sizes[d] > 1]
+    if x is None:
+        if not grid:
+            raise ValidationError("x", "the sweep has no parameter with several values")
+        x = grid[0]
+    if y is None and hue is None and len(grid) > 1 and x == grid[0]:
+        y = grid[1]
+    dims = tuple(d for d in (y, x, hue) if d is not None)
+    if len(set(dims)) != len(dims):
+        raise ValidationError("x", f"x, y and hue must differ, got {dims}")
+    da = sweep_values(ds, var, dims, time=time, select=select)
+    failed = int(np.count_nonzero(ds["error"].values.astype(str) != ""))
+    when = "" if "time" not in ds[var].dims else (
+        " (end)" if time is None else f" (t={float(time):g})")
+    title = f"{var}{when}" + (f"; {failed} failed points blank" if failed else "")
+    if y is not None:
+        panels = [None] if hue is None else list(da[hue].values)
+        if ax is not None:
+            fig, axes = ax.figure, [ax]
+        else:
+            fig, axes = new_figure(ncols=len(panels))
+        if len(axes) < len(panels):
+            raise ValidationError("hue", "one Axes given for several panels")
+        finite = da.values[np.isfinite(da.values)]
+        vmin, vmax = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+        for a, value in zip(axes, panels, strict=False):
+            part = da if value is None else da.sel({hue: value})
+            mesh = a.pcolormesh(_edges(da[x].values), _edges(da[y].values),
+                                np.ma.masked_invalid(part.values), cmap=HEATMAP_CMAP,
+                                vmin=vmin, vmax=vmax, shading="flat")
+            _scale(a, da, x, y)
+            finish_axes(a, x, y, title if value is None else f"{title}\n{hue} = {value}",
+                        legend=False)
+        fig.colorbar(mesh, ax=axes, label=var)
+        return fig
+    if ax is not None:
+        fig, axes = ax.figure, [ax]
+    else:
+        fig, axes = new_figure()
+    a = axes[0]
+    for i, value in enumerate([None] if hue is None else list(da[hue].values)):
+        part = da if value is None else da.sel({hue: value})
+        a.plot(_positions(da[x].values), part.values, marker="o", color=series_colour(i),
+               label=None if value is None else f"{hue} = {value}")
+    _scale(a, da, x, None)
+    finish_axes(a, x, var, title)
+    return fig
+
+
+def _positions(values) -> np.ndarray:
+    v = np.asarray(values)
+    return v.astype(float) if v.dtype.kind in "fiu" else np.arange(v.size, dtype=float)
+
+
+def _edges(values) -> np.ndarray:
+    """Cell edges around sorted centres (geometric midpoints on a log-spaced axis)."""
+    v = np.asarray(values)
+    if v.dtype.kind not in "fiu" or v.size < 2:
+        return np.arange(v.size + 1) - 0.5
+    v = v.astype(float)
+    if _log_axis(v):
+        mids = np.sqrt(v[1:] * v[:-1])
+        return np.concatenate([[v[0] ** 2 / mids[0]], mids, [v[-1] ** 2 / mids[-1]]])
+    mids = (v[1:] + v[:-1]) / 2
+    return np.concatenate([[2 * v[0] - mids[0]], mids, [2 * v[-1] - mids[-1]]])
+
+
+def _scale(a, da, x, y) -> None:
+    """Log scale for log-spaced numbers; named ticks for text (task, preset)."""
+    for name, axis in ((x, a.xaxis), (y, a.yaxis)):
+        if name is None:
+            continue
+        values = np.asarray(da[name].values)
+        if values.dtype.kind not in "fiu":
+            axis.set_ticks(np.arange(values.size), [str(v) for v in values])
+        elif _log_axis(values):
+            (a.set_xscale if axis is a.xaxis else a.set_yscale)("log")

@@ -1,0 +1,174 @@
+"""Where the points run: ``serial``, ``processes`` (local cores) or ``dask`` (a cluster).
+
+Every backend calls the same function, :func:`compute_point`, with the sweep's
+plan (plain data: the spec as JSON) and one point's parameter values, and
+yields ``(index, outputs)`` as points finish, in any order; the caller writes
+each one to the store as it arrives.
+
+- ``processes`` uses :class:`concurrent.futures.ProcessPoolExecutor` (standard
+  library; ``as_completed`` streams finished points to the writer; the
+  ``spawn`` start method, so no thread or lock state is copied into workers).
+- ``dask`` uses a :class:`dask.distributed.Client` (given, or connected to a
+  scheduler address and closed afterwards) and
+  :func:`distributed.as_completed`. Workers need odeflow installed; only the
+  plan and the point values travel, no user code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import lru_cache
+
+import numpy as np
+
+from odeflow.errors import SolveError, ValidationError
+from odeflow.sweep.outputs import failed_outputs, point_outputs
+from odeflow.sweep.spec import SweepSpec
+from odeflow.sweep.tasks import TASKS, point_times
+
+#: The backends by name.
+BACKENDS = ("processes", "serial", "dask")
+
+
+@lru_cache(maxsize=8)
+def _plan(plan_json: str) -> tuple:
+    raw = json.loads(plan_json)
+    spec = SweepSpec(raw["grid"], raw["seeds"], raw["settings"], raw["data"], raw["times"])
+    sizes = {"class": spec.num_classes, "token": spec.vocab_size, "time": len(spec.times)}
+    return spec, np.asarray(spec.times, dtype=float), sizes
+
+
+def compute_point(plan_json: str, values: dict) -> dict:
+    """Run one point and return its named outputs (see :mod:`odeflow.sweep.outputs`).
+
+    A point that raises :class:`SolveError`, :class:`ValidationError` or an
+    arithmetic error is recorded with its error (status -1), not raised; any
+    other exception is a bug and propagates.
+    """
+    spec, times, sizes = _plan(plan_json)
+    kind = TASKS[values["task"]]
+    data = spec.data_models[values.get("preset") if spec.data is None else None]
+    try:
+        own = point_times(kind.family, times, values[kind.horizon])
+        return point_outputs(kind.run(data, values, own), times, sizes)
+    except (SolveError, ValidationError, ArithmeticError) as exc:
+        return failed_outputs(exc, sizes)
+
+
+def _ready() -> bool:
+    return True
+
+
+class PointRunner:
+    """A started backend: ``with PointRunner(...) as runner: runner.run(plan, points)``.
+
+    Start it before the store is touched: for ``"processes"`` the workers are
+    forked at entry when the main thread is the only thread (zarr starts an
+    event-loop thread on first use, and a fork copies no threads but may copy
+    their locks), else they come from a ``forkserver`` that imported odeflow
+    once. Forking costs milliseconds; starting interpreters costs seconds.
+
+    Parameters
+    ----------
+    backend : {"processes", "serial", "dask"}
+    workers : int, optional
+        Processes for ``"processes"`` (default: every local core).
+    client : distributed.Client, optional
+        For ``"dask"``: the client to submit to.
+    scheduler : str, optional
+        For ``"dask"``: a scheduler address (``tcp://host:8786``) to connect to
+        when no client is given; the connection is closed at exit.
+    """
+
+    def __init__(self, backend: str, workers: int | None = None, client=None,
+                 scheduler: str | None = None):
+        if backend not in BACKENDS:
+            raise ValidationError("backend", f"unknown backend {backend!r}; choose one of "
+                                  f"{list(BACKENDS)}")
+        if backend == "dask" and client is None and not scheduler:
+            raise ValidationError("scheduler", "the dask backend needs a scheduler address "
+                                  "(e.g. tcp://127.0.0.1:8786) or a Client")
+        self.backend, self.workers, self.client, self.scheduler = (backend, workers, client,
+                                                                    scheduler)
+        self._pool = None
+        self._own_client = False
+
+    def __enter__(self):
+        if self.backend == "processes":
+            self._pool = _start_pool(self.workers or os.cpu_count() or 1)
+        elif self.backend == "dask" and self.client is None:
+            self.client = _connect(self.scheduler)
+            self._own_client = True
+        return self
+
+    def __exit__(self, *exc):
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._own_client:
+            self.client.close()
+        return False
+
+    def run(self, plan_json: str, points: list):
+        """Yield ``(index, outputs)`` for every ``(index, values)`` in ``points`` as they finish."""
+        if self.backend == "serial":
+            for index, values in points:
+                yield index, compute_point(plan_json, values)
+        elif self.backend == "processes":
+            from concurrent.futures import as_completed
+
+            futures = {self._pool.submit(compute_point, plan_json, values): index
+                       for index, values in points}
+            try:
+                for future in as_completed(futures):
+                    yield futures[future], future.result()
+            finally:
+                for future in futures:
+                    future.cancel()
+        else:
+            yield from _dask(self.client, plan_json, points)
+
+
+def _start_pool(workers: int):
+    import multiprocessing
+    import threading
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        context = multiprocessing.get_context("fork")
+    elif "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload([__name__])
+    else:  # pragma: no cover (Windows, macOS without fork)
+        context = multiprocessing.get_context("spawn")
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    # start every worker now (before the caller opens the store); one task each
+    for future in [pool.submit(_ready) for _ in range(workers)]:
+        future.result()
+    return pool
+
+
+def _connect(scheduler: str):
+    try:
+        from distributed import Client
+    except ImportError:  # pragma: no cover
+        raise ValidationError("backend", "the dask backend needs dask.distributed: "
+                              "pip install 'odeflow[sweep]'") from None
+    try:
+        return Client(scheduler, timeout="10s")
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise ValidationError("scheduler", f"cannot connect to {scheduler!r}: {exc}") from None
+
+
+def _dask(client, plan_json, points):
+    from distributed import as_completed
+
+    futures = client.map(compute_point, [plan_json] * len(points),
+                         [values for _, values in points], pure=False)
+    index_of = {f.key: index for f, (index, _) in zip(futures, points, strict=True)}
+    try:
+        for future, outputs in as_completed(futures, with_results=True):
+            yield index_of[future.key], outputs
+    finally:
+        client.cancel(futures)

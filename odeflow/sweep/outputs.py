@@ -1,0 +1,154 @@
+"""The named outputs of a sweep point, and how one result becomes them.
+
+Every point yields the same variables (padded with NaN where a task does not
+define one, e.g. ``J`` for the Sec. 6 system, or where a smaller preset has
+fewer classes or tokens), so they stack into labelled arrays:
+
+==============  ==================  ====================================================
+variable        dims (per point)    meaning
+==============  ==================  ====================================================
+``logits``      class, token        ``z_{psi(n), l}`` at the end (each class's query row)
+``entropy``     time                distinct-token attention entropy (spec section 6)
+``J``           time                the objective of Eqn 2 (where a decoder is recorded)
+``B``           class, time         ``B_n(t)`` of Eqn 98 (reduced and snap flows)
+``t0``          class               crossover time where ``exp(h) = M - 1`` (CF2)
+``nfev``        -                   right-hand-side evaluations (steps for a run)
+``status``      -                   ``solve_ivp`` status (0: reached the end; -1: failed)
+``error``       -                   ``""`` or the point's error, ``"SolveError: ..."``
+``computed``    -                   how many times the point was computed and stored
+==============  ==================  ====================================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odeflow.analysis.diagnostics import transition_time
+from odeflow.errors import ValidationError
+from odeflow.numerics import logsumexp
+from odeflow.results import Trajectory
+
+#: Per-point dims and dtype of each variable (``time``, ``class``, ``token`` are shared).
+VARIABLES = {
+    "logits": (("class", "token"), "float64"),
+    "entropy": (("time",), "float64"),
+    "J": (("time",), "float64"),
+    "B": (("class", "time"), "float64"),
+    "t0": (("class",), "float64"),
+    "nfev": ((), "int64"),
+    "status": ((), "int64"),
+    "error": ((), "str"),
+    "computed": ((), "int64"),
+}
+
+#: Values of a point that has not been computed (and of an output a task does not define).
+FILL = {"float64": np.nan, "int64": -1, "str": ""}
+
+#: Descriptions written as variable attributes.
+ATTRS = {
+    "logits": {"long_name": "final attention logits z_{psi(n), l}(t_end) of each class's "
+                            "query token (Eqns 3-4)"},
+    "entropy": {"long_name": "attention entropy on the distinct tokens, mean over classes",
+                "units": "nats",
+                "description": "c_n(l) ~ c_{l|n} exp(z_{m,l}) over G_DT(n), normalised; "
+                               "entropy averaged over classes (spec section 6, Fig. 6)"},
+    "J": {"long_name": "objective J(t) of Eqn 2 (NaN where no decoder is recorded)"},
+    "B": {"long_name": "B_n(t) = eta_Z pi_n int gamma xi_n ds (Eqn 98)",
+          "description": "recorded by the reduced and snap flows; NaN for the others"},
+    "t0": {"long_name": "crossover time t_0 where exp(h_n) = M - 1 (CF2)",
+           "description": "NaN when the margin has not reached ln(M - 1) by the horizon"},
+    "nfev": {"long_name": "right-hand-side evaluations (solve_ivp nfev; steps for runs)"},
+    "status": {"long_name": "solve_ivp status: 0 reached the end; -1 the point failed"},
+    "error": {"long_name": "error of a failed point ('' when it succeeded)"},
+    "computed": {"long_name": "times this point was computed and stored (0: pending)"},
+}
+
+
+def empty_outputs(sizes: dict) -> dict:
+    """Fill-valued outputs of one point; ``sizes`` maps ``class``, ``token``, ``time``."""
+    out = {}
+    for name, (dims, dtype) in VARIABLES.items():
+        shape = tuple(sizes[d] for d in dims)
+        if dtype == "str":
+            out[name] = ""
+        else:
+            out[name] = np.full(shape, FILL[dtype], dtype=dtype)
+    out["computed"] = np.int64(1)
+    return out
+
+
+def distinct_entropy(traj: Trajectory) -> np.ndarray:
+    """Distinct-token attention entropy averaged over the classes, shape (n,).
+
+    For class ``n`` with query ``m``: ``a_l = ln c_{l|n} + z_{m,l}`` on
+    ``G_DT(n)``, ``p = softmax(a)``, ``H_n = logsumexp(a) - sum_l p_l a_l``
+    (log space: no overflow at large logits). Classes without distinct tokens
+    are left out (spec section 6, last bullet; paper Fig. 6).
+    """
+    data = traj.data
+    values = []
+    for i, n in enumerate(data.next_tokens):
+        tokens = data.distinct_tokens(int(n))
+        if tokens.size == 0:
+            continue
+        cols = np.searchsorted(data.active_tokens, tokens)
+        a = data.active_log_probs[i, cols] + traj.z_active[:, data.class_query_index[i], cols]
+        lse = logsumexp(a, axis=1)
+        p = np.exp(a - lse[:, None])
+        values.append(lse - np.sum(p * a, axis=1))
+    if not values:
+        raise ValidationError("data", "no class has distinct tokens")
+    return np.mean(values, axis=0)
+
+
+def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
+    """The named outputs of one solve or training run on the shared ``times``.
+
+    ``result`` is a :class:`~odeflow.results.Trajectory` or a
+    :class:`~odeflow.results.SnapResult`; its times must be a subset of
+    ``times`` (plus, for a flow, its own horizon, used for the final logits).
+    """
+    out = empty_outputs(sizes)
+    where = np.searchsorted(times, result.t).clip(0, times.size - 1)
+    on_grid = times[where] == result.t
+    cols, rows = where[on_grid], on_grid
+
+    def put(name, series):
+        out[name][..., cols] = np.asarray(series)[..., rows]
+
+    stats = result.stats
+    out["nfev"] = np.int64(stats.get("nfev", stats.get("steps", -1)))
+    out["status"] = np.int64(stats.get("status", 0))
+    try:
+        t0 = np.asarray(transition_time(result), dtype=float)
+    except ValidationError:  # the margin has not reached ln(M - 1) by the horizon
+        t0 = np.nan
+    if isinstance(result, Trajectory):
+        data = result.data
+        K = data.num_classes
+        out["t0"][:K] = t0
+        for k, m in enumerate(data.query_tokens[data.class_query_index]):
+            out["logits"][k, :data.vocab_size] = result.logits(int(m))[-1]
+        try:
+            put("entropy", distinct_entropy(result))
+        except ValidationError:  # no class has distinct tokens: no entropy to report
+            pass
+        if result.decoder_lumped is not None:
+            put("J", result.objective)
+        if "B" in result.series:
+            out["B"][:K, cols] = result.series["B"][rows].T
+    else:  # SnapResult: one B and one t_0 shared by every class
+        K = result.data.num_classes
+        out["t0"][:K] = t0
+        out["B"][:K, cols] = result.B[rows][None, :]
+    return out
+
+
+def failed_outputs(exc: BaseException, sizes: dict) -> dict:
+    """Outputs of a point that raised ``exc``: fill values, status -1 and the error."""
+    out = empty_outputs(sizes)
+    out["status"] = np.int64(-1)
+    stats = getattr(exc, "stats", {}) or {}
+    out["nfev"] = np.int64(stats.get("nfev", -1))
+    out["error"] = f"{type(exc).__name__}: {exc}"
+    return out

@@ -1,0 +1,164 @@
+"""The sweep entry point: :func:`sweep` runs a task over a grid and returns an xarray.Dataset."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from odeflow.errors import ValidationError
+from odeflow.sweep.backends import PointRunner
+from odeflow.sweep.spec import make_spec
+from odeflow.sweep.store import (
+    FORMATS,
+    SweepArrays,
+    check_spec_attrs,
+    open_store,
+    partial_path,
+    remove_partial,
+    requires_xarray,
+    write_netcdf,
+)
+
+
+def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
+          backend: str = "processes", store=None, resume: bool = False,
+          retry_failed: bool = False, format: str | None = None, client=None,  # noqa: A002
+          scheduler: str | None = None, workers: int | None = None,
+          progress: bool | None = None):
+    """Run ``task`` at every point of ``grid`` (times ``seeds``) and label the outputs.
+
+    Each point is one solve (``task`` a flow: ``exact``, ``reduced``, ``snap``)
+    or one training run (``gradient_ascent``, ``sgd``); see
+    :data:`odeflow.sweep.tasks.TASKS`. Its named outputs (final logits, the
+    distinct-token attention entropy of spec section 6, ``J`` of Eqn 2, ``B_n``
+    of Eqn 98, ``t_0`` of CF2, solver stats; :mod:`odeflow.sweep.outputs`)
+    become data variables whose dims are the grid parameters (in the order
+    given), ``seed``, and ``time`` (a shared grid), ``class``, ``token``.
+
+    Parameters
+    ----------
+    task : str or None
+        The task kind; ``None`` when ``grid`` has a ``task`` list.
+    grid : dict of str -> list
+        Swept parameters: ``eta_y``, ``eta_z``, ``t_end`` (flows) or ``steps``
+        (runs), any other parameter of the task, ``preset``, ``task``.
+    seeds : list of int, optional
+        Seeds of a stochastic task (``sgd``): a ``seed`` dimension.
+    settings : dict, optional
+        Fixed values of parameters that are not swept.
+    data : DataModel or str, optional
+        The data model or a preset name (default ``syn-small``).
+    backend : {"processes", "serial", "dask"}
+        ``"processes"``: every local core (``workers`` to change);
+        ``"dask"``: a ``dask.distributed`` ``client`` or ``scheduler`` address.
+    store : str or Path, optional
+        Where points are written as they finish (zarr; a ``.nc`` name or
+        ``format="netcdf"`` writes netCDF once complete). ``None``: memory only.
+    resume : bool
+        Continue the sweep in ``store``: points already stored are not run
+        again. The store must have been made for the same task, grid, seeds,
+        settings and data. Without ``resume`` an existing ``store`` is refused.
+    retry_failed : bool
+        On resume, also run again the points stored with an error.
+    format : {"zarr", "netcdf"}, optional
+        Default: from the store's suffix (``.nc`` is netCDF).
+    progress : bool, optional
+        A progress bar over points; by default when stderr is a terminal.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``attrs`` also hold ``points``, ``already_done``, ``computed_now``,
+        ``failed`` and ``wall_time`` of this call.
+
+    Raises
+    ------
+    ValidationError
+        Naming the field: unknown parameters, empty lists, non-numeric values,
+        a store that exists (without ``resume``) or belongs to another sweep.
+        Nothing is overwritten.
+    """
+    start = time.perf_counter()
+    requires_xarray()
+    spec = make_spec(task, grid, seeds, settings, data)
+    runner = PointRunner(backend, workers=workers, client=client, scheduler=scheduler)
+    path, fmt = _store_path(store, format)
+    target = path
+    if fmt == "netcdf":
+        if path.exists():
+            if not resume:
+                raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
+                                      "(--resume) to read it or choose another path")
+            done = open_store(path)
+            check_spec_attrs(done.attrs, spec, path)
+            return done
+        path = partial_path(path)
+    if path is not None and path.exists() and not resume:
+        raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
+                              "(--resume) to continue it or choose another path")
+    with runner:  # workers start before the store is opened (see PointRunner)
+        ds, already, pending = _run(spec, runner, path, progress, retry_failed)
+    if fmt == "netcdf":
+        write_netcdf(ds, target)
+        remove_partial(target)
+    failed = int(np.count_nonzero(ds["error"].values.astype(str) != ""))
+    ds.attrs.update({"points": spec.size, "already_done": already,
+                     "computed_now": pending, "failed": failed,
+                     "wall_time": time.perf_counter() - start})
+    return ds
+
+
+def _run(spec, runner, path, progress, retry_failed):
+    """Open or create the store, run the pending points, return ``(dataset, done, run)``."""
+    arrays = SweepArrays(spec, path)
+    if path is not None:
+        if path.exists():
+            arrays.load()
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            arrays.create()
+    computed = arrays.values["computed"]
+    pending_mask = computed == 0
+    if retry_failed:
+        pending_mask |= arrays.values["error"] != ""
+    already = int(np.count_nonzero(computed > 0))
+    plan = spec.to_json()
+    pending = [(index, values) for index, values in spec.points() if pending_mask[index]]
+    bar = _bar(len(pending), progress)
+    try:
+        for index, outputs in runner.run(plan, pending):
+            arrays.write(index, outputs)
+            if bar is not None:
+                bar.update()
+    finally:
+        if bar is not None:
+            bar.close()
+    return arrays.dataset(), already, len(pending)
+
+
+def _store_path(store, fmt):
+    if fmt is not None and fmt not in FORMATS:
+        raise ValidationError("format", f"must be one of {list(FORMATS)}, got {fmt!r}")
+    if store is None:
+        if fmt is not None:
+            raise ValidationError("format", "needs a store path")
+        return None, None
+    try:
+        path = Path(store)
+    except TypeError:
+        raise ValidationError("store", f"must be a path, got {store!r}") from None
+    fmt = fmt or ("netcdf" if path.suffix == ".nc" else "zarr")
+    return path, fmt
+
+
+def _bar(total: int, enabled: bool | None):
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled or total == 0:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc="sweep", unit="point")

@@ -1,0 +1,281 @@
+"""What a sweep computes: :class:`SweepSpec`, checked from the user's task, grid and seeds.
+
+The spec is plain data (names, lists of numbers and text, a data model as a
+dict), so it can be written into a store, compared with the spec a store was
+made for, and sent to the workers without pickling any code.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from odeflow.data import DEFAULT_PRESET, PRESETS, DataModel
+from odeflow.errors import ValidationError
+from odeflow.sweep.tasks import TASKS, TaskKind, task_kind, time_grid
+from odeflow.training.common import check_seed
+
+#: Grid and settings keys that are not task parameters.
+DATA_KEYS = ("task", "preset")
+
+#: Version of the spec written into stores.
+SPEC_FORMAT = "odeflow-sweep/1"
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A checked sweep: the grid (in dimension order), seeds, fixed settings, data.
+
+    Build one with :func:`make_spec`. ``grid`` maps each swept name to its
+    values (numbers or text); ``seeds`` is ``None`` (no seed dimension) or a
+    list of integers; ``settings`` holds every other parameter of the task,
+    checked; ``data`` is ``None`` when the data model comes from ``preset``
+    (fixed in ``settings`` or swept in ``grid``), else ``DataModel.to_dict()``.
+    """
+
+    grid: dict
+    seeds: list | None
+    settings: dict
+    data: dict | None
+    times: list = field(default_factory=list)
+
+    # ------------------------------------------------------------ structure
+    @property
+    def dims(self) -> tuple[str, ...]:
+        """The point dimensions: the grid names in order, then ``seed`` if seeded."""
+        return tuple(self.grid) + (("seed",) if self.seeds is not None else ())
+
+    @property
+    def coords(self) -> dict:
+        out = dict(self.grid)
+        if self.seeds is not None:
+            out["seed"] = list(self.seeds)
+        return out
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(len(v) for v in self.coords.values())
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    def points(self):
+        """``(index, values)`` of every point, in C order over :attr:`dims`."""
+        coords = self.coords
+        names = list(coords)
+        for index in itertools.product(*(range(len(v)) for v in coords.values())):
+            values = dict(self.settings)
+            values.update({n: coords[n][i] for n, i in zip(names, index, strict=True)})
+            yield index, values
+
+    @cached_property
+    def kinds(self) -> list[TaskKind]:
+        names = self.grid.get("task", [self.settings.get("task")])
+        return [TASKS[n] for n in names]
+
+    @property
+    def family(self) -> str:
+        return self.kinds[0].family
+
+    @cached_property
+    def data_models(self) -> dict:
+        """Data model of each preset in use (key ``None`` for a given model)."""
+        if self.data is not None:
+            return {None: DataModel.from_dict(self.data)}
+        names = self.grid.get("preset", [self.settings.get("preset")])
+        return {n: DataModel.preset(n) for n in names}
+
+    @property
+    def num_classes(self) -> int:
+        return max(d.num_classes for d in self.data_models.values())
+
+    @property
+    def vocab_size(self) -> int:
+        return max(d.vocab_size for d in self.data_models.values())
+
+    # -------------------------------------------------------------- identity
+    def to_dict(self) -> dict:
+        return {"format": SPEC_FORMAT, "grid": self.grid, "seeds": self.seeds,
+                "settings": self.settings, "data": self.data, "times": self.times}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def differences(self, other: Mapping) -> list[str]:
+        """Names of the entries that differ from the spec ``other`` (a :meth:`to_dict`)."""
+        mine = json.loads(self.to_json())
+        out = []
+        for key in ("format", "grid", "seeds", "settings", "data", "times"):
+            a, b = mine.get(key), other.get(key)
+            if isinstance(a, dict) and isinstance(b, dict) and key != "data":
+                out += [f"{key}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+            elif a != b:
+                out.append(key)
+        return out
+
+
+def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> SweepSpec:
+    """Check a sweep's inputs and build its :class:`SweepSpec`.
+
+    Parameters
+    ----------
+    task : str or None
+        A key of :data:`odeflow.sweep.tasks.TASKS`; ``None`` when ``grid``
+        sweeps ``task``.
+    grid : mapping of str to list
+        Swept parameters: any parameter of the task, ``task`` and ``preset``.
+    seeds : list of int, optional
+        Seeds of a stochastic task (a ``seed`` dimension).
+    settings : mapping, optional
+        Fixed values of parameters that are not swept (defaults otherwise).
+    data : DataModel or str, optional
+        The data model, or a preset name (default :data:`DEFAULT_PRESET`).
+
+    Raises
+    ------
+    ValidationError
+        Naming the field: an unknown parameter (``grid.<name>``), an empty list,
+        a value of the wrong kind (``grid.<name>[i]``), a parameter both swept
+        and fixed, seeds for a deterministic task, repeated values.
+    """
+    if grid is None:
+        grid = {}
+    if not isinstance(grid, Mapping):
+        raise ValidationError("grid", f"must be a mapping of parameter names to lists, "
+                              f"got {type(grid).__name__}")
+    settings = dict(settings or {})
+    if not isinstance(settings, dict):
+        raise ValidationError("settings", "must be a mapping")
+    kinds = _task_kinds(task, grid)
+    data_dict, preset = _data_source(data, grid, settings)
+    allowed = _allowed_parameters(kinds)
+    checked_grid = {}
+    for name, values in grid.items():
+        checked_grid[name] = _grid_values(name, values, kinds, allowed)
+    fixed = {}
+    for name, value in settings.items():
+        if name not in allowed and name not in DATA_KEYS:
+            raise ValidationError(f"settings.{name}", _unknown(name, kinds, allowed))
+        if name in checked_grid:
+            raise ValidationError(f"settings.{name}", "is also swept in grid; give it once")
+        if name in DATA_KEYS:
+            continue
+        fixed[name] = allowed[name].check(value, f"settings.{name}")
+    if "task" not in checked_grid:
+        fixed["task"] = kinds[0].name
+    if data_dict is None and "preset" not in checked_grid:
+        fixed["preset"] = preset
+    for name, param in allowed.items():
+        if name not in checked_grid and name not in fixed:
+            fixed[name] = param.default
+    seeds = _seeds(seeds, kinds)
+    if seeds is None and any(k.stochastic for k in kinds):
+        fixed["seed"] = 0
+    spec = SweepSpec(checked_grid, seeds, dict(sorted(fixed.items())), data_dict)
+    horizon = kinds[0].horizon
+    largest = max(checked_grid.get(horizon, [fixed.get(horizon)]))
+    times = time_grid(kinds[0].family, largest)
+    object.__setattr__(spec, "times", [float(t) for t in times])
+    spec.data_models  # noqa: B018 (build every data model now: a bad preset fails here)
+    return spec
+
+
+def _task_kinds(task, grid) -> list[TaskKind]:
+    if "task" in grid:
+        if task is not None:
+            raise ValidationError("task", "is swept in grid.task; pass task=None")
+        names = grid["task"]
+        if isinstance(names, str) or not isinstance(names, Sequence) or not names:
+            raise ValidationError("grid.task", f"must be a non-empty list of task names, "
+                                  f"got {names!r}")
+        kinds = [task_kind(n, f"grid.task[{i}]") for i, n in enumerate(names)]
+        if len({k.family for k in kinds}) > 1:
+            raise ValidationError("grid.task", "mixes flows and training runs (their time "
+                                  "axes differ); sweep them separately")
+        return kinds
+    return [task_kind(task)]
+
+
+def _data_source(data, grid, settings) -> tuple[dict | None, str | None]:
+    preset = settings.get("preset")
+    if preset is not None and not isinstance(preset, str):
+        raise ValidationError("settings.preset", f"must be a preset name, got {preset!r}")
+    if isinstance(data, DataModel):
+        if "preset" in grid or preset is not None:
+            raise ValidationError("preset", "give either a data model or a preset, not both")
+        return data.to_dict(), None
+    if data is None and "preset" in grid:
+        return None, None
+    if data is not None and not isinstance(data, str):
+        raise ValidationError("data", f"must be a DataModel or a preset name, got "
+                              f"{type(data).__name__}")
+    if data is not None and "preset" in grid:
+        raise ValidationError("grid.preset", "give either a data model or a swept preset")
+    if data is not None and preset is not None:
+        raise ValidationError("settings.preset", "given twice (also as data)")
+    name = data or preset or DEFAULT_PRESET
+    if name not in PRESETS:
+        raise ValidationError("preset", f"unknown preset {name!r}; choose one of "
+                              f"{sorted(PRESETS)}")
+    return None, name
+
+
+def _allowed_parameters(kinds) -> dict:
+    allowed = {}
+    for kind in kinds:
+        for p in kind.parameters:
+            allowed.setdefault(p.name, p)
+    return allowed
+
+
+def _unknown(name, kinds, allowed) -> str:
+    names = ", ".join(repr(k.name) for k in kinds)
+    return (f"unknown parameter {name!r} for task {names}; it takes "
+            f"{sorted([*allowed, *DATA_KEYS])}")
+
+
+def _grid_values(name, values, kinds, allowed) -> list:
+    field = f"grid.{name}"
+    if not isinstance(name, str) or (name not in allowed and name not in DATA_KEYS):
+        raise ValidationError(field, _unknown(name, kinds, allowed))
+    if isinstance(values, (str, bytes)) or not isinstance(values, (Sequence, np.ndarray)):
+        raise ValidationError(field, f"must be a list of values, got {values!r:.80}")
+    if len(values) == 0:
+        raise ValidationError(field, "is empty; give at least one value")
+    if name == "task":
+        out = [task_kind(v, f"{field}[{i}]").name for i, v in enumerate(values)]
+    elif name == "preset":
+        out = []
+        for i, v in enumerate(values):
+            if not isinstance(v, str) or v not in PRESETS:
+                raise ValidationError(f"{field}[{i}]", f"unknown preset {v!r}; choose one "
+                                      f"of {sorted(PRESETS)}")
+            out.append(v)
+    else:
+        param = allowed[name]
+        out = [param.check(v, f"{field}[{i}]") for i, v in enumerate(values)]
+    if len(set(out)) != len(out):
+        raise ValidationError(field, f"has repeated values {list(values)!r:.120}")
+    return out
+
+
+def _seeds(seeds, kinds) -> list | None:
+    if seeds is None:
+        return None
+    if isinstance(seeds, (str, bytes)) or not isinstance(seeds, (Sequence, np.ndarray)):
+        raise ValidationError("seeds", f"must be a list of integers, got {seeds!r:.80}")
+    if len(seeds) == 0:
+        raise ValidationError("seeds", "is empty; give at least one seed or leave it out")
+    if not any(k.stochastic for k in kinds):
+        raise ValidationError("seeds", f"task {kinds[0].name!r} is deterministic; every "
+                              "seed would repeat the same point")
+    out = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+    if len(set(out)) != len(out):
+        raise ValidationError("seeds", f"has repeated values {list(seeds)!r:.120}")
+    return out

@@ -1,0 +1,208 @@
+"""The task kinds a sweep can run, by name: one solve or one training run per point.
+
+A task kind is a :class:`TaskKind` in :data:`TASKS`: its name, its family
+(``"flow"``: time is the flow time ``t``, the horizon is ``t_end``; ``"run"``:
+time is the step count, the horizon is ``steps``), the function that runs one
+point and the parameters it takes, each with a default and a check. Adding a
+kind is one registry entry, e.g. a new flow of :mod:`odeflow.fields`::
+
+    register(flow_task("finite_t", Parameter("seq_len", 128, "count")))
+
+or a new training run (a function ``(data, values, times) -> Trajectory``)::
+
+    register(TaskKind("adam", "run", run_adam, RUN_PARAMETERS, stochastic=True))
+
+Only names travel to the workers (the worker looks the kind up here), so no
+user code is pickled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+
+from odeflow.data import validate_positive
+from odeflow.errors import ValidationError
+from odeflow.solver import METHODS, solve
+from odeflow.training import gradient_ascent, train_sgd
+from odeflow.training.common import check_count, check_fraction
+
+#: How a parameter's values are checked and stored (the dtype of its coordinate).
+KINDS = ("positive", "count", "fraction", "method", "text")
+
+
+@dataclass(frozen=True)
+class Parameter:
+    """A parameter of a task kind: its name, default and kind of value.
+
+    ``kind`` is one of ``"positive"`` (a finite float > 0), ``"count"`` (an
+    integer >= 1), ``"fraction"`` (a float in [0, 1)), ``"method"`` (a
+    ``solve_ivp`` method or ``"auto"``) or ``"text"``.
+    """
+
+    name: str
+    default: object
+    kind: str = "positive"
+
+    def check(self, value, field: str):
+        """The checked value, or a :class:`ValidationError` naming ``field``."""
+        if self.kind == "positive":
+            return validate_positive(value, field)
+        if self.kind == "count":
+            return check_count(value, field)
+        if self.kind == "fraction":
+            return check_fraction(value, field)
+        if not isinstance(value, str):
+            raise ValidationError(field, f"must be text, got {value!r}")
+        if self.kind == "method" and value not in ("auto", *METHODS):
+            raise ValidationError(field, f"unknown method {value!r}; choose 'auto' or one of "
+                                  f"{list(METHODS)}")
+        return value
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("positive", "count", "fraction")
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """One kind of sweep task.
+
+    Parameters
+    ----------
+    name : str
+        The name used in ``odeflow.sweep(task=...)`` and in ``[sweep] task``.
+    family : {"flow", "run"}
+        ``"flow"``: horizon ``t_end``, time is flow time. ``"run"``: horizon
+        ``steps``, time is the step count (step ``k`` is ``t = k``).
+    run : callable
+        ``run(data, values, times) -> Trajectory or SnapResult``; ``values``
+        holds every parameter (checked), ``times`` the output times up to the
+        point's own horizon.
+    parameters : tuple of Parameter
+    stochastic : bool
+        Whether the result depends on a seed (``values["seed"]``).
+    """
+
+    name: str
+    family: str
+    run: Callable
+    parameters: tuple[Parameter, ...]
+    stochastic: bool = False
+
+    @property
+    def horizon(self) -> str:
+        """The parameter that sets the end of the time axis."""
+        return "t_end" if self.family == "flow" else "steps"
+
+    def parameter(self, name: str) -> Parameter | None:
+        return next((p for p in self.parameters if p.name == name), None)
+
+
+#: Parameters of every flow task (the arguments of :func:`odeflow.solve`).
+FLOW_PARAMETERS = (Parameter("eta_y", 1.0), Parameter("eta_z", 0.1), Parameter("t_end", 1e4),
+                   Parameter("method", "auto", "method"), Parameter("rtol", 1e-8),
+                   Parameter("atol", 1e-10))
+
+#: Parameters of every training run.
+RUN_PARAMETERS = (Parameter("eta_y", 1.0), Parameter("eta_z", 0.1),
+                  Parameter("steps", 1000, "count"))
+
+#: Further parameters of the minibatch SGD run (spec section 6).
+SGD_PARAMETERS = (Parameter("batch_size", 128, "count"), Parameter("seq_len", 128, "count"),
+                  Parameter("momentum", 0.0, "fraction"))
+
+#: The task kinds by name.
+TASKS: dict[str, TaskKind] = {}
+
+
+def register(kind: TaskKind) -> TaskKind:
+    """Add ``kind`` to :data:`TASKS` (a later entry of the same name replaces it)."""
+    if kind.family not in ("flow", "run"):
+        raise ValidationError("family", f"must be 'flow' or 'run', got {kind.family!r}")
+    TASKS[kind.name] = kind
+    return kind
+
+
+def solve_flow(data, values: dict, times: np.ndarray, flow: str, options: tuple = ()):
+    """Run one point of a flow task: :func:`odeflow.solve` on the output ``times``.
+
+    ``options`` names the flow's own options among ``values``.
+    """
+    options = {name: values[name] for name in options}
+    return solve(data, flow=flow, eta_y=values["eta_y"], eta_z=values["eta_z"],
+                 t_span=(0.0, values["t_end"]), t_eval=times, method=values["method"],
+                 rtol=values["rtol"], atol=values["atol"], progress=False, **options)
+
+
+def flow_task(flow: str, *extra: Parameter) -> TaskKind:
+    """The task kind that solves ``flow`` (a key of :data:`odeflow.fields.FLOWS`).
+
+    ``extra`` are the flow's own options (passed to its vector field).
+    """
+    return TaskKind(flow, "flow", partial(solve_flow, flow=flow,
+                                          options=tuple(p.name for p in extra)),
+                    FLOW_PARAMETERS + extra)
+
+
+def run_gradient_ascent(data, values: dict, times: np.ndarray):
+    """One point of ``gradient_ascent``: Euler steps of Level E (Lemma 5), recorded at ``times``."""
+    return gradient_ascent(data, values["eta_y"], values["eta_z"], values["steps"],
+                           record_every=record_every(times), progress=False)
+
+
+def run_sgd(data, values: dict, times: np.ndarray):
+    """One point of ``sgd``: minibatch SGD on sampled sequences (spec section 6)."""
+    return train_sgd(data, values["eta_y"], values["eta_z"], values["steps"],
+                     values["batch_size"], values["seq_len"], momentum=values["momentum"],
+                     seed=values["seed"], record_every=record_every(times), progress=False)
+
+
+def record_every(times: np.ndarray) -> int:
+    """The step spacing of a run's shared time grid (``0, r, 2r, ...``)."""
+    return int(times[1] - times[0]) if times.size > 1 else 1
+
+
+for _kind in (flow_task("exact"), flow_task("reduced"), flow_task("snap"),
+              TaskKind("gradient_ascent", "run", run_gradient_ascent, RUN_PARAMETERS),
+              TaskKind("sgd", "run", run_sgd, RUN_PARAMETERS + SGD_PARAMETERS,
+                       stochastic=True)):
+    register(_kind)
+
+
+def task_kind(name, field: str = "task") -> TaskKind:
+    """The registered kind called ``name``, or a :class:`ValidationError` naming ``field``."""
+    if not isinstance(name, str) or name not in TASKS:
+        raise ValidationError(field, f"unknown task {name!r}; choose one of {sorted(TASKS)}")
+    return TASKS[name]
+
+
+def time_grid(family: str, horizon: float, points_per_decade: int = 10,
+              records: int = 100) -> np.ndarray:
+    """The shared output times of a sweep whose largest horizon is ``horizon``.
+
+    Flows: ``t = 0`` then log-spaced times up to ``t_end`` (the dynamics span
+    decades, CF2), ``points_per_decade`` per decade from ``1e-2``. Runs: every
+    ``r``-th step, ``r = max(1, steps // records)``, and the last step.
+    """
+    if family == "flow":
+        lo = min(1e-2, horizon / 100.0)
+        n = max(2, int(math.ceil(points_per_decade * math.log10(horizon / lo))) + 1)
+        return np.concatenate([[0.0], np.geomspace(lo, horizon, n)])
+    steps = int(horizon)
+    every = max(1, steps // records)
+    marks = np.arange(0, steps + 1, every, dtype=float)
+    return marks if marks[-1] == steps else np.append(marks, float(steps))
+
+
+def point_times(family: str, times: np.ndarray, horizon: float) -> np.ndarray:
+    """The output times of one point whose horizon is ``horizon`` (<= the sweep's)."""
+    if family == "run":
+        return times
+    own = times[times <= horizon]
+    return own if own[-1] == horizon else np.append(own, horizon)
+

@@ -1,0 +1,344 @@
+"""Parameter sweeps (issue: sweeps): backends agree bit for bit, resume after SIGKILL,
+bad input is refused naming the field and nothing is overwritten."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+xr = pytest.importorskip("xarray")
+pytest.importorskip("zarr")
+
+import odeflow  # noqa: E402
+from odeflow.analysis.diagnostics import transition_time  # noqa: E402
+from odeflow.errors import ValidationError  # noqa: E402
+from odeflow.sweep import TASKS, distinct_entropy, open_store, register, sweep  # noqa: E402
+from odeflow.sweep.config import parse_sweep_config  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: A small deterministic sweep: 3 x 2 points of the exact flow, short horizon.
+GRID = {"eta_y": [0.5, 1.0, 2.0], "eta_z": [0.1, 1.0]}
+SETTINGS = {"t_end": 200.0}
+
+
+def assert_same_numbers(a, b):
+    """Every data variable equal bit for bit (NaN where the other has NaN)."""
+    assert set(a.data_vars) == set(b.data_vars)
+    for name in a.data_vars:
+        x, y = a[name].values, b[name].values
+        if x.dtype.kind == "f":
+            assert np.array_equal(x, y, equal_nan=True), name
+        else:
+            assert np.array_equal(x.astype(str) if x.dtype.kind in "OU" else x,
+                                  y.astype(str) if y.dtype.kind in "OU" else y), name
+    for name in a.coords:
+        assert np.array_equal(a[name].values, b[name].values), name
+
+
+@pytest.fixture(scope="module")
+def serial():
+    return sweep("exact", GRID, settings=SETTINGS, backend="serial")
+
+
+# ------------------------------------------------------------------ outputs
+def test_outputs_match_a_direct_solve(serial):
+    data = odeflow.DataModel.preset("syn-small")
+    times = serial.time.values
+    traj = odeflow.solve(data, eta_y=2.0, eta_z=0.1, t_span=(0, 200.0), t_eval=times,
+                         progress=False)
+    point = serial.sel(eta_y=2.0, eta_z=0.1)
+    np.testing.assert_array_equal(point.J.values, traj.objective)
+    np.testing.assert_array_equal(point.t0.values, transition_time(traj))
+    m = int(data.query_tokens[data.class_query_index[0]])
+    np.testing.assert_array_equal(point.logits.sel({"class": 0}).values, traj.logits(m)[-1])
+    assert int(point.nfev) == traj.stats["nfev"] and int(point.status) == 0
+    assert str(point.error.values) == "" and int(point.computed) == 1
+    # the log-space entropy against the plots' direct one (normalised attention)
+    from odeflow.plots.entropy import distinct_entropy as direct
+
+    np.testing.assert_allclose(point.entropy.values, direct(traj), rtol=1e-12, atol=1e-12)
+    assert point.entropy.values[-1] < point.entropy.values[0]  # scanning sparsifies
+
+
+def test_entropy_stays_finite_at_huge_logits():
+    data = odeflow.DataModel.preset("syn-small")
+    z0 = np.zeros((data.query_tokens.size, data.vocab_size))
+    z0[:, [10, 20]] = 800.0  # a distinct token of each class; exp(800) overflows
+    traj = odeflow.solve(data, t_span=(0, 1.0), z0=z0, progress=False)
+    h = distinct_entropy(traj)
+    assert np.all(np.isfinite(h)) and h[0] < 1e-6
+
+
+def test_the_package_is_callable():
+    ds = odeflow.sweep("exact", {"eta_z": [0.1]}, settings={"t_end": 1.0}, backend="serial")
+    assert "sweep" in odeflow.__all__ and ds.J.dims == ("eta_z", "time")
+    assert "exact" in odeflow.sweep.TASKS
+
+
+def test_dims_are_the_grid_then_seed_then_the_output_axes():
+    ds = sweep("sgd", {"eta_z": [0.5, 1.0]}, seeds=[3, 4], backend="serial",
+               settings={"steps": 20, "batch_size": 8, "seq_len": 8})
+    assert ds.J.dims == ("eta_z", "seed", "time")
+    assert ds.logits.dims == ("eta_z", "seed", "class", "token")
+    direct = odeflow.train_sgd(odeflow.DataModel.preset("syn-small"), 1.0, 0.5, 20, 8, 8,
+                               seed=4, progress=False)
+    on_grid = np.isin(ds.time.values, direct.t)
+    np.testing.assert_array_equal(ds.J.sel(eta_z=0.5, seed=4).values[on_grid],
+                                  direct.objective[np.isin(direct.t, ds.time.values)])
+    assert not np.array_equal(ds.J.sel(seed=3).values, ds.J.sel(seed=4).values)
+
+
+def test_a_failed_point_is_recorded_not_fatal():
+    # syn-small has ten common tokens: the Sec. 6 system refuses it, the exact flow runs
+    ds = sweep(None, {"task": ["exact", "snap"]}, settings={"t_end": 50.0}, backend="serial")
+    assert str(ds.error.sel(task="exact").values) == ""
+    assert "common token" in str(ds.error.sel(task="snap").values)
+    assert int(ds.status.sel(task="snap")) == -1 and ds.attrs["failed"] == 1
+    assert np.isnan(ds.J.sel(task="snap").values).all()
+    assert np.isfinite(ds.J.sel(task="exact").values).all()
+
+
+def test_adding_a_task_kind_is_one_registry_entry(serial):
+    from odeflow.sweep.tasks import FLOW_PARAMETERS, TaskKind, solve_flow
+
+    register(TaskKind("exact_copy", "flow", partial(solve_flow, flow="exact"), FLOW_PARAMETERS))
+    try:  # in-process only: worker processes import the registry from the package source
+        ds = sweep("exact_copy", GRID, settings=SETTINGS, backend="serial")
+    finally:
+        TASKS.pop("exact_copy")
+    assert_same_numbers(ds, serial)
+
+
+# ----------------------------------------------------------------- backends
+def test_processes_backend_equals_serial(serial):
+    ds = sweep("exact", GRID, settings=SETTINGS, backend="processes", workers=2)
+    assert_same_numbers(ds, serial)
+
+
+def test_dask_local_cluster_equals_serial_bit_for_bit(serial):
+    distributed = pytest.importorskip("distributed")
+    # scheduler and two workers on loopback TCP; the sweep connects by address
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  protocol="tcp", host="127.0.0.1",
+                                  dashboard_address=None) as cluster:
+        assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
+        ds = sweep("exact", GRID, settings=SETTINGS, backend="dask",
+                   scheduler=cluster.scheduler_address)
+        with distributed.Client(cluster) as client:
+            ran_on = client.run(lambda: os.getpid())
+            again = sweep("exact", GRID, settings=SETTINGS, backend="dask", client=client)
+    assert len(ran_on) == 2
+    assert_same_numbers(ds, serial)
+    assert_same_numbers(again, serial)
+
+
+@pytest.mark.slow
+def test_dask_worker_processes_equal_serial(serial):
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  host="127.0.0.1", dashboard_address=None) as cluster:
+        ds = sweep("exact", GRID, settings=SETTINGS, backend="dask",
+                   scheduler=cluster.scheduler_address)
+    assert_same_numbers(ds, serial)
+
+
+def test_dask_without_a_scheduler_is_refused():
+    with pytest.raises(ValidationError, match="scheduler"):
+        sweep("exact", GRID, settings=SETTINGS, backend="dask")
+
+
+# -------------------------------------------------------------------- store
+def test_store_holds_what_the_sweep_returned(tmp_path, serial):
+    ds = sweep("exact", GRID, settings=SETTINGS, backend="serial", store=tmp_path / "s.zarr")
+    assert_same_numbers(open_store(tmp_path / "s.zarr"), serial)
+    assert_same_numbers(xr.open_zarr(tmp_path / "s.zarr", consolidated=False), ds)
+    again = sweep("exact", GRID, settings=SETTINGS, backend="serial",
+                  store=tmp_path / "s.zarr", resume=True)
+    assert again.attrs["computed_now"] == 0 and again.attrs["already_done"] == 6
+    assert int(again.computed.max()) == 1
+
+
+def test_netcdf_on_request(tmp_path, serial):
+    pytest.importorskip("h5netcdf")
+    path = tmp_path / "s.nc"
+    sweep("exact", GRID, settings=SETTINGS, backend="serial", store=path)
+    assert path.is_file() and not (tmp_path / "s.nc.partial.zarr").exists()
+    assert_same_numbers(open_store(path), serial)
+    assert_same_numbers(xr.open_dataset(path, engine="h5netcdf"), serial)
+
+
+def test_retry_failed_runs_only_the_failed_points(tmp_path):
+    path = tmp_path / "f.zarr"
+    grid = {"task": ["exact", "snap"]}
+    sweep(None, grid, settings={"t_end": 50.0}, backend="serial", store=path)
+    ds = sweep(None, grid, settings={"t_end": 50.0}, backend="serial", store=path,
+               resume=True, retry_failed=True)
+    assert ds.attrs["computed_now"] == 1
+    assert ds.computed.sel(task="snap") == 2 and ds.computed.sel(task="exact") == 1
+
+
+# ---------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kwargs, field", [
+    ({"grid": {"eta_q": [1.0]}}, "grid.eta_q"),
+    ({"grid": {"eta_y": []}}, "grid.eta_y"),
+    ({"grid": {"eta_y": [1.0, "fast"]}}, "grid.eta_y[1]"),
+    ({"grid": {"eta_y": [1.0, -2.0]}}, "grid.eta_y[1]"),
+    ({"grid": {"eta_y": [1.0, float("nan")]}}, "grid.eta_y[1]"),
+    ({"grid": {"eta_y": [1.0, True]}}, "grid.eta_y[1]"),
+    ({"grid": {"eta_y": 1.0}}, "grid.eta_y"),
+    ({"grid": {"eta_y": [1.0, 1.0]}}, "grid.eta_y"),
+    ({"grid": {"steps": [10]}}, "grid.steps"),
+    ({"grid": {"preset": ["syn-huge"]}}, "grid.preset[0]"),
+    ({"grid": {"method": ["Euler"]}}, "grid.method[0]"),
+    ({"settings": {"rtol": "tight"}}, "settings.rtol"),
+    ({"settings": {"eta_q": 1.0}}, "settings.eta_q"),
+    ({"grid": {"eta_y": [1.0]}, "settings": {"eta_y": 2.0}}, "settings.eta_y"),
+    ({"seeds": [0, 1]}, "seeds"),
+    ({"task": "exactly"}, "task"),
+    ({"task": None, "grid": {"task": ["exact", "sgd"]}}, "grid.task"),
+    ({"backend": "mpi"}, "backend"),
+    ({"data": "syn-huge"}, "preset"),
+])
+def test_bad_input_names_the_field(kwargs, field):
+    kwargs = {"task": "exact", "backend": "serial", **kwargs}
+    task = kwargs.pop("task")
+    with pytest.raises(ValidationError) as info:
+        sweep(task, **kwargs)
+    assert info.value.field == field
+
+
+def test_sgd_seeds_must_be_integers():
+    with pytest.raises(ValidationError) as info:
+        sweep("sgd", {"eta_y": [1.0]}, seeds=[0, 1.5], backend="serial")
+    assert info.value.field == "seeds[1]"
+    with pytest.raises(ValidationError, match="empty"):
+        sweep("sgd", {"eta_y": [1.0]}, seeds=[], backend="serial")
+
+
+def snapshot(path: Path) -> dict:
+    return {p: p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_a_store_of_another_sweep_is_refused_and_untouched(tmp_path):
+    path = tmp_path / "s.zarr"
+    sweep("exact", GRID, settings=SETTINGS, backend="serial", store=path)
+    before = snapshot(path)
+    other = {"eta_y": [0.5, 1.0, 2.0], "eta_z": [0.1, 2.0]}
+    with pytest.raises(ValidationError, match=r"different sweep \(grid\.eta_z differ") as info:
+        sweep("exact", other, settings=SETTINGS, backend="serial", store=path, resume=True)
+    assert info.value.field == "store"
+    with pytest.raises(ValidationError, match="settings.t_end"):
+        sweep("exact", GRID, settings={"t_end": 300.0}, backend="serial", store=path,
+              resume=True)
+    with pytest.raises(ValidationError, match="exists"):
+        sweep("exact", GRID, settings=SETTINGS, backend="serial", store=path)
+    assert snapshot(path) == before
+    (tmp_path / "plain").mkdir()
+    with pytest.raises(ValidationError, match="store"):
+        sweep("exact", GRID, settings=SETTINGS, backend="serial", store=tmp_path / "plain",
+              resume=True)
+
+
+# ---------------------------------------------------------------------- CLI
+CONFIG = """
+[sweep]
+task = "exact"
+backend = "serial"
+[sweep.grid]
+eta_y = [0.25, 0.5, 1.0, 2.0]
+eta_z = [0.05, 0.1, 0.2, 0.4, 0.8]
+[sweep.settings]
+t_end = 1e4
+"""
+
+
+def run_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "odeflow", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+def computed_count(path: Path) -> int:
+    import zarr
+
+    try:
+        return int(np.count_nonzero(zarr.open_group(path, mode="r")["computed"][...] > 0))
+    except Exception:  # the store is still being created
+        return 0
+
+
+def test_sigkill_then_resume_recomputes_nothing_and_matches_an_uninterrupted_run(tmp_path):
+    cfg = tmp_path / "grid.toml"
+    cfg.write_text(CONFIG)
+    store = tmp_path / "killed.zarr"
+    proc = subprocess.Popen([sys.executable, "-m", "odeflow", "sweep", str(cfg), "--out",
+                             str(store), "--no-progress"], cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    try:
+        while computed_count(store) < 4 and time.monotonic() < deadline:
+            assert proc.poll() is None, "the sweep ended before it could be killed"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    done_at_kill = computed_count(store)
+    assert 4 <= done_at_kill < 20, done_at_kill
+    resumed = run_cli("sweep", str(cfg), "--out", str(store), "--resume", "--no-progress",
+                      cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (f"already done {done_at_kill}, computed now {20 - done_at_kill}, failed 0"
+            in resumed.stdout), resumed.stdout
+    final = open_store(store)
+    assert (final.computed.values == 1).all()  # no point was computed twice
+    reference = sweep(**parse_sweep_config(CONFIG), store=tmp_path / "whole.zarr")
+    xr.testing.assert_identical(final, open_store(tmp_path / "whole.zarr"))
+    assert_same_numbers(final, reference)
+
+
+def test_cli_sweep_prints_a_summary_and_refuses_bad_config(tmp_path):
+    cfg = tmp_path / "small.toml"
+    cfg.write_text('[sweep]\ntask = "exact"\nbackend = "serial"\n'
+                   "[sweep.grid]\neta_z = [0.1, 1.0]\n[sweep.settings]\nt_end = 20.0\n")
+    result = run_cli("sweep", str(cfg), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "points=2" in result.stdout and "entropy(end)" in result.stdout
+    assert (tmp_path / "results" / "small.zarr").is_dir()
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[sweep]\n[sweep.grid]\neta_y = []\n")
+    result = run_cli("sweep", str(bad), cwd=tmp_path)
+    assert result.returncode == 2 and "grid.eta_y" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# -------------------------------------------------------------------- plots
+def test_plot_from_a_store(tmp_path):
+    pytest.importorskip("matplotlib")
+    from odeflow.plots.sweep import plot_sweep, sweep_values
+
+    path = tmp_path / "p.zarr"
+    ds = odeflow.sweep("sgd", {"eta_y": [0.5, 1.0], "eta_z": [0.5, 1.0, 2.0]}, seeds=[0, 1],
+                       settings={"steps": 10, "batch_size": 4, "seq_len": 4},
+                       backend="serial", store=path)
+    heat = sweep_values(ds, "J", ("eta_y", "eta_z"))
+    expected = ds.J.isel(time=-1).mean("seed").transpose("eta_y", "eta_z")
+    np.testing.assert_array_equal(heat.values, expected.values)
+    fig = plot_sweep(path, "J", x="eta_z", y="eta_y")
+    assert fig.axes[0].get_xlabel() == "eta_z" and len(fig.axes) == 2  # map + colour bar
+    fig = plot_sweep(path, "entropy", x="eta_z", hue="eta_y")
+    assert len(fig.axes[0].lines) == 2
+    with pytest.raises(ValidationError, match="select"):
+        plot_sweep(path, "logits", x="eta_z", y="eta_y")
+    result = run_cli("plot", "sweep", "--store", str(path), "--var", "t0", "--x", "eta_z",
+                     "--hue", "eta_y", "--select", "seed=1", "--out", str(tmp_path / "t.png"),
+                     cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "t.png").stat().st_size > 0
