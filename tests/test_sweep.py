@@ -97,6 +97,17 @@ def test_dims_are_the_grid_then_seed_then_the_output_axes():
     assert not np.array_equal(ds.J.sel(seed=3).values, ds.J.sel(seed=4).values)
 
 
+def test_level_t_is_a_seeded_flow_task():
+    ds = odeflow.sweep("finite_t", {"seq_len": [4, 16]}, seeds=[0, 1], backend="serial",
+                       settings={"t_end": 20.0, "samples_per_class": 4})
+    assert (ds.error.values.astype(str) == "").all()
+    direct = odeflow.solve(odeflow.DataModel.preset("syn-small"), flow="finite_t",
+                           t_span=(0, 20.0), t_eval=ds.time.values, seq_len=16,
+                           samples_per_class=4, seed=1, progress=False)
+    np.testing.assert_array_equal(ds.J.sel(seq_len=16, seed=1).values, direct.objective)
+    assert not np.array_equal(ds.J.sel(seed=0).values, ds.J.sel(seed=1).values)
+
+
 def test_a_failed_point_is_recorded_not_fatal():
     # syn-small has ten common tokens: the Sec. 6 system refuses it, the exact flow runs
     ds = sweep(None, {"task": ["exact", "snap"]}, settings={"t_end": 50.0}, backend="serial")

@@ -131,7 +131,8 @@ def register(kind: TaskKind) -> TaskKind:
 def solve_flow(data, values: dict, times: np.ndarray, flow: str, options: tuple = ()):
     """Run one point of a flow task: :func:`odeflow.solve` on the output ``times``.
 
-    ``options`` names the flow's own options among ``values``.
+    ``options`` names the flow's own options among ``values`` (``seed`` too,
+    for a flow that draws a sample).
     """
     options = {name: values[name] for name in options}
     return solve(data, flow=flow, eta_y=values["eta_y"], eta_z=values["eta_z"],
@@ -139,14 +140,15 @@ def solve_flow(data, values: dict, times: np.ndarray, flow: str, options: tuple 
                  rtol=values["rtol"], atol=values["atol"], progress=False, **options)
 
 
-def flow_task(flow: str, *extra: Parameter) -> TaskKind:
+def flow_task(flow: str, *extra: Parameter, seeded: bool = False) -> TaskKind:
     """The task kind that solves ``flow`` (a key of :data:`odeflow.fields.FLOWS`).
 
-    ``extra`` are the flow's own options (passed to its vector field).
+    ``extra`` are the flow's own options (passed to its vector field);
+    ``seeded`` flows also take ``seed`` (the sweep's ``seed`` dimension).
     """
-    return TaskKind(flow, "flow", partial(solve_flow, flow=flow,
-                                          options=tuple(p.name for p in extra)),
-                    FLOW_PARAMETERS + extra)
+    options = tuple(p.name for p in extra) + (("seed",) if seeded else ())
+    return TaskKind(flow, "flow", partial(solve_flow, flow=flow, options=options),
+                    FLOW_PARAMETERS + extra, stochastic=seeded)
 
 
 def run_gradient_ascent(data, values: dict, times: np.ndarray):
@@ -168,6 +170,8 @@ def record_every(times: np.ndarray) -> int:
 
 
 for _kind in (flow_task("exact"), flow_task("reduced"), flow_task("snap"),
+              flow_task("finite_t", Parameter("seq_len", 128, "count"),
+                        Parameter("samples_per_class", 64, "count"), seeded=True),
               TaskKind("gradient_ascent", "run", run_gradient_ascent, RUN_PARAMETERS),
               TaskKind("sgd", "run", run_sgd, RUN_PARAMETERS + SGD_PARAMETERS,
                        stochastic=True)):
