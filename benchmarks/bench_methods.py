@@ -2,7 +2,7 @@
 
 Prints (not a timed test):
 
-1. syn-small, Level E, t in [0, 1e5], rtol = 1e-8, atol = 1e-10: for Radau,
+1. shared-query-small, Level E, t in [0, 1e5], rtol = 1e-8, atol = 1e-10: for Radau,
    BDF, LSODA, RK45 and DOP853 the wall time (best of ``--repeat``), nfev,
    njev, and the max error of z against a Radau reference at rtol = 1e-12.
 2. The cost of one right-hand side at M = 1e3, 1e4, 1e5 with the same active
@@ -23,10 +23,10 @@ from odeflow.fields.exact import ExactFlow
 
 
 def bench_methods(eta_y: float, eta_z: float, t_end: float, repeat: int) -> None:
-    data = odeflow.DataModel.preset("syn-small")
+    data = odeflow.DataModel.preset("shared-query-small")
     ref = odeflow.solve(data, eta_y=eta_y, eta_z=eta_z, t_span=(0, t_end), method="Radau",
                         rtol=1e-12, atol=1e-14)
-    print(f"syn-small, exact flow, eta_y={eta_y:g}, eta_z={eta_z:g}, t in [0, {t_end:g}], "
+    print(f"shared-query-small, exact flow, eta_y={eta_y:g}, eta_z={eta_z:g}, t in [0, {t_end:g}], "
           "rtol=1e-8, atol=1e-10")
     print(f"{'method':8s} {'wall [s]':>9s} {'nfev':>7s} {'njev':>5s} {'nlu':>5s} "
           f"{'max|dz|':>9s}")

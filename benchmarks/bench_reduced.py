@@ -1,6 +1,6 @@
 """Benchmark: integrators on the reduced flow (Level R) at a large learning-rate ratio.
 
-Prints (not a timed test), for syn-small at ``eta_Y / eta_Z = 1e3`` (default
+Prints (not a timed test), for shared-query-small at ``eta_Y / eta_Z = 1e3`` (default
 ``eta_Y = 1``, ``eta_Z = 1e-3``), ``t`` in ``[0, t_end]``, ``rtol = 1e-8``,
 ``atol = 1e-10``: for ``method="auto"`` and for Radau, BDF, LSODA, RK45,
 DOP853 and RK23 the solver's ``nfev`` (right-hand sides, Jacobian columns not
@@ -24,11 +24,11 @@ METHODS = ("auto", "Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
 
 
 def bench(eta_y: float, eta_z: float, t_end: float, repeat: int) -> None:
-    data = odeflow.DataModel.preset("syn-small")
+    data = odeflow.DataModel.preset("shared-query-small")
     common = {"flow": "reduced", "eta_y": eta_y, "eta_z": eta_z, "t_span": (0.0, t_end),
               "progress": False}
     ref = odeflow.solve(data, method="DOP853", rtol=1e-13, atol=1e-16, **common)
-    print(f"syn-small, reduced flow, eta_y={eta_y:g}, eta_z={eta_z:g} "
+    print(f"shared-query-small, reduced flow, eta_y={eta_y:g}, eta_z={eta_z:g} "
           f"(eta_y/eta_z={eta_y / eta_z:g}), t in [0, {t_end:g}], rtol=1e-8, atol=1e-10")
     print(f"{'method':8s} {'nfev':>7s} {'njev':>5s} {'nlu':>5s} {'wall [s]':>9s} "
           f"{'RK45/this':>9s} {'max|dz|':>9s} {'max|dh|':>9s}")

@@ -1,7 +1,7 @@
 """Throughput of SGD training (``odeflow.training.train_sgd``) on the presets.
 
 Prints steps per second for single runs and for an 8-seed ensemble (runs that
-advance together) on ``syn-small`` and ``syn-medium``. The cost of a step is
+advance together) on ``shared-query-small`` and ``shared-query-medium``. The cost of a step is
 ``O(B T + B K L)`` and independent of the vocabulary size ``M`` (lumped state).
 
 The matrix products of a step are small (``B x L`` by ``L x R``); on a busy
@@ -57,7 +57,7 @@ def main(argv=None) -> None:
           f"{args.steps} steps")
     print(f"{'preset':>10s} {'M':>5s} {'L':>4s} {'batch':>5s} {'T':>4s} "
           f"{'single run steps/s':>19s} {'8-seed ensemble steps/s (x8 runs)':>34s}")
-    for name in ("syn-small", "syn-medium"):
+    for name in ("shared-query-small", "shared-query-medium"):
         data = DataModel.preset(name)
         for B, T in SHAPES:
             def single(n, B=B, T=T, data=data):

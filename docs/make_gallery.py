@@ -57,10 +57,10 @@ class Entry:
 
 
 def _margin_text() -> str:
-    t0 = float(transition_time(30, 1.0, 0.5))
+    t0 = float(transition_time(34, 1.0, 0.5))
     return (
         "The decoder logit margin `h(t)` of Eqn 44 and the speed-control coefficient "
-        "`gamma(t) = h (M-1)/(exp(h) + M - 1)` of Eqn 9 for syn-small (`M = 30`, "
+        "`gamma(t) = h (M-1)/(exp(h) + M - 1)` of Eqn 9 for the paper's syn-small (`M = 34`, "
         "`pi = 1/2`, `eta_Y = 1`), on log-log axes. The thick line is the closed form "
         "CF1 (Lemma 6, Eqn 45, via the Wright omega function); the circles are the "
         "discrete recursion of Lemma 5, `h_{k+1} = h_k + eta_Y M / (exp(h_k) + M - 1)`, "
@@ -99,13 +99,13 @@ def _scan_snap_text() -> str:
 
 
 def _attention_numbers() -> dict:
-    """Attention of class 1 at t = 0 and at the end of the runs the heat map shows."""
+    """Attention of class 32 at t = 0 and at the end of the runs the heat map shows."""
     data = odeflow.DataModel.preset("syn-small")
     out = {}
     for flow in ("exact", "reduced"):
         traj = odeflow.solve(data, flow=flow, eta_y=1.0, eta_z=10.0, t_span=(0.0, 1e6),
                              t_eval=[0.0, 1e4, 1e6], progress=False)
-        f = traj.attention(1)
+        f = traj.attention(32)
         out[flow] = {"common": f[:, 0], "top": f[:, 19]}
     return out
 
@@ -114,7 +114,8 @@ def _attention_text() -> str:
     a = _attention_numbers()
     e, r = a["exact"], a["reduced"]
     return (
-        "The attention `f_n(t)` of Eqn 5 for class `n = 1` of syn-small (paper Fig. 4), "
+        "The attention `f_n(t)` of Eqn 5 for class `n = 32` of the paper's syn-small "
+        "(`M = 34`, paper Fig. 4), "
         "with `eta_Y = 1`, `eta_Z = 10` up to `t = 10^6`, on a shared logarithmic colour "
         "scale. Rows are the tokens of the class: the common tokens 0-9 at the bottom, "
         "the distinct tokens 10-19 above the white line, whose probabilities "
@@ -134,7 +135,7 @@ def _relative_gain_text() -> str:
     errors = {flow: plots.relative_gain_curves(flow=flow).max_difference
               for flow in ("reduced", "exact")}
     return (
-        "Theorem 3 (Eqn 11) for three pairs of distinct tokens of class 1 of syn-small "
+        "Theorem 3 (Eqn 11) for three pairs of distinct tokens of class 32 of syn-small "
         "(`eta_Y = eta_Z = 1`): lines are the relative gain measured on the trajectory, "
         "`r_{l/l'|n}(t) = f^_nl(t)^2/f^_nl'(t)^2 - f^_nl(0)^2/f^_nl'(0)^2`; circles the "
         "closed form `(f^_nl(0)^2/f^_nl'(0)^2 - 1) chi_l(t)` with the growth factor "
@@ -142,7 +143,7 @@ def _relative_gain_text() -> str:
         "is exact, and the two agree to the solver tolerance over the whole range of `r` "
         f"({errors['reduced']:.1e} of the largest gain). At Level E it "
         "is an approximation: it holds up to about the decoder's transition time "
-        f"`t_0 = {float(transition_time(30, 1.0, 0.5)):.2g}`, and afterwards the closed "
+        f"`t_0 = {float(transition_time(34, 1.0, 0.5)):.2g}`, and afterwards the closed "
         "form overshoots "
         f"(difference up to {errors['exact']:.1f} times the largest "
         "gain of a pair), the error growing with `eta_Z / eta_Y`."
@@ -191,14 +192,15 @@ def _levels_text() -> str:
     which = ("minibatch SGD on sampled sequences (batch 128, length `T = 512`, step `k` at "
              "`t = k`; dotted)") if sgd else "(SGD is not available in this build)"
     return (
-        "Attention logits `z_ml(t)` of query `m = 0` of syn-small for the common token 0 "
-        "and the distinct tokens 10, 15 and 19 of class 1 (`c_{l|n}` in the legend), "
+        "Attention logits `z_ml(t)` of query `m = 30` of syn-small for the common token 0 "
+        "and the distinct tokens 10, 15 and 19 of class 32 (`c_{l|n}` in the legend), "
         "with `eta_Y = 1`, `eta_Z = 5`: Level E (the exact population flow, Lemma 1, "
         "Eqns 3-4; solid), Level R (the reduced flow of Theorem 1, Eqns 9-10, 44; dashed) "
         f"and {which}. All levels agree on the signs of Theorem 2: the common logit "
         "falls, the distinct logits rise, in the order of `c_{l|n}`. SGD follows Level E "
         "(the finite `T` biases the rarest token low), while Level R, whose decoder "
-        "adapts instantly, lets the likeliest token run ahead and the rarest one lag."
+        "adapts instantly, moves every logit less than Level E over this window, the "
+        "rarest token's most of all."
     )
 
 

@@ -23,7 +23,7 @@ from odeflow.analysis import closed_forms, diagnostics
 from odeflow.analysis.compare import compare_runs, compare_to_flow
 from odeflow.analysis.levels import compare_levels
 from odeflow.analysis.verify import verify
-from odeflow.data import PRESETS, DataModel, SequenceClass, load_config
+from odeflow.data import PRESETS, DataModel, SequenceClass, load_config, sequence_classes
 from odeflow.errors import SolveError, ValidationError
 from odeflow.results import SnapResult, Trajectory
 from odeflow.solver import solve, solve_snap
@@ -33,5 +33,5 @@ __version__ = "0.1.0"
 
 __all__ = ["DataModel", "PRESETS", "SequenceClass", "SnapResult", "SolveError", "Trajectory",
            "ValidationError", "__version__", "closed_forms", "compare_levels", "compare_runs",
-           "compare_to_flow", "diagnostics", "gradient_ascent", "load_config", "sgd_ensemble",
-           "solve", "solve_snap", "sweep", "train_sgd", "verify"]
+           "compare_to_flow", "diagnostics", "gradient_ascent", "load_config", "sequence_classes",
+           "sgd_ensemble", "solve", "solve_snap", "sweep", "train_sgd", "verify"]

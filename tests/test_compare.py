@@ -23,7 +23,7 @@ ETA_Y, ETA_Z = 1.0, 5.0
 
 @pytest.fixture(scope="module")
 def small():
-    return DataModel.preset("syn-small")
+    return DataModel.preset("shared-query-small")
 
 
 def test_gradient_ascent_comparison_is_small_and_first_order(small):

@@ -9,7 +9,7 @@ import odeflow
 import odeflow.analysis.closed_forms
 import odeflow.training
 from odeflow import DataModel, SequenceClass, ValidationError
-from odeflow.data import parse_config
+from odeflow.data import parse_config, sequence_classes
 
 
 def two_classes(**overrides):
@@ -97,20 +97,79 @@ def test_normalize_on_request_only():
 
 
 def test_presets():
+    # the paper's syn-small (spec section 7): common 0-9, distinct 10-19 and 20-29,
+    # queries 30, 31, next tokens 32, 33
     small = DataModel.preset("syn-small")
-    assert small.vocab_size == 30 and small.num_classes == 2
-    assert small.query_tokens.tolist() == [0]
+    assert small.vocab_size == 34 and small.num_classes == 2
+    assert small.query_tokens.tolist() == [30, 31]
+    assert small.next_tokens.tolist() == [32, 33]
+    assert [small.classes_of_query(m).tolist() for m in (30, 31)] == [[32], [33]]
     assert small.common_tokens().tolist() == list(range(10))
-    assert small.distinct_tokens(1).tolist() == list(range(10, 20))
-    assert small.distinct_tokens(2).tolist() == list(range(20, 30))
-    p1 = small.probs(1)
+    assert small.distinct_tokens(32).tolist() == list(range(10, 20))
+    assert small.distinct_tokens(33).tolist() == list(range(20, 30))
+    p1 = small.probs(32)
+    raw = np.concatenate([np.ones(10), np.linspace(0.1, 1.0, 10)])
+    assert np.allclose(p1[:20], raw / raw.sum(), rtol=1e-15, atol=0)
     assert np.all(np.diff(p1[10:20]) > 0)          # increasing within the block
-    assert np.allclose(p1[:10], p1[0])              # equal common weights
     assert p1.sum() == pytest.approx(1.0, abs=1e-15)
-    medium = DataModel.preset("syn-medium")
-    assert medium.num_classes == 20 and medium.query_tokens.size == 5
-    assert medium.common_tokens().size == 100
-    assert medium.active_tokens.size < medium.vocab_size
+    assert np.array_equal(small.weights, [0.5, 0.5])
+    for n, M in zip((1, 3, 5, 10), (33, 79, 125, 240), strict=True):
+        medium = DataModel.preset(f"syn-medium-{n}")
+        assert medium.vocab_size == M and medium.num_classes == 2 * n
+        assert medium.query_tokens.size == n
+        assert all(medium.classes_of_query(m).size == 2 for m in medium.query_tokens)
+        assert medium.common_tokens().tolist() == list(range(10))
+        assert all(medium.distinct_tokens(k).size == 10 for k in medium.next_tokens)
+    snap = DataModel.preset("snap-small")
+    assert snap.query_tokens.size == 1 and snap.common_tokens().tolist() == [0]
+    # the former models under their own names
+    shared = DataModel.preset("shared-query-small")
+    assert shared.vocab_size == 30 and shared.query_tokens.tolist() == [0]
+    assert shared.classes_of_query(0).tolist() == [1, 2]
+    assert shared.distinct_tokens(1).tolist() == list(range(10, 20))
+    big = DataModel.preset("shared-query-medium")
+    assert big.num_classes == 20 and big.query_tokens.size == 5
+    assert big.common_tokens().size == 100
+    assert big.active_tokens.size < big.vocab_size
+
+
+def test_generator_blocks_and_token_order():
+    d = sequence_classes(num_last=2, num_next_per_last=2, num_common=3, num_common_per_last=2,
+                         num_unique_per_next=4, unique_min=0.5, unique_max=2.0)
+    # 3 common, 2 x 2 per-query common, 4 x 4 distinct, 2 queries, 4 next tokens
+    assert d.vocab_size == 3 + 4 + 16 + 2 + 4
+    assert d.query_tokens.tolist() == [23, 24]
+    assert d.next_tokens.tolist() == [25, 26, 27, 28]
+    assert d.classes_of_query(23).tolist() == [25, 26]
+    assert d.common_tokens().tolist() == [0, 1, 2, 3, 4, 5, 6]
+    assert d.token_group(3).tolist() == [25, 26] and d.token_group(5).tolist() == [27, 28]
+    assert d.distinct_tokens(27).tolist() == [15, 16, 17, 18]
+    raw = np.concatenate([np.ones(5), np.linspace(0.5, 2.0, 4)])
+    assert np.allclose(d.probs(27)[[0, 1, 2, 5, 6, 15, 16, 17, 18]], raw / raw.sum(),
+                       rtol=1e-15, atol=0)
+    assert d == DataModel.from_dict(d.to_dict())
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"num_unique_per_next": 0}, "num_unique_per_next"),
+    ({"num_last": 0}, "num_last"),
+    ({"num_next_per_last": 0}, "num_next_per_last"),
+    ({"num_common": -1}, "num_common"),
+    ({"num_common_per_last": -2}, "num_common_per_last"),
+    ({"num_last": 1.5}, "num_last"),
+    ({"num_common": True}, "num_common"),
+    ({"unique_min": 0.0}, "unique_min"),
+    ({"unique_min": float("nan")}, "unique_min"),
+    ({"unique_max": 0.05}, "unique_max"),
+    ({"unique_max": float("inf")}, "unique_max"),
+    ({"unique_max": "1"}, "unique_max"),
+])
+def test_generator_bad_input_names_the_field(kwargs, field):
+    args = {"num_last": 2, "num_next_per_last": 1, "num_common": 10, "num_common_per_last": 0,
+            "num_unique_per_next": 10, **kwargs}
+    with pytest.raises(ValidationError) as info:
+        sequence_classes(**args)
+    assert info.value.field == field, str(info.value)
 
 
 @pytest.mark.parametrize("name", sorted(odeflow.PRESETS))
@@ -148,7 +207,7 @@ def test_bad_toml_names_the_field(text, field):
 def test_config_run_table():
     text = DataModel.preset("syn-small").to_toml_string() + "\n[run]\neta_z = 0.5\n"
     data, options = parse_config(text)
-    assert data.vocab_size == 30 and options == {"eta_z": 0.5}
+    assert data.vocab_size == 34 and options == {"eta_z": 0.5}
     with pytest.raises(ValidationError, match="^run.eta_y"):
         parse_config(text.replace("eta_z = 0.5", "eta_y = -2"))
     with pytest.raises(ValidationError, match="^run.speed"):

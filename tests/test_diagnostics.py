@@ -40,7 +40,7 @@ def disjoint_runs():
 
 @pytest.fixture(scope="module")
 def syn_small_runs():
-    data = odeflow.DataModel.preset("syn-small")
+    data = odeflow.DataModel.preset("shared-query-small")
     kw = {"eta_y": 1.0, "eta_z": 0.01, "t_span": (0, 1e4)}
     return (data, odeflow.solve(data, flow="exact", **kw),
             odeflow.solve(data, flow="reduced", **kw))

@@ -133,7 +133,7 @@ def test_unused_rows_equal_and_inactive_columns_zero(solved):
 
 def test_theorem2_on_syn_small():
     """From Y(0) = Z(0) = 0: distinct-token logits rise, common-token logits fall."""
-    data = odeflow.DataModel.preset("syn-small")
+    data = odeflow.DataModel.preset("shared-query-small")
     traj = odeflow.solve(data, eta_y=1.0, eta_z=1.0, t_span=(0, 1e4))
     z = traj.logits(0)
     dz = z[-1] - z[0]

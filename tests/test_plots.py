@@ -98,6 +98,8 @@ def test_scan_snap_figure(tmp_path):
 
 def test_scan_snap_rejects_data_outside_theorem4():
     with pytest.raises(odeflow.ValidationError, match="common token"):
+        plots.plot_scan_snap(data=odeflow.DataModel.preset("shared-query-small"), t_end=10)
+    with pytest.raises(odeflow.ValidationError, match="one query token"):
         plots.plot_scan_snap(data=odeflow.DataModel.preset("syn-small"), t_end=10)
 
 
@@ -147,9 +149,9 @@ def test_entropy_decreases_with_eta_z():
 def test_distinct_entropy_of_uniform_attention():
     data = odeflow.DataModel.preset("syn-small")
     traj = odeflow.solve(data, flow="reduced", t_span=(0, 1.0), t_eval=[0.0, 1.0])
-    probs = data.probs(1)[data.distinct_tokens(1)]
+    probs = data.probs(32)[data.distinct_tokens(32)]
     p = probs / probs.sum()
-    assert plots.distinct_entropy(traj, 1)[0] == pytest.approx(-np.sum(p * np.log(p)))
+    assert plots.distinct_entropy(traj, 32)[0] == pytest.approx(-np.sum(p * np.log(p)))
 
 
 def test_entropy_figure(tmp_path):

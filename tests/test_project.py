@@ -64,8 +64,13 @@ def test_cli_run_snap_flow(tmp_path):
                      "--out", str(tmp_path / "s.npz"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "z_c" in result.stdout and (tmp_path / "s.npz").stat().st_size > 0
-    several = run_cli("run", "--flow", "snap", cwd=tmp_path)  # syn-small: 10 common tokens
+    several = run_cli("run", "--preset", "shared-query-small", "--flow", "snap",
+                      cwd=tmp_path)  # 10 common tokens
     assert several.returncode == 2 and "common token" in several.stderr
+    preset = run_cli("run", "--preset", "snap-small", "--flow", "snap", "--t-end", "100",
+                     "--out", str(tmp_path / "p.npz"), cwd=tmp_path)
+    assert preset.returncode == 0, preset.stderr
+    assert "z_c" in preset.stdout and (tmp_path / "p.npz").stat().st_size > 0
 
 
 @pytest.mark.skipif(shutil.which("odeflow") is None, reason="console script not installed")

@@ -50,7 +50,7 @@ def random_state(field, rng):
 
 @pytest.fixture(scope="module")
 def syn_small():
-    return odeflow.DataModel.preset("syn-small")
+    return odeflow.DataModel.preset("shared-query-small")
 
 
 @pytest.fixture(scope="module")

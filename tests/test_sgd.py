@@ -25,7 +25,7 @@ ETA_Y, ETA_Z = 1.0, 5.0
 
 @pytest.fixture(scope="module")
 def small():
-    return DataModel.preset("syn-small")
+    return DataModel.preset("shared-query-small")
 
 
 def _random_state(data, rng, scale=0.5):
@@ -94,9 +94,9 @@ def test_alias_table_reproduces_the_distribution(weights):
 
 
 # ----------------------------------------------------- loss and its gradient
-@pytest.mark.parametrize("model", ["syn-small", "two-queries"])
+@pytest.mark.parametrize("model", ["shared-query-small", "two-queries"])
 def test_lumped_batch_loss_equals_the_unlumped_model(model):
-    data = DataModel.preset(model) if model == "syn-small" else _two_queries()
+    data = DataModel.preset(model) if model == "shared-query-small" else _two_queries()
     rng = np.random.default_rng(0)
     Y, Z = _random_state(data, rng)
     batch = sample_batch(data, rng, 6, 9)
@@ -105,9 +105,9 @@ def test_lumped_batch_loss_equals_the_unlumped_model(model):
         _naive_loss(data, Y_full, Z_full, batch), rel=1e-12)
 
 
-@pytest.mark.parametrize("model", ["syn-small", "two-queries"])
+@pytest.mark.parametrize("model", ["shared-query-small", "two-queries"])
 def test_gradient_matches_central_differences_of_the_batch_loss(model):
-    data = DataModel.preset(model) if model == "syn-small" else _two_queries()
+    data = DataModel.preset(model) if model == "shared-query-small" else _two_queries()
     rng = np.random.default_rng(1)
     Y, Z = _random_state(data, rng)
     batch = sample_batch(data, rng, 6, 7)
@@ -192,7 +192,7 @@ def test_momentum_changes_the_run_and_stays_finite(small):
 
 
 def test_state_is_lumped_and_unlumps_on_syn_medium():
-    data = DataModel.preset("syn-medium")
+    data = DataModel.preset("shared-query-medium")
     run = train_sgd(data, ETA_Y, ETA_Z, 3, 4, 8, record_every=3)
     assert run.z_active.shape == (2, 5, 900) and run.decoder_lumped.shape == (2, 21, 900)
     Y = run.decoder[-1]
@@ -278,7 +278,7 @@ def test_bad_ensemble_and_sampler_input(small):
         sample_batch(small, np.random.default_rng(0), 4, 1)
     assert err.value.field == "seq_len"
     with pytest.raises(ValidationError) as err:
-        train_sgd("syn-small", ETA_Y, ETA_Z, 5, 4, 8)
+        train_sgd("shared-query-small", ETA_Y, ETA_Z, 5, 4, 8)
     assert err.value.field == "data"
 
 

@@ -104,7 +104,7 @@ def test_agrees_with_reduced_flow_for_a_weak_common_token():
 
 
 def test_invalid_input():
-    syn_small = odeflow.DataModel.preset("syn-small")
+    syn_small = odeflow.DataModel.preset("shared-query-small")
     with pytest.raises(odeflow.ValidationError, match="one common token"):
         odeflow.solve(syn_small, flow="snap")
     unequal = odeflow.DataModel(10, [odeflow.SequenceClass(1, 0, {0: 0.2, 3: 0.8}),

@@ -10,7 +10,7 @@ from odeflow.fields.exact import ExactFlow
 
 @pytest.fixture(scope="module")
 def small():
-    return odeflow.DataModel.preset("syn-small")
+    return odeflow.DataModel.preset("shared-query-small")
 
 
 def test_stats_and_default_grid(small):

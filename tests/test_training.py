@@ -15,7 +15,7 @@ ETA_Y, ETA_Z, T_END = 1.0, 5.0, 100.0
 
 @pytest.fixture(scope="module")
 def small():
-    return DataModel.preset("syn-small")
+    return DataModel.preset("shared-query-small")
 
 
 @pytest.fixture(scope="module")

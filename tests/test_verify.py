@@ -57,12 +57,12 @@ def test_cf1_covers_syn_small_and_a_large_vocabulary(report):
     params = " ".join(row.parameters for row in rows_of(report, "CF1"))
     assert "M=30," in params
     assert "M=10000," in params
-    assert "syn-small" in params
+    assert "shared-query-small" in params
 
 
 def test_cf4_runs_move_the_logits(report):
     gains = [row for row in rows_of(report, "CF4") if row.quantity.startswith("r_")]
-    assert len(gains) == 2  # syn-small and the random model
+    assert len(gains) == 2  # shared-query-small and the random model
     for row in gains:
         assert row.details["pairs"] >= 100
         low, high = row.details["chi_range"]

@@ -94,7 +94,7 @@ INVARIANT_FLOOR = 1e-6
 #: its initial value by more than this.
 COMMON_GROWTH_ALLOWANCE = 1e-12
 
-#: Decoder settings ``(M, eta_Y, pi)`` of CF1-CF3: the syn-small vocabulary, two
+#: Decoder settings ``(M, eta_Y, pi)`` of CF1-CF3: the shared-query-small vocabulary, two
 #: large vocabularies and the smallest one (``M = 2``, where ``t_0 = 0``).
 MARGIN_SETTINGS = ((30, 1.0, 0.5), (10_000, 1.0, 0.5), (1_000_000, 10.0, 0.05), (2, 0.3, 1.0))
 #: Learning rates of the Level R runs (CF1, CF3-CF5): ``eta_Z`` comparable to
@@ -420,10 +420,10 @@ class _Context:
         return self._margins[key]
 
     def reduced(self, name: str):
-        """Level R trajectory of ``"syn-small"`` or ``"random"``, with ``t[0] = 0``."""
+        """Level R trajectory of ``"shared-query-small"`` or ``"random"``, with ``t[0] = 0``."""
         if name not in self._reduced:
-            if name == "syn-small":
-                data, z0 = DataModel.preset("syn-small"), None
+            if name == "shared-query-small":
+                data, z0 = DataModel.preset("shared-query-small"), None
                 eta_y, eta_z = SYN_SMALL_RATES
             else:
                 data, z0 = random_data_model(self.seed)
@@ -435,8 +435,8 @@ class _Context:
         return self._reduced[name]
 
     def label(self, name: str) -> str:
-        eta_y, eta_z = SYN_SMALL_RATES if name == "syn-small" else RANDOM_MODEL_RATES
-        model = "syn-small" if name == "syn-small" else f"random(seed={self.seed})"
+        eta_y, eta_z = SYN_SMALL_RATES if name == "shared-query-small" else RANDOM_MODEL_RATES
+        model = name if name == "shared-query-small" else f"random(seed={self.seed})"
         return f"{model}, Level R, eta_y={_fmt(eta_y)}, eta_z={_fmt(eta_z)}"
 
 
@@ -462,7 +462,7 @@ def _check_cf1(ctx: _Context) -> list[CheckResult]:
             relative_error(run["h"], closed), ctx.tolerance,
             note=f"h from {run['h'][0]:.3g} to {run['h'][-1]:.3g}",
             details={"h_range": [run["h"][0], run["h"][-1]], "solver": run["stats"]}))
-    for name in ("syn-small", "random"):
+    for name in ("shared-query-small", "random"):
         traj = ctx.reduced(name)
         h = np.asarray(traj.series["margin"])[1:]  # (n, K): one margin per class
         pi = np.asarray(traj.data.weights)[None, :]
@@ -506,7 +506,7 @@ def _check_cf3(ctx: _Context) -> list[CheckResult]:
             note=f"Gamma from {run['Gamma'][0]:.3g} to {run['Gamma'][-1]:.3g}",
             details={"Gamma_range": [run["Gamma"][0], run["Gamma"][-1]],
                      "solver": run["stats"]}))
-    for name in ("syn-small", "random"):
+    for name in ("shared-query-small", "random"):
         traj = ctx.reduced(name)
         gamma_int = np.asarray(traj.series["gamma_integral"])[1:]
         pi = np.asarray(traj.data.weights)[None, :]
@@ -533,7 +533,7 @@ def _distinct_pairs(data: DataModel):
 def _check_cf4(ctx: _Context) -> list[CheckResult]:
     """CF4: relative gain (Eqn 11) and the invariant ``chi_l / ((1 + chi_l) f^_l(0)^2)``."""
     rows = []
-    for name in ("syn-small", "random"):
+    for name in ("shared-query-small", "random"):
         traj = ctx.reduced(name)
         data = traj.data
         initial = {int(n): traj.features(int(n))[0] for n in data.next_tokens}
@@ -587,9 +587,12 @@ def _check_cf4(ctx: _Context) -> list[CheckResult]:
 
 
 def _check_cf5(ctx: _Context) -> list[CheckResult]:
-    """CF5: ``exp(2 f^_l0(0)^2 B_n) <= 1 + chi_l0 <= exp(2 B_n)`` (Eqn 12), on syn-small."""
+    """CF5: ``exp(2 f^_l0(0)^2 B_n) <= 1 + chi_l0 <= exp(2 B_n)`` (Eqn 12).
+
+    On shared-query-small.
+    """
     rows = []
-    traj = ctx.reduced("syn-small")
+    traj = ctx.reduced("shared-query-small")
     data = traj.data
     for n in data.next_tokens:
         n = int(n)
@@ -613,7 +616,7 @@ def _check_cf5(ctx: _Context) -> list[CheckResult]:
         slack_lower = (log_growth - lower) / log_growth
         slack_upper = (upper - log_growth) / log_growth
         rows.append(CheckResult(
-            "CF5", "bounds on ln(1+chi_l0)", "Eqn 12", f"{ctx.label('syn-small')}, n={n}",
+            "CF5", "bounds on ln(1+chi_l0)", "Eqn 12", f"{ctx.label('shared-query-small')}, n={n}",
             max(worst, 0.0), ctx.tolerance, conditions_met=conditions,
             note=f"n={n}: l0={l0} dominant (f^_l0(0)/next = {dominance:.4f}); common logits "
                  f"max rise {common_growth:.1e} ({'ok' if conditions else 'CONDITIONS FAIL'}); "

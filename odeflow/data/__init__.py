@@ -2,6 +2,8 @@
 
 - :mod:`odeflow.data.model`: :class:`SequenceClass` and :class:`DataModel`
   (spec section 1, paper Sec. 3.2) and the number checks every layer uses.
+- :mod:`odeflow.data.generator`: the paper's synthetic data generator (spec
+  section 7, :func:`sequence_classes`).
 - :mod:`odeflow.data.presets`: the built-in data models (spec section 7).
 - :mod:`odeflow.data.config`: TOML configuration files (a data model and a
   ``[run]`` table).
@@ -10,6 +12,7 @@
 """
 
 from odeflow.data.config import load_config, parse_config
+from odeflow.data.generator import sequence_classes
 from odeflow.data.model import (
     DataModel,
     SequenceClass,
@@ -23,4 +26,4 @@ from odeflow.data.sampling import CountSample, sample_counts
 
 __all__ = ["CountSample", "DEFAULT_PRESET", "DataModel", "PRESETS", "SequenceClass",
            "as_real_array", "as_real_number", "load_config", "make_preset", "parse_config",
-           "sample_counts", "validate_finite", "validate_positive"]
+           "sample_counts", "sequence_classes", "validate_finite", "validate_positive"]

@@ -73,7 +73,7 @@ def _vocab(vocab_size) -> int:
     return int(vocab_size)
 
 
-def plot_margin(eta_y: float = 1.0, vocab_size: int = 30, pi: float = 0.5,
+def plot_margin(eta_y: float = 1.0, vocab_size: int = 34, pi: float = 0.5,
                 t_end: float | None = None, markers: int = 28, axes=None):
     """``h(t)`` and ``gamma(t)`` on log-log axes: CF1, CF2 asymptotes, ``t_0``, Lemma 5.
 
@@ -85,7 +85,7 @@ def plot_margin(eta_y: float = 1.0, vocab_size: int = 30, pi: float = 0.5,
     asymptotes ``eta_Y pi t (M-1)/M`` and ``(M-1) ln(eta_Y pi M t) / (eta_Y pi M t)``
     (Theorem 1(b)) and the recursion's ``gamma``. Both panels mark
     ``t_0 = (M - 2 + (M-1) ln(M-1)) / (eta_Y pi M)``, where ``exp(h) = M - 1``.
-    The defaults are those of syn-small (``M = 30``, ``pi = 1/2``).
+    The defaults are those of the paper's syn-small (``M = 34``, ``pi = 1/2``).
 
     Parameters
     ----------

@@ -24,7 +24,7 @@ def single_common_token_model(vocab_size: int = 30, common_prob: float = 0.1,
     is the common token with ``c_{0|n} = common_prob`` in every class; class
     ``k`` has ``num_distinct`` distinct tokens ``1 + k * num_distinct ..`` with
     weights ``linspace(0.5, 1.5, num_distinct)`` scaled to ``1 - common_prob``
-    (the ramp of syn-small). A small ``common_prob`` keeps the feature norms
+    (the ramp of shared-query-small). A small ``common_prob`` keeps the feature norms
     near ``rho_0``, as Theorem 4 assumes.
 
     Parameters

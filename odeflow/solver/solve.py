@@ -51,7 +51,7 @@ def choose_method(field: VectorField) -> str:
     """The default integrator for ``method="auto"``.
 
     Measured by ``benchmarks/bench_methods.py`` (figures in ``docs/benchmarks.md``):
-    on syn-small at ``rtol=1e-8`` LSODA needs the fewest right-hand sides and the
+    on shared-query-small at ``rtol=1e-8`` LSODA needs the fewest right-hand sides and the
     least wall time of Radau, BDF, LSODA, RK45 and DOP853 at every learning-rate
     ratio tried, and it switches to its stiff (BDF) mode with our analytic
     Jacobian when the problem turns stiff. Above :data:`DENSE_JACOBIAN_LIMIT`
