@@ -64,7 +64,7 @@ def test_margin_figure(tmp_path):
         labels = [t.get_text() for t in ax.get_legend().get_texts()]
         assert len(labels) == 5
     assert any("Eqn 45" in t for t in [x.get_text() for x in ax_h.get_legend().get_texts()])
-    t0 = float(transition_time(30, 1.0, 0.5))
+    t0 = float(transition_time(34, 1.0, 0.5))
     t0_lines = [line for line in ax_g.get_lines() if line.get_linestyle() == ":"]
     assert t0_lines and np.allclose(t0_lines[0].get_xdata(), t0)
     saved(fig, tmp_path)
