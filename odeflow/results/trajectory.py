@@ -62,7 +62,8 @@ class Trajectory:
                  series=None, stats=None, meta=None):
         self.data = data
         self.t = np.asarray(t, dtype=float)
-        self.z_active = np.asarray(z_active, dtype=float)
+        # contiguous, so that derived quantities round the same after save and load
+        self.z_active = np.ascontiguousarray(z_active, dtype=float)
         self.z_base = np.asarray(z_base, dtype=float)
         self.decoder_lumped = None if decoder_lumped is None else np.asarray(decoder_lumped)
         self.series = {k: np.asarray(v) for k, v in (series or {}).items()}
