@@ -109,10 +109,10 @@ def test_level_t_is_a_seeded_flow_task():
 
 
 def test_a_failed_point_is_recorded_not_fatal():
-    # syn-small has ten common tokens: the Sec. 6 system refuses it, the exact flow runs
+    # syn-small has two query tokens: the Sec. 6 system refuses it, the exact flow runs
     ds = sweep(None, {"task": ["exact", "snap"]}, settings={"t_end": 50.0}, backend="serial")
     assert str(ds.error.sel(task="exact").values) == ""
-    assert "common token" in str(ds.error.sel(task="snap").values)
+    assert "one query token" in str(ds.error.sel(task="snap").values)
     assert int(ds.status.sel(task="snap")) == -1 and ds.attrs["failed"] == 1
     assert np.isnan(ds.J.sel(task="snap").values).all()
     assert np.isfinite(ds.J.sel(task="exact").values).all()
