@@ -67,22 +67,27 @@ def random_model(rng, M: int, K: int, n_queries: int, support: int, active: int 
 
 
 def unlump(field, y: np.ndarray, base: bool = True) -> tuple[np.ndarray, np.ndarray]:
-    """Full ``(Y, Z)`` of shape ``(M, M)`` from a lumped ExactFlow state.
+    """Full ``(Y, Z)`` of shape ``(M, M)`` from an ExactFlow state (lumped or not).
 
-    ``base`` fills the logits of inactive tokens with ``Z(0)``; turn it off for
-    a derivative.
+    ``base`` fills the logits the state does not carry with ``Z(0)``; turn it
+    off for a derivative.
     """
     data = field.data
-    M, K = data.vocab_size, data.num_classes
-    Yl, Zl = field.split(y)
+    M = data.vocab_size
+    Yl, z = field.split(y)
     Y = np.zeros((M, M))
-    if M > K:
-        Y[:, data.active_tokens] = Yl[K]
-    Y[np.ix_(data.next_tokens, data.active_tokens)] = Yl[:K]
+    cols = field.columns
+    if field.lumped:
+        n_next = field.table.next_tokens.size
+        if M > n_next:
+            Y[:, cols] = Yl[n_next]
+        Y[np.ix_(field.table.next_tokens, cols)] = Yl[:n_next]
+    else:
+        Y[:, cols] = Yl
     Z = np.zeros((M, M))
     if base:
         Z[data.query_tokens] = field.z_base
-    Z[np.ix_(data.query_tokens, data.active_tokens)] = Zl
+    Z[data.query_tokens[field.logit_query], field.logit_token] = z
     return Y, Z
 
 

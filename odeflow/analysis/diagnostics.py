@@ -27,7 +27,11 @@ from odeflow.numerics import logsumexp, normalised_features
 
 
 def _lumped_decoder_logits(traj) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(Y_lumped (n,R,L), F (n,K,L), U = Y f^_n (n,K,R), multiplicity (R,))``."""
+    """``(Y_lumped (n,R,L), F (n,K,L), U = Y f^_n (n,K,R), multiplicity (R,))``.
+
+    Rows as stored (lumped, or all ``M`` outputs); ``traj.decoder_target_rows``
+    gives each class's row.
+    """
     if getattr(traj, "decoder_lumped", None) is None:
         raise ValidationError("traj", f"flow {getattr(traj, 'flow', '?')!r} records no "
                               "decoder; run flow='exact' (or 'reduced')")
@@ -35,7 +39,7 @@ def _lumped_decoder_logits(traj) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     Yl = np.asarray(traj.decoder_lumped, dtype=float)
     _, F = normalised_features(data.active_log_probs, traj.z_active[:, data.class_query_index, :])
     U = F @ np.swapaxes(Yl, -1, -2)
-    return Yl, F, U, np.asarray(data.output_multiplicity)
+    return Yl, F, U, np.asarray(traj.decoder_multiplicity)
 
 
 def empirical_margin(traj) -> np.ndarray:
@@ -65,7 +69,7 @@ def empirical_margin(traj) -> np.ndarray:
     _, _, U, mult = _lumped_decoder_logits(traj)
     data = traj.data
     K, M = data.num_classes, data.vocab_size
-    own = U[:, np.arange(K), np.arange(K)]
+    own = U[:, np.arange(K), traj.decoder_target_rows]
     total = np.einsum("tkr,r->tk", U, mult)
     return own - (total - own) / (M - 1)
 
@@ -127,7 +131,7 @@ def empirical_speed_control(traj) -> SpeedControlFit:
     lse = logsumexp(U, axis=-1, log_weights=np.log(mult))
     alpha = np.exp(U - lse[..., None])
     target = np.zeros((K, R))
-    target[np.arange(K), np.arange(K)] = 1.0
+    target[np.arange(K), traj.decoder_target_rows] = 1.0
     G = ((target - alpha) * mult) @ Yl                      # (n, K, L)
     design = np.swapaxes(F, -1, -2)                         # (n, L, K)
     coef = np.linalg.pinv(design) @ np.swapaxes(G, -1, -2)  # (n, K coeff, K class)

@@ -1,5 +1,7 @@
 """Vector-field layer: one module per level of the dynamics.
 
+- :mod:`odeflow.fields.classes`: :class:`ClassTable`, the table of (sub)classes
+  a field is built from, and :class:`Supports`, its per-entry supports.
 - :mod:`odeflow.fields.exact`: Level E, the exact population gradient flow
   (Lemma 1, Eqns 3-4, 7), ``flow="exact"``.
 - :mod:`odeflow.fields.finite_t`: Level T, the gradient flow of the
@@ -14,6 +16,7 @@
 """
 
 from odeflow.fields.base import VectorField
+from odeflow.fields.classes import ClassTable, Supports
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.finite_t import FiniteTFlow
 from odeflow.fields.reduced import ReducedFlow
@@ -24,4 +27,5 @@ FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
                                        ReducedFlow.name: ReducedFlow,
                                        SnapFlow.name: SnapFlow}
 
-__all__ = ["FLOWS", "ExactFlow", "FiniteTFlow", "ReducedFlow", "SnapFlow", "VectorField"]
+__all__ = ["FLOWS", "ClassTable", "ExactFlow", "FiniteTFlow", "ReducedFlow", "SnapFlow",
+           "Supports", "VectorField"]

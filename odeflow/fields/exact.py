@@ -9,140 +9,254 @@
 with :math:`g_n = Y^\\top (e_n - \\alpha_n)` and :math:`P_n = I - \\hat f_n \\hat f_n^\\top`
 (spec section 3). This is exactly :math:`\\eta \\nabla J` of Eqn 2.
 
-The state is *lumped* exactly (spec section 3): the decoder keeps one row per
-next token plus one row standing for all ``M - K`` outputs that are never a
-next token (their rows stay equal from ``Y(0) = 0``; the row enters every
-softmax with multiplicity ``M - K``), and only the ``L`` active tokens as
-columns (the others stay zero). Logits are kept for the query tokens in use
-over the active tokens. One right-hand side costs ``O(K^2 L)``, independent of
-``M``.
+The field is built from a :class:`~odeflow.fields.classes.ClassTable` (one
+entry per class, or sampled sub-classes for Level T) and works on per-entry
+supports (:class:`~odeflow.fields.classes.Supports`):
+
+- *columns*: the decoder keeps only the ``C`` tokens in some support. The
+  columns of every other token never change and never matter: ``f^_n`` is
+  zero there, so they neither enter ``Y f^_n`` nor receive ``dY``.
+- *logits*: per query token, only the tokens some entry of that query can
+  attend (all other logits keep ``Z(0)``; ``dz_ml = 0`` off the supports).
+- *rows*: from a symmetric start (``Y(0) = 0``, or the rows of the outputs
+  that are never a next token equal on the active columns) the decoder is
+  *lumped* exactly (spec section 3): one row per next token plus one row
+  standing for the ``M - K`` other outputs (they stay equal; the row enters
+  every softmax with multiplicity ``M - K``). A ``Y(0)`` that breaks the
+  symmetry keeps all ``M`` output rows (restricted to the active columns).
+
+One right-hand side costs ``O(K R s)`` (``s`` the support size, ``R`` the
+decoder rows): logits ``Y f^_n``, back-propagation ``g_n`` on the support and
+the scatter of ``dY`` are sparse products; nothing of size ``M`` or ``K x C``
+is formed for large tables.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from odeflow.data import as_real_array
+from odeflow.errors import ValidationError
 from odeflow.fields.base import VectorField
-from odeflow.numerics import feature_vectors, logsumexp, lumped_objective
+from odeflow.fields.classes import ClassTable, Supports
 
 
 class ExactFlow(VectorField):
-    """Level E vector field on the lumped state ``(Y_lumped, Z_active)``.
+    """Level E vector field on the state ``(Y^T over active columns, carried logits)``.
 
-    State layout: ``Y_lumped`` of shape ``(R, L)`` (rows: next tokens in class
-    order, then the shared row of the other outputs when ``M > K``) followed by
-    ``Z_active`` of shape ``(q, L)`` (query tokens in use x active tokens).
-    ``Y(0) = 0``; ``Z(0)`` from ``z0``.
+    Parameters
+    ----------
+    data : DataModel
+    eta_y, eta_z : float
+        Learning rates of ``Y`` and ``Z`` (Eqns 3-4).
+    z0 : optional
+        Initial logits (see :func:`odeflow.fields.base.initial_logits`).
+    y0 : ndarray of shape (M, M), optional
+        Initial decoder ``Y(0)`` (rows: outputs, columns: tokens); zero by
+        default. Finite. Its columns of tokens outside every support never
+        change and never matter (``f^_n`` is zero there); the decoder is
+        lumped when the rows of the non-next outputs are equal on the active
+        columns, and kept with all ``M`` rows otherwise.
+    table : ClassTable, optional
+        The class structure; :meth:`ClassTable.from_data_model` of ``data``
+        by default. Its query tokens must be query tokens of ``data``.
+    storage : {"auto", "dense", "sparse"}, default "auto"
+        Storage of the supports (:class:`~odeflow.fields.classes.Supports`);
+        the same numbers either way.
+    unlumped : bool, default False
+        Keep all ``M`` decoder rows even from a symmetric ``Y(0)`` (the same
+        flow, at ``M / K`` times the cost; used to check the lumping).
+
+    Notes
+    -----
+    Flat state: ``Y^T`` of shape ``(C, R)`` (active columns x decoder rows;
+    rows are the next tokens of ``table.next_tokens`` then, when lumped and
+    ``M`` exceeds their number, the shared row; or all ``M`` outputs when
+    un-lumped), followed by the carried logits in the order of
+    :attr:`ClassTable.logit_index`. :meth:`split` returns ``(Y (R, C), z)``.
     """
 
     name = "exact"
-    has_jacobian = True
 
-    def __init__(self, data, eta_y, eta_z, z0=None):
+    def __init__(self, data, eta_y, eta_z, z0=None, y0=None, table=None, storage="auto",
+                 unlumped=False):
         super().__init__(data, eta_y, eta_z, z0)
-        K = data.num_classes
-        self.L = data.active_tokens.size
-        self.q = data.query_tokens.size
-        self.multiplicity = data.output_multiplicity
+        if table is None:
+            table = ClassTable.from_data_model(data)
+        elif not isinstance(table, ClassTable):
+            raise ValidationError("table", f"must be a ClassTable, got {type(table).__name__}")
+        if table.vocab_size != data.vocab_size or not np.isin(table.query_tokens,
+                                                              data.query_tokens).all():
+            raise ValidationError("table", "must use the data model's vocabulary and "
+                                  "query tokens")
+        if storage not in ("auto", "dense", "sparse"):
+            raise ValidationError("storage", f"must be 'auto', 'dense' or 'sparse', "
+                                  f"got {storage!r}")
+        self.table = table
+        self.ops = Supports(table, None if storage == "auto" else storage == "dense")
+        self.has_jacobian = True
+        M, K = data.vocab_size, table.num_entries
+        self.C = self.ops.C
+        self.columns = table.active_tokens
+        self.pi = np.asarray(table.weight, dtype=float)
+        self._pi_s = self.ops.expand(self.pi)
+        rows0, self.lumped = self._initial_decoder(y0, bool(unlumped))
+        self.y0 = None if y0 is None else as_real_array(y0, "y0")
+        n_next = table.next_tokens.size
+        if self.lumped:
+            self.output_tokens = table.next_tokens
+            self.multiplicity = np.ones(n_next + (1 if M > n_next else 0))
+            if M > n_next:
+                self.multiplicity[-1] = M - n_next
+            own = np.asarray(table.next_row)
+        else:
+            self.output_tokens = np.arange(M)
+            self.multiplicity = np.ones(M)
+            own = np.asarray(table.next_tokens)[table.next_row]
         self.R = self.multiplicity.size
-        self.log_multiplicity = np.log(self.multiplicity)
-        self.log_probs = data.active_log_probs
-        self.pi = np.asarray(data.weights, dtype=float)
-        self.qidx = data.class_query_index
+        self.own = own
         self.target = np.zeros((K, self.R))
-        self.target[np.arange(K), np.arange(K)] = 1.0
-        self.query_of_class = np.zeros((self.q, K))
-        self.query_of_class[self.qidx, np.arange(K)] = 1.0
-        self._ny = self.R * self.L
+        self.target[np.arange(K), own] = 1.0
+        self._rows0 = rows0
+        self._ny = self.C * self.R
+        self.n_logits = self.ops.n_logits
+        qrow, tok = table.logit_index
+        self.logit_query = np.searchsorted(data.query_tokens, table.query_tokens)[qrow]
+        self.logit_token = tok
+
+    def _initial_decoder(self, y0, unlumped: bool) -> tuple[np.ndarray, bool]:
+        """Decoder rows over the active columns at ``t = 0`` and whether they are lumped."""
+        table, M = self.table, self.data.vocab_size
+        nxt = np.asarray(table.next_tokens)
+        n_rows = nxt.size + (1 if M > nxt.size else 0)
+        if y0 is None:
+            if unlumped:
+                return np.zeros((M, self.C)), False
+            return np.zeros((n_rows, self.C)), True
+        arr = as_real_array(y0, "y0")
+        if arr.shape != (M, M):
+            raise ValidationError("y0", f"must have shape (M, M) = ({M}, {M}), got {arr.shape}")
+        if not np.all(np.isfinite(arr)):
+            raise ValidationError("y0", "must be finite")
+        active = arr[:, self.columns]
+        others = np.setdiff1d(np.arange(M), nxt)
+        if unlumped:
+            return active, False
+        if others.size == 0 or np.all(active[others] == active[others[0]]):
+            rows = active[nxt]
+            if others.size:
+                rows = np.vstack([rows, active[others[0]]])
+            return rows, True
+        return active, False
 
     @property
     def size(self) -> int:
-        return self._ny + self.q * self.L
+        return self._ny + self.n_logits
 
     def initial_state(self) -> np.ndarray:
-        y = np.zeros(self.size)
-        y[self._ny:] = self.z_base[:, self.data.active_tokens].ravel()
+        y = np.empty(self.size)
+        y[: self._ny] = self._rows0.T.ravel()
+        y[self._ny:] = self.z_base[self.logit_query, self.logit_token]
         return y
 
     def split(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Views ``(Y_lumped (R, L), Z_active (q, L))`` of a flat state."""
-        return (y[: self._ny].reshape(self.R, self.L), y[self._ny:].reshape(self.q, self.L))
+        """Views ``(Y (R, C), z (n_logits,))`` of a flat state."""
+        return y[: self._ny].reshape(self.C, self.R).T, y[self._ny:]
 
     # ----------------------------------------------------------------- pieces
     def forward(self, y: np.ndarray) -> dict:
-        """Intermediate quantities of Eqns 3-7 at state ``y`` (all lumped).
+        """Intermediate quantities of Eqns 3-7 at state ``y``.
 
-        Returns a dict with ``features`` ``f^_n`` (K, L), ``logits`` ``Y f^_n``
-        (K, R), ``log_partition`` (K,), ``alpha`` (K, R; per output token),
-        ``residual`` ``e_n - alpha_n`` (K, R) and ``backprop`` ``g_n`` (K, L).
+        Returns a dict with ``Yt`` (``Y^T``, (C, R)), ``features`` ``f^_n`` and
+        ``backprop`` ``g_n`` as support values (see
+        :class:`~odeflow.fields.classes.Supports`), ``logits`` ``Y f^_n`` (K, R),
+        ``alpha`` (K, R; per output token) and ``residual`` ``e_n - alpha_n`` (K, R).
         """
-        Y, Z = self.split(y)
-        F = feature_vectors(self.log_probs, Z[self.qidx])
-        U = F @ Y.T
-        lse = logsumexp(U, axis=1, log_weights=self.log_multiplicity)
-        alpha = np.exp(U - lse[:, None])
+        ops = self.ops
+        Yt = y[: self._ny].reshape(self.C, self.R)
+        F = ops.features(y[self._ny:])
+        U = ops.rows_times(F, Yt)
+        E = np.exp(U - U.max(axis=1, keepdims=True))
+        alpha = E / (E @ self.multiplicity)[:, None]
         D = self.target - alpha
-        G = (D * self.multiplicity) @ Y
-        return {"Y": Y, "features": F, "logits": U, "log_partition": lse, "alpha": alpha,
-                "residual": D, "backprop": G}
+        G = ops.sample(D * self.multiplicity, Yt)
+        return {"Yt": Yt, "features": F, "logits": U, "alpha": alpha, "residual": D,
+                "backprop": G}
 
     def objective(self, y: np.ndarray) -> float:
         """``J(Y, Z) = sum_n pi_n [e_n^T Y f^_n - log 1^T exp(Y f^_n)]`` (Eqn 2)."""
-        Y, Z = self.split(y)
-        F = feature_vectors(self.log_probs, Z[self.qidx])
-        return float(lumped_objective(Y, F, self.pi, self.log_multiplicity))
+        Yt = y[: self._ny].reshape(self.C, self.R)
+        U = self.ops.rows_times(self.ops.features(y[self._ny:]), Yt)
+        peak = U.max(axis=1)
+        lse = peak + np.log(np.exp(U - peak[:, None]) @ self.multiplicity)
+        own = U[np.arange(U.shape[0]), self.own]
+        return float(np.sum(self.pi * (own - lse)))
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
-        """Eqns 3-4 (Lemma 1) on the lumped state."""
+        """Eqns 3-4 (Lemma 1) on the state."""
         self.nfev += 1
+        ops = self.ops
         p = self.forward(y)
         F, D, G = p["features"], p["residual"], p["backprop"]
-        dY = self.eta_y * (self.pi[:, None] * D).T @ F
-        S = np.sum(F * G, axis=1)
-        dZ = self.eta_z * self.query_of_class @ (self.pi[:, None] * F * (G - F * S[:, None]))
-        return np.concatenate([dY.ravel(), dZ.ravel()])
+        out = np.empty(self.size)
+        out[: self._ny] = (self.eta_y * ops.columns_times(F, self.pi[:, None] * D)).ravel()
+        S = ops.entry_sum(F * G)
+        out[self._ny:] = self.eta_z * ops.scatter_logits(self._pi_s * F * (G - F * ops.expand(S)))
+        return out
 
-    def jvp(self, y: np.ndarray, directions: np.ndarray) -> np.ndarray:
-        """Directional derivatives ``(dF/dy) v`` for a batch ``v`` of shape (P, size).
+    def jvp(self, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Directional derivative ``(dF/dy) v`` for one direction ``v`` of shape (size,).
 
-        Forward-mode differentiation of :meth:`rhs`, written out by hand; with
-        the identity as ``v`` it gives the analytic Jacobian.
+        Forward-mode differentiation of :meth:`rhs`, written out by hand.
         """
+        ops = self.ops
         p = self.forward(y)
-        Y, F, alpha, D, G = p["Y"], p["features"], p["alpha"], p["residual"], p["backprop"]
-        P = directions.shape[0]
-        dY = directions[:, : self._ny].reshape(P, self.R, self.L)
-        dZ = directions[:, self._ny:].reshape(P, self.q, self.L)[:, self.qidx, :]
+        Yt, F, alpha, D, G = p["Yt"], p["features"], p["alpha"], p["residual"], p["backprop"]
+        dYt = v[: self._ny].reshape(self.C, self.R)
+        dA = ops.gather_logits(v[self._ny:])
         # d f^ = diag(f^) dz - f^ (f^ . f^ dz)
-        dF = F * dZ - F * np.sum(F * F * dZ, axis=-1, keepdims=True)
-        dU = np.einsum("kl,prl->pkr", F, dY, optimize=True) + dF @ Y.T
-        dalpha = alpha * (dU - np.sum(self.multiplicity * alpha * dU, axis=-1, keepdims=True))
-        dD = -dalpha
-        piF = self.pi[:, None] * F
-        ddY = np.einsum("pkr,kl->prl", self.pi[:, None] * dD, F, optimize=True) \
-            + np.einsum("kr,pkl->prl", self.pi[:, None] * D, dF, optimize=True)
-        dG = np.einsum("kr,prl->pkl", D * self.multiplicity, dY, optimize=True) \
-            + (dD * self.multiplicity) @ Y
-        S = np.sum(F * G, axis=1)
-        dS = np.sum(dF * G + F * dG, axis=-1)
-        proj = G - F * S[:, None]
-        dproj = dG - dF * S[:, None] - F * dS[..., None]
-        dterm = self.pi[:, None] * dF * proj + piF * dproj
-        ddZ = np.einsum("qk,pkl->pql", self.query_of_class, dterm, optimize=True)
-        return np.concatenate([self.eta_y * ddY.reshape(P, -1),
-                               self.eta_z * ddZ.reshape(P, -1)], axis=1)
+        dF = F * dA - F * ops.expand(ops.entry_sum(F * F * dA))
+        dU = ops.rows_times(F, dYt) + ops.rows_times(dF, Yt)
+        dD = -alpha * (dU - ((alpha * dU) @ self.multiplicity)[:, None])
+        piD, pidD = self.pi[:, None] * D, self.pi[:, None] * dD
+        ddYt = ops.columns_times(F, pidD) + ops.columns_times(dF, piD)
+        dG = ops.sample(D * self.multiplicity, dYt) + ops.sample(dD * self.multiplicity, Yt)
+        S = ops.expand(ops.entry_sum(F * G))
+        dS = ops.expand(ops.entry_sum(dF * G + F * dG))
+        proj = G - F * S
+        dproj = dG - dF * S - F * dS
+        ddz = ops.scatter_logits(self._pi_s * (dF * proj + F * dproj))
+        return np.concatenate([self.eta_y * ddYt.ravel(), self.eta_z * ddz])
 
     def jacobian(self, t: float, y: np.ndarray) -> np.ndarray:
-        """Analytic Jacobian of Eqns 3-4 on the lumped state, shape (size, size)."""
+        """Analytic Jacobian of Eqns 3-4, shape (size, size), one :meth:`jvp` per column."""
         self.njev += 1
-        return self.jvp(y, np.eye(self.size)).T
+        J = np.empty((self.size, self.size))
+        e = np.zeros(self.size)
+        for i in range(self.size):
+            e[i] = 1.0
+            J[:, i] = self.jvp(y, e)
+            e[i] = 0.0
+        return J
 
     # -------------------------------------------------------------- results
     def trajectory(self, t, states, stats):
         from odeflow.results import Trajectory
 
+        data = self.data
         n = states.shape[0]
-        Y = states[:, : self._ny].reshape(n, self.R, self.L)
-        Z = states[:, self._ny:].reshape(n, self.q, self.L)
-        return Trajectory(self.data, t, Z, self.z_base, decoder_lumped=Y,
-                          stats=stats, meta=self.parameters())
+        cols = np.searchsorted(data.active_tokens, self.columns)
+        Yt = states[:, : self._ny].reshape(n, self.C, self.R)
+        Y = np.zeros((n, self.R, data.active_tokens.size))
+        Y[:, :, cols] = np.swapaxes(Yt, 1, 2)
+        Z = np.repeat(self.z_base[:, data.active_tokens][None], n, axis=0)
+        Z[:, self.logit_query, np.searchsorted(data.active_tokens, self.logit_token)] = \
+            states[:, self._ny:]
+        return Trajectory(data, t, Z, self.z_base, decoder_lumped=Y,
+                          decoder_layout="lumped" if self.lumped else "full",
+                          decoder_base=self.y0, stats=stats, meta=self.parameters())
+
+    def parameters(self) -> dict:
+        out = super().parameters()
+        out["decoder_layout"] = "lumped" if self.lumped else "full"
+        return out

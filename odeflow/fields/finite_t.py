@@ -12,13 +12,16 @@ seeded sequences of length ``T`` per class (:func:`odeflow.data.sample_counts`;
 sequence is a *sub-class*: "probabilities" ``k / (T - 1)``, weight
 ``pi_n / N``, and its class's next and query tokens. The Level E field (Lemma 1,
 Eqns 3-4, 7) on that table of sub-classes is ``eta * grad J_T``; this module
-hands the table to :class:`~odeflow.fields.exact.ExactFlow` and reuses its
-right-hand side and analytic Jacobian unchanged.
+builds that table (:func:`sample_table`, a
+:class:`~odeflow.fields.classes.ClassTable`) and hands it to
+:class:`~odeflow.fields.exact.ExactFlow`, whose right-hand side, analytic
+Jacobian and objective it reuses unchanged.
 
-State and lumping are Level E's: the decoder rows, the query tokens and the
-active tokens do not change (a sample never leaves its class's support), so
-the state size does not depend on ``N`` or ``T``. One right-hand side costs
-``O(K N R L)``: linear in ``N`` and independent of ``T`` (``benchmarks/bench_finite_t.py``).
+State and lumping are Level E's: the decoder rows and the query tokens do not
+change and a sample never leaves its class's support, so the state size does
+not grow with ``N`` or ``T``. One right-hand side costs ``O(K N R s)``
+(``s`` the support size): linear in ``N`` and independent of ``T``
+(``benchmarks/bench_finite_t.py``).
 As ``T -> inf``, ``k / (T - 1) -> c_{.|n}`` and Level T tends to Level E.
 """
 
@@ -26,13 +29,34 @@ from __future__ import annotations
 
 import numpy as np
 
-from odeflow.data import sample_counts
+from odeflow.data import CountSample, DataModel, sample_counts
+from odeflow.fields.classes import ClassTable
 from odeflow.fields.exact import ExactFlow
-from odeflow.numerics import feature_vectors, lumped_objective
+
+
+def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
+    """The table of sub-classes of a sample: one entry per sampled sequence.
+
+    Entry ``(k, s)`` has class ``k``'s next and query tokens, weight
+    ``pi_k / N``, and support the tokens with ``k_l > 0`` with
+    log-probabilities ``log(k_l / (T - 1))`` (spec section 8).
+    """
+    N, T = sample.samples_per_class, sample.seq_len
+    next_token, query_token, supports, log_probs = [], [], [], []
+    for cls, counts in zip(data.classes, sample.counts, strict=True):
+        for row in counts:
+            present = row > 0
+            next_token.append(cls.next_token)
+            query_token.append(cls.query_token)
+            supports.append(cls.support[present])
+            log_probs.append(np.log(row[present]) - np.log(T - 1))
+    weight = np.repeat(np.asarray(data.weights, dtype=float) / N, N)
+    return ClassTable.from_entries(data.vocab_size, next_token, query_token, weight, supports,
+                                   log_probs, next_tokens=data.next_tokens)
 
 
 class FiniteTFlow(ExactFlow):
-    """Level T vector field on Level E's lumped state ``(Y_lumped, Z_active)``.
+    """Level T vector field: Level E on the table of sampled sub-classes.
 
     Parameters
     ----------
@@ -51,30 +75,20 @@ class FiniteTFlow(ExactFlow):
     Attributes
     ----------
     sample : CountSample
-        The sampled sequences; sub-class ``s`` of the table below is
-        ``sample.class_index[s]``'s ``s``-th sequence.
-    log_probs, pi, qidx, target, query_of_class
-        Level E's class table, one row per sampled sequence.
+        The sampled sequences; entry ``k N + s`` of :attr:`table` is class
+        ``k``'s ``s``-th sequence.
+    table : ClassTable
+        The sub-classes (:func:`sample_table`).
     """
 
     name = "finite_t"
 
     def __init__(self, data, eta_y, eta_z, z0=None, seq_len=128, samples_per_class=64, seed=0):
-        super().__init__(data, eta_y, eta_z, z0)
-        self.sample = sample_counts(data, seq_len, samples_per_class, seed)
-        cls = self.sample.class_index
-        self.rows = cls
-        self.log_probs = self.sample.active_log_probs()
-        self.pi = self.sample.weights
-        self.qidx = np.asarray(data.class_query_index)[cls]
-        self.target = self.target[cls]
-        self.query_of_class = self.query_of_class[:, cls]
-
-    def objective(self, y: np.ndarray) -> float:
-        """``J_T(Y, Z)`` of spec section 8 on the sample (maximised)."""
-        Y, Z = self.split(y)
-        F = feature_vectors(self.log_probs, Z[self.qidx])
-        return float(lumped_objective(Y, F, self.pi, self.log_multiplicity, rows=self.rows))
+        if not isinstance(data, DataModel):
+            super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
+        sample = sample_counts(data, seq_len, samples_per_class, seed)
+        super().__init__(data, eta_y, eta_z, z0, table=sample_table(data, sample))
+        self.sample = sample
 
     def parameters(self) -> dict:
         return {**super().parameters(), "seq_len": self.sample.seq_len,

@@ -18,6 +18,9 @@ from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz
 from odeflow.numerics import lumped_objective, normalised_features
 
+#: Default largest full decoder array (bytes) :meth:`Trajectory.full_decoder` builds.
+DECODER_BYTES_LIMIT = 256 * 2**20
+
 #: Format tag written into saved files.
 FILE_FORMAT = "odeflow-trajectory/1"
 
@@ -48,7 +51,15 @@ class Trajectory:
     z_base : ndarray, shape (q, M)
         Logits at ``t = 0`` over all tokens; inactive tokens keep these values.
     decoder_lumped : ndarray, shape (n, R, L), optional
-        Lumped decoder (see :class:`odeflow.fields.exact.ExactFlow`).
+        Decoder over the active tokens. With ``decoder_layout="lumped"`` its
+        rows are the ``K`` next tokens in class order, then (when ``M > K``)
+        the row shared by the ``M - K`` other outputs (see
+        :class:`odeflow.fields.exact.ExactFlow`); with ``"full"`` they are all
+        ``M`` outputs in token order (``R = M``).
+    decoder_layout : {"lumped", "full"}, default "lumped"
+    decoder_base : ndarray, shape (M, M), optional
+        ``Y(0)``, whose columns of inactive tokens the decoder keeps for ever;
+        zero by default.
     series : dict of str -> ndarray, optional
         Extra recorded series with time as the first axis (``margin``,
         ``drive``, ``gamma_integral``, ...).
@@ -59,8 +70,15 @@ class Trajectory:
     """
 
     def __init__(self, data: DataModel, t, z_active, z_base, decoder_lumped=None,
-                 series=None, stats=None, meta=None):
+                 series=None, stats=None, meta=None, decoder_layout="lumped",
+                 decoder_base=None):
         self.data = data
+        if decoder_layout not in ("lumped", "full"):
+            raise ValidationError("decoder_layout", f"must be 'lumped' or 'full', "
+                                  f"got {decoder_layout!r}")
+        self.decoder_layout = decoder_layout
+        self.decoder_base = None if decoder_base is None else np.asarray(decoder_base,
+                                                                          dtype=float)
         self.t = np.asarray(t, dtype=float)
         # contiguous, so that derived quantities round the same after save and load
         self.z_active = np.ascontiguousarray(z_active, dtype=float)
@@ -118,16 +136,67 @@ class Trajectory:
         return self._dense(fh)
 
     @property
-    def decoder(self) -> np.ndarray:
-        """``Y(t)``, shape ``(n, M, M)`` (rows: outputs; columns: tokens)."""
+    def decoder_multiplicity(self) -> np.ndarray:
+        """How many outputs each row of :attr:`decoder_lumped` stands for, shape (R,)."""
+        if self.decoder_layout == "full":
+            return np.ones(self.data.vocab_size)
+        return np.asarray(self.data.output_multiplicity)
+
+    @property
+    def decoder_target_rows(self) -> np.ndarray:
+        """Row of :attr:`decoder_lumped` holding each class's next token, shape (K,)."""
+        if self.decoder_layout == "full":
+            return self.data.next_tokens
+        return np.arange(self.data.num_classes)
+
+    def decoder_nbytes(self) -> int:
+        """Bytes of the full ``(n, M, M)`` decoder array :meth:`full_decoder` would build."""
+        return 8 * self.t.size * self.data.vocab_size ** 2
+
+    def decoder_at(self, i: int) -> np.ndarray:
+        """``Y(t_i)``, shape ``(M, M)`` (rows: outputs; columns: tokens), one time only."""
         Yl = self._require_decoder()
-        K, M = self.data.num_classes, self.data.vocab_size
-        out = np.zeros((self.t.size, M, M))
+        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) \
+                or not -self.t.size <= i < self.t.size:
+            raise ValidationError("i", f"must be a time index in [0, {self.t.size}), got {i!r}")
+        data = self.data
+        K, M = data.num_classes, data.vocab_size
+        out = np.zeros((M, M)) if self.decoder_base is None else self.decoder_base.copy()
+        cols = data.active_tokens
+        if self.decoder_layout == "full":
+            out[:, cols] = Yl[i]
+            return out
         if M > K:
-            out[:, :, self.data.active_tokens] = Yl[:, K:K + 1, :]
-        rows = self.data.next_tokens
-        out[:, rows[:, None], self.data.active_tokens[None, :]] = Yl[:, :K, :]
+            out[:, cols] = Yl[i, K][None, :]
+        out[np.ix_(data.next_tokens, cols)] = Yl[i, :K]
         return out
+
+    def full_decoder(self, max_bytes: int | None = None) -> np.ndarray:
+        """``Y(t)`` at every output time, shape ``(n, M, M)``: :meth:`decoder_nbytes` bytes.
+
+        That is ``8 n M^2`` bytes (1.9 GB for ``n = 600`` times at ``M = 200``),
+        so it is refused above ``max_bytes`` (default :data:`DECODER_BYTES_LIMIT`,
+        256 MiB); pass a larger ``max_bytes`` to ask for it anyway. Prefer
+        :meth:`decoder_at` (one time) or :attr:`decoder_lumped` (the stored
+        rows over the active tokens).
+        """
+        limit = DECODER_BYTES_LIMIT if max_bytes is None else int(max_bytes)
+        need = self.decoder_nbytes()
+        if need > limit:
+            raise ValidationError("max_bytes", f"the full decoder (n={self.t.size}, M="
+                                  f"{self.data.vocab_size}) needs {need} bytes, more than "
+                                  f"{limit}; use decoder_at(i) or decoder_lumped, or pass "
+                                  f"max_bytes={need}")
+        return np.stack([self.decoder_at(i) for i in range(self.t.size)])
+
+    @property
+    def decoder(self) -> np.ndarray:
+        """``Y(t)``, shape ``(n, M, M)``: :meth:`full_decoder` with its default size limit.
+
+        Never builds more than :data:`DECODER_BYTES_LIMIT` bytes; see
+        :meth:`decoder_at` for one time.
+        """
+        return self.full_decoder()
 
     def _require_decoder(self) -> np.ndarray:
         if self.decoder_lumped is None:
@@ -140,7 +209,8 @@ class Trajectory:
         Yl = self._require_decoder()
         _, F = self._active_features()
         return lumped_objective(Yl, F, np.asarray(self.data.weights),
-                                np.log(self.data.output_multiplicity))
+                                np.log(self.decoder_multiplicity),
+                                rows=self.decoder_target_rows)
 
     # ------------------------------------------- Eqn 11 quantities (any flow)
     def _token_logit(self, class_position: int, token: int, name: str = "token") -> np.ndarray:
@@ -241,7 +311,10 @@ class Trajectory:
             arrays["decoder_lumped"] = self.decoder_lumped
         for k, v in self.series.items():
             arrays[f"series__{k}"] = v
+        if self.decoder_base is not None:
+            arrays["decoder_base"] = self.decoder_base
         metadata = {"format": FILE_FORMAT, "data": self.data.to_dict(),
+                    "decoder_layout": self.decoder_layout,
                     "stats": jsonable(self.stats), "meta": jsonable(self.meta)}
         arrays["metadata"] = np.array(json.dumps(metadata))
         return atomic_write_npz(path, arrays)
@@ -263,4 +336,6 @@ class Trajectory:
         series = {k[len("series__"):]: v for k, v in arrays.items() if k.startswith("series__")}
         return cls(DataModel.from_dict(metadata["data"]), arrays["t"], arrays["z_active"],
                     arrays["z_base"], decoder_lumped=arrays.get("decoder_lumped"),
-                    series=series, stats=metadata["stats"], meta=metadata["meta"])
+                    series=series, stats=metadata["stats"], meta=metadata["meta"],
+                    decoder_layout=metadata.get("decoder_layout", "lumped"),
+                    decoder_base=arrays.get("decoder_base"))
