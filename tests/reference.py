@@ -111,3 +111,39 @@ def dense_finite_t_objective(data, counts, Y: np.ndarray, Z: np.ndarray) -> floa
             peak = u.max()
             J += pi / len(class_counts) * (u[n] - peak - np.log(np.sum(np.exp(u - peak))))
     return J
+
+
+def carried_logits(field, z: np.ndarray, base: bool = True) -> np.ndarray:
+    """The logits a field carries, ``z`` in its flat order, as ``(q, L)`` over
+    ``data.active_tokens`` (``Z(0)`` elsewhere, or zero without ``base``)."""
+    data = field.data
+    out = field.z_base[:, data.active_tokens].copy() if base else \
+        np.zeros((data.query_tokens.size, data.active_tokens.size))
+    out[field.logit_query, np.searchsorted(data.active_tokens, field.logit_token)] = z
+    return out
+
+
+def dense_reduced_rhs(data, h, Z, eta_y, eta_z, beta):
+    """Level R (Eqns 44, 10, 98, 128) with dense (K, L) features over the active
+    tokens and a (K, K) beta, written from the formulas with loops over classes;
+    Z is (q, L). Returns (dh, dZ (q, L), dB, dGamma)."""
+    M, K = data.vocab_size, data.num_classes
+    L = data.active_tokens.size
+    F = np.zeros((K, L))
+    for k, cls in enumerate(data.classes):
+        cols = np.searchsorted(data.active_tokens, cls.support)
+        a = np.log(cls.support_probs) + Z[data.class_query_index[k], cols]
+        e = np.exp(a - a.max())
+        F[k, cols] = e / np.linalg.norm(e)
+    s = (M - 1) / (np.exp(h) + M - 1)
+    dh = eta_y * data.weights * M / (M - 1) * s
+    dZ = np.zeros_like(Z)
+    dB = np.zeros(K)
+    for k in range(K):
+        v = sum(beta[k, j] * h[j] * F[j] for j in range(K))
+        w = F[k] @ v
+        g = -s[k] * v
+        P = np.eye(L) - np.outer(F[k], F[k])
+        dZ[data.class_query_index[k]] += eta_z * data.weights[k] * F[k] * (P @ g)
+        dB[k] = eta_z * data.weights[k] * s[k] * w
+    return dh, dZ, dB, s * h

@@ -10,7 +10,8 @@ import pytest
 import odeflow
 from odeflow.analysis.diagnostics import eqn11_invariant, eqn11_spread, transition_time
 from odeflow.fields.reduced import ReducedFlow
-from tests.reference import random_model
+from odeflow.numerics import feature_vectors
+from tests.reference import carried_logits, dense_reduced_rhs, random_model
 
 
 def block_model(rng, M=40, K=3, n_queries=2, n_common=4, n_distinct=(2, 6), weights=True):
@@ -75,6 +76,36 @@ def test_analytic_jacobian_matches_finite_differences(seed):
     assert not J[:, field._sl_b].any() and not J[:, field._sl_g].any()
 
 
+@pytest.mark.parametrize("storage", ["dense", "sparse"])
+@pytest.mark.parametrize("matrix_beta", [False, True])
+def test_rhs_matches_dense_reference(storage, matrix_beta):
+    """Both storages, scalar (rank-one form) and matrix beta (shared-token pairs):
+    the rhs equals a dense (K, L) evaluation of Eqns 44, 10, 98, 128 to 1e-12."""
+    rng = np.random.default_rng(21)
+    data = block_model(rng, M=60, K=5, n_queries=2, n_common=3)
+    if matrix_beta:
+        beta = rng.uniform(0, 0.3, size=(5, 5))
+        np.fill_diagonal(beta, 0.0)
+    else:
+        beta = np.full((5, 5), 0.07)
+        np.fill_diagonal(beta, 0.0)
+    z0 = rng.normal(size=(2, 60))
+    field = ReducedFlow(data, 1.3, 0.7, z0=z0, beta=beta, storage=storage)
+    assert field.ops.dense == (storage == "dense")
+    assert (field.beta_scalar is None) == matrix_beta
+    y = random_state(field, rng)
+    h, z, _, _ = field.split(y)
+    dh, dZ, dB, dG = dense_reduced_rhs(data, h, carried_logits(field, z), 1.3, 0.7, beta)
+    out = field.split(field.rhs(0.0, y))
+    scale = np.abs(dZ).max()
+    assert np.abs(out[0] - dh).max() <= 1e-12 * np.abs(dh).max()
+    assert np.abs(carried_logits(field, out[1], base=False) - dZ).max() <= 1e-12 * scale
+    assert np.abs(out[2] - dB).max() <= 1e-12 * np.abs(dB).max()
+    assert np.abs(out[3] - dG).max() <= 1e-12 * np.abs(dG).max()
+    J = field.jacobian(0.0, y)
+    assert np.abs(J - fd_jacobian(field, y)).max() <= 1e-7 * max(1.0, np.abs(J).max())
+
+
 def test_jacobian_on_syn_small(syn_small):
     field = ReducedFlow(syn_small, 1.0, 0.1)
     y = random_state(field, np.random.default_rng(5))
@@ -91,17 +122,18 @@ def test_rhs_pieces(seed):
     field = ReducedFlow(data, 1.7, 0.3)
     y = random_state(field, rng)
     dy = field.rhs(0.0, y)
-    h, Z, _, _ = field.split(y)
+    h, _, _, _ = field.split(y)
     M, pi = data.vocab_size, data.weights
     assert np.allclose(field.split(dy)[0], 1.7 * pi * M / (np.exp(h) + M - 1), rtol=1e-13)
     gamma = h * (M - 1) / (np.exp(h) + M - 1)
     assert np.allclose(field.split(dy)[3], gamma, rtol=1e-13)
-    p = field.forward(y)
-    dZ, dB = field.split(dy)[1], field.split(dy)[2]
+    Z = carried_logits(field, field.split(y)[1])
+    F = feature_vectors(data.active_log_probs, Z[data.class_query_index])
+    dZ, dB = carried_logits(field, field.split(dy)[1], base=False), field.split(dy)[2]
     for i, n in enumerate(data.next_tokens):
         cols = np.searchsorted(data.active_tokens, data.distinct_tokens(n))
         qi = data.class_query_index[i]
-        assert np.allclose(dZ[qi, cols], dB[i] * p["features"][i, cols] ** 2, rtol=1e-12,
+        assert np.allclose(dZ[qi, cols], dB[i] * F[i, cols] ** 2, rtol=1e-12,
                            atol=1e-300)
     other = ReducedFlow(data, 1.7, 0.3, iota=rng.uniform(0.5, 2.0, size=data.num_classes))
     assert np.array_equal(other.rhs(0.0, y), dy)
@@ -113,8 +145,9 @@ def test_B_rate_is_eta_pi_gamma_xi_for_uniform_weights(syn_small):
     rng = np.random.default_rng(3)
     y = field.initial_state()
     y[:2] = 2.5
-    y[field._sl_z] = rng.normal(size=field.q * field.L)
-    F = field.forward(y)["features"]
+    y[field._sl_z] = rng.normal(size=field.n_logits)
+    Z = carried_logits(field, field.split(y)[1])
+    F = feature_vectors(syn_small.active_log_probs, Z[syn_small.class_query_index])
     M = syn_small.vocab_size
     gamma = 2.5 * (M - 1) / (math.exp(2.5) + M - 1)
     xi = (F @ F.T)[0, 1] / (M - 1)

@@ -249,10 +249,8 @@ class ExactFlow(VectorField):
         Yt = states[:, : self._ny].reshape(n, self.C, self.R)
         Y = np.zeros((n, self.R, data.active_tokens.size))
         Y[:, :, cols] = np.swapaxes(Yt, 1, 2)
-        Z = np.repeat(self.z_base[:, data.active_tokens][None], n, axis=0)
-        Z[:, self.logit_query, np.searchsorted(data.active_tokens, self.logit_token)] = \
-            states[:, self._ny:]
-        return Trajectory(data, t, Z, self.z_base, decoder_lumped=Y,
+        return Trajectory(data, t, states[:, self._ny:], self.z_base, decoder_lumped=Y,
+                          logit_index=(self.logit_query, self.logit_token),
                           decoder_layout="lumped" if self.lumped else "full",
                           decoder_base=self.y0, stats=stats, meta=self.parameters())
 

@@ -98,6 +98,7 @@ class FiniteTFlow(ExactFlow):
         from odeflow.results import FiniteTTrajectory
 
         base = super().trajectory(t, states, stats)
-        return FiniteTTrajectory(base.data, base.t, base.z_active, base.z_base,
+        return FiniteTTrajectory(base.data, base.t, base.z_carried, base.z_base,
                                  decoder_lumped=base.decoder_lumped, stats=base.stats,
-                                 meta=base.meta)
+                                 meta=base.meta, logit_index=(base.logit_query,
+                                                              base.logit_token))

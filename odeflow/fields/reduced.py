@@ -35,6 +35,14 @@ so with ``v_n = sum_{n'} beta_{nn'} h_{n'} f^_{n'}`` and
     \\dot z_m = \\eta_Z \\sum_{n \\in \\psi^{-1}(m)} \\pi_n s_n\\,
         \\hat f_n \\odot (w_n \\hat f_n - v_n).
 
+The mixing term ``v_n`` is evaluated on the supports only: for a scalar
+``beta`` (every off-diagonal entry equal, the default) in rank-one form,
+``v_n = beta (sum_n' h_n' f^_n' - h_n f^_n)`` (one scatter of ``h f^`` onto the
+tokens), and for a general matrix through the pairs of support entries that
+share a token. One right-hand side therefore costs ``O(K s)`` plus the shared
+token overlaps, ``s`` the support size, and the state carries per query token
+only the logits of tokens some class of that query attends.
+
 Two accumulators ride along: ``dB_n/dt = eta_Z pi_n s_n w_n`` (for uniform
 weights this is ``eta_Z pi gamma xi_n``, Eqn 98; for a distinct token ``l`` of
 ``n``, ``dz_ml/dt = dB_n/dt f^_nl^2`` exactly) and ``dGamma_n/dt = s_n h_n``
@@ -49,7 +57,9 @@ from scipy.special import expit
 from odeflow.data import as_real_array
 from odeflow.errors import ValidationError
 from odeflow.fields.base import VectorField
+from odeflow.fields.classes import ClassTable, Supports
 from odeflow.numerics import feature_vectors
+from odeflow.results.trajectory import DECODER_BYTES_LIMIT
 
 
 def _speed_factors(h: np.ndarray, log_m_minus_1: float) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +99,7 @@ def _check_beta(beta, K: int, M: int) -> np.ndarray:
 
 
 class ReducedFlow(VectorField):
-    """Level R vector field (Theorem 1) on the state ``(h, Z_active, B, Gamma)``.
+    """Level R vector field (Theorem 1) on the state ``(h, z, B, Gamma)``.
 
     Parameters
     ----------
@@ -105,127 +115,177 @@ class ReducedFlow(VectorField):
     beta : float or array_like of shape (K, K), default ``1/(M-1)``
         ``beta_{nn'}`` of Eqn 9, finite and ``>= 0``. A scalar sets every
         off-diagonal entry; a matrix must have a zero diagonal.
+    storage : {"auto", "dense", "sparse"}, default "auto"
+        Storage of the supports (:class:`~odeflow.fields.classes.Supports`).
 
     Notes
     -----
-    Flat state layout: ``h`` (K), ``Z_active`` (q x L, same layout as
-    :class:`~odeflow.fields.exact.ExactFlow`), ``B`` (K), ``Gamma`` (K), all
-    zero at ``t = 0`` except ``Z_active = Z(0)``. The right-hand side costs
-    ``O(K^2 L)``; the analytic Jacobian is formed by the batched forward-mode
-    :meth:`jvp`.
+    Flat state layout: ``h`` (K), the carried logits ``z`` (in the order of
+    :attr:`ClassTable.logit_index <odeflow.fields.classes.ClassTable.logit_index>`:
+    per query token, the tokens its classes attend), ``B`` (K), ``Gamma`` (K),
+    all zero at ``t = 0`` except ``z = Z(0)``. The analytic Jacobian is formed
+    column by column from :meth:`jvp` (only for small states; see
+    :func:`odeflow.solver.choose_method`).
     """
 
     name = "reduced"
     has_jacobian = True
     #: Measured with ``benchmarks/bench_reduced.py`` (see ``docs/levels.md``):
     #: the flow is not stiff, LSODA stays in its Adams mode and is the cheapest
-    #: method at equal accuracy (RK45 needs ~0.9x its right-hand sides at the
-    #: same ``rtol`` but is 4x less accurate in ``h``); it switches to BDF with
-    #: the analytic Jacobian should a problem turn stiff.
+    #: method at equal accuracy on small states (RK45 needs ~0.9x its
+    #: right-hand sides at the same ``rtol`` but is 4x less accurate in ``h``).
+    #: :func:`odeflow.solver.choose_method` only keeps it while its dense
+    #: Jacobian fits the memory limit.
     preferred_method = "LSODA"
 
-    def __init__(self, data, eta_y, eta_z, z0=None, iota=1.0, beta=None):
+    def __init__(self, data, eta_y, eta_z, z0=None, iota=1.0, beta=None, storage="auto"):
         super().__init__(data, eta_y, eta_z, z0)
         K, M = data.num_classes, data.vocab_size
+        if storage not in ("auto", "dense", "sparse"):
+            raise ValidationError("storage", f"must be 'auto', 'dense' or 'sparse', "
+                                  f"got {storage!r}")
         self.K = K
         self.M = M
-        self.L = data.active_tokens.size
-        self.q = data.query_tokens.size
         self.iota = _check_iota(iota, K)
         self.beta = _check_beta(beta, K, M)
+        self.table = ClassTable.from_data_model(data)
+        self.ops = Supports(self.table, None if storage == "auto" else storage == "dense")
         self.pi = np.asarray(data.weights, dtype=float)
-        self.qidx = data.class_query_index
-        self.log_probs = data.active_log_probs
         self.log_m_minus_1 = float(np.log(M - 1))
         self.margin_rate = self.eta_y * self.pi * M / (M - 1)
-        self.query_of_class = np.zeros((self.q, K))
-        self.query_of_class[self.qidx, np.arange(K)] = 1.0
-        nz = self.q * self.L
+        off = self.beta[~np.eye(K, dtype=bool)]
+        if off.size == 0:
+            self.beta_scalar = 0.0
+        else:
+            self.beta_scalar = float(off[0]) if np.all(off == off[0]) else None
+        if self.beta_scalar is None and not self.ops.dense:
+            self._pairs = self._shared_pairs()
+        self.n_logits = self.ops.n_logits
+        qrow, tok = self.table.logit_index
+        self.logit_query, self.logit_token = qrow, tok
+        nz = self.n_logits
         self._sl_h = slice(0, K)
         self._sl_z = slice(K, K + nz)
         self._sl_b = slice(K + nz, 2 * K + nz)
         self._sl_g = slice(2 * K + nz, 3 * K + nz)
 
+    def _shared_pairs(self):
+        """Pairs ``(a, b)`` of support entries of different classes on the same token,
+        with ``beta_{n(a) n(b)}``: the overlaps a general ``beta`` matrix needs."""
+        col, seg = self.table.column, self.table.entry_of
+        order = np.argsort(col, kind="stable")
+        counts = np.bincount(col, minlength=self.ops.C)
+        starts = np.concatenate([[0], np.cumsum(counts)])
+        a_list, b_list = [], []
+        for c in np.flatnonzero(counts > 1):
+            members = order[starts[c]:starts[c + 1]]
+            a, b = np.meshgrid(members, members, indexing="ij")
+            keep = a != b
+            a_list.append(a[keep])
+            b_list.append(b[keep])
+        if not a_list:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, np.zeros(0)
+        a, b = np.concatenate(a_list), np.concatenate(b_list)
+        return a, b, self.beta[seg[a], seg[b]]
+
     @property
     def size(self) -> int:
-        return 3 * self.K + self.q * self.L
+        return 3 * self.K + self.n_logits
 
     def initial_state(self) -> np.ndarray:
         y = np.zeros(self.size)
-        y[self._sl_z] = self.z_base[:, self.data.active_tokens].ravel()
+        q = np.searchsorted(self.data.query_tokens, self.table.query_tokens)[self.logit_query]
+        y[self._sl_z] = self.z_base[q, self.logit_token]
         return y
 
     def split(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Views ``(h (K,), Z_active (q, L), B (K,), Gamma (K,))`` of a flat state."""
-        return (y[self._sl_h], y[self._sl_z].reshape(self.q, self.L), y[self._sl_b],
-                y[self._sl_g])
+        """Views ``(h (K,), z (n_logits,), B (K,), Gamma (K,))`` of a flat state."""
+        return y[self._sl_h], y[self._sl_z], y[self._sl_b], y[self._sl_g]
 
     # ----------------------------------------------------------------- pieces
+    def mix(self, x: np.ndarray) -> np.ndarray:
+        """``sum_{n'} beta_{nn'} x_{n'}`` on the support of each ``n`` (support values ``x``)."""
+        ops = self.ops
+        if self.beta_scalar is not None:
+            return self.beta_scalar * (ops.at_columns(ops.column_sum(x)) - x)
+        if ops.dense:
+            return self.beta @ x
+        a, b, w = self._pairs
+        return np.bincount(a, w * x[b], minlength=x.size)
+
     def forward(self, y: np.ndarray) -> dict:
         """Intermediate quantities of Eqns 9-10 at state ``y``.
 
         Returns a dict with ``margin`` ``h`` (K,), ``s`` ``= 1 - alpha_nn`` and
-        ``one_minus_s`` (K,), ``features`` ``f^_n`` (K, L), ``mix``
-        ``v_n = sum_n' beta_nn' h_n' f^_n'`` (K, L) and ``drive``
+        ``one_minus_s`` (K,), and as support values (see
+        :class:`~odeflow.fields.classes.Supports`) ``features`` ``f^_n`` and
+        ``mix`` ``v_n = sum_n' beta_nn' h_n' f^_n'``, and ``drive``
         ``w_n = f^_n . v_n`` (K,).
         """
-        h, Z, _, _ = self.split(y)
+        ops = self.ops
+        h = y[self._sl_h]
         s, one_minus_s = _speed_factors(h, self.log_m_minus_1)
-        F = feature_vectors(self.log_probs, Z[self.qidx])
-        V = (self.beta * h[None, :]) @ F
-        w = np.sum(F * V, axis=1)
+        F = ops.features(y[self._sl_z])
+        V = self.mix(ops.expand(h) * F)
+        w = ops.entry_sum(F * V)
         return {"margin": h, "s": s, "one_minus_s": one_minus_s, "features": F,
                 "mix": V, "drive": w}
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 44, 10, 98 and 128 on the flat state."""
         self.nfev += 1
+        ops = self.ops
         p = self.forward(y)
         h, s, F, V, w = p["margin"], p["s"], p["features"], p["mix"], p["drive"]
         out = np.empty(self.size)
         out[self._sl_h] = self.margin_rate * s
         piS = self.pi * s
-        out[self._sl_z] = self.eta_z * (self.query_of_class @ (
-            piS[:, None] * F * (w[:, None] * F - V))).ravel()
+        out[self._sl_z] = self.eta_z * ops.scatter_logits(
+            ops.expand(piS) * F * (ops.expand(w) * F - V))
         out[self._sl_b] = self.eta_z * piS * w
         out[self._sl_g] = s * h
         return out
 
-    def jvp(self, y: np.ndarray, directions: np.ndarray) -> np.ndarray:
-        """Directional derivatives ``(dF/dy) v`` for a batch ``v`` of shape (P, size).
+    def jvp(self, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Directional derivative ``(dF/dy) v`` for one direction ``v`` of shape (size,).
 
-        Forward-mode differentiation of :meth:`rhs`, written out by hand; with
-        the identity as ``v`` it gives the analytic Jacobian. The right-hand
-        side does not depend on ``B`` or ``Gamma``, so those columns are zero.
+        Forward-mode differentiation of :meth:`rhs`, written out by hand. The
+        right-hand side does not depend on ``B`` or ``Gamma``.
         """
+        ops = self.ops
         p = self.forward(y)
         h, s, oms, F, V, w = (p["margin"], p["s"], p["one_minus_s"], p["features"],
                               p["mix"], p["drive"])
-        P = directions.shape[0]
-        dh = directions[:, self._sl_h]
-        dZ = directions[:, self._sl_z].reshape(P, self.q, self.L)[:, self.qidx, :]
+        dh = v[self._sl_h]
         ds = -s * oms * dh
+        dA = ops.gather_logits(v[self._sl_z])
         # d f^ = diag(f^) dz - f^ (f^ . f^ dz)
-        dF = F * dZ - F * np.sum(F * F * dZ, axis=-1, keepdims=True)
-        dV = np.einsum("kj,pj,jl->pkl", self.beta, dh, F, optimize=True) \
-            + np.einsum("kj,pjl->pkl", self.beta * h[None, :], dF, optimize=True)
-        dw = np.sum(dF * V + F * dV, axis=-1)
-        inner = w[:, None] * F - V
-        dinner = dw[..., None] * F + w[:, None] * dF - dV
-        dterm = self.pi[:, None] * (ds[..., None] * F * inner + s[:, None] * dF * inner
-                                    + s[:, None] * F * dinner)
-        out = np.zeros((P, self.size))
-        out[:, self._sl_h] = self.margin_rate * ds
-        out[:, self._sl_z] = self.eta_z * np.einsum(
-            "qk,pkl->pql", self.query_of_class, dterm, optimize=True).reshape(P, -1)
-        out[:, self._sl_b] = self.eta_z * self.pi * (ds * w + s * dw)
-        out[:, self._sl_g] = ds * h + s * dh
+        dF = F * dA - F * ops.expand(ops.entry_sum(F * F * dA))
+        dV = self.mix(ops.expand(dh) * F + ops.expand(h) * dF)
+        dw = ops.entry_sum(dF * V + F * dV)
+        inner = ops.expand(w) * F - V
+        dinner = ops.expand(dw) * F + ops.expand(w) * dF - dV
+        s_s = ops.expand(s)
+        dterm = ops.expand(self.pi) * (ops.expand(ds) * F * inner + s_s * dF * inner
+                                       + s_s * F * dinner)
+        out = np.empty(self.size)
+        out[self._sl_h] = self.margin_rate * ds
+        out[self._sl_z] = self.eta_z * ops.scatter_logits(dterm)
+        out[self._sl_b] = self.eta_z * self.pi * (ds * w + s * dw)
+        out[self._sl_g] = ds * h + s * dh
         return out
 
     def jacobian(self, t: float, y: np.ndarray) -> np.ndarray:
         """Analytic Jacobian of the Level R right-hand side, shape (size, size)."""
         self.njev += 1
-        return self.jvp(y, np.eye(self.size)).T
+        J = np.zeros((self.size, self.size))
+        e = np.zeros(self.size)
+        for i in range(self._sl_b.start):  # B and Gamma columns are zero
+            e[i] = 1.0
+            J[:, i] = self.jvp(y, e)
+            e[i] = 0.0
+        return J
 
     # -------------------------------------------------------------- results
     def implied_decoder(self, h: np.ndarray, Z: np.ndarray) -> np.ndarray:
@@ -235,6 +295,7 @@ class ReducedFlow(VectorField):
         ----------
         h : ndarray, shape (n, K)
         Z : ndarray, shape (n, q, L)
+            Logits over ``data.active_tokens``.
 
         Returns
         -------
@@ -243,7 +304,8 @@ class ReducedFlow(VectorField):
             the ``K`` next tokens in class order, then (when ``M > K``) the
             row shared by the other ``M - K`` outputs.
         """
-        F = feature_vectors(self.log_probs, Z[:, self.qidx, :])
+        data = self.data
+        F = feature_vectors(data.active_log_probs, Z[:, data.class_query_index, :])
         shared = -np.einsum("tk,tkl->tl", h, F) / self.M
         rows = h[..., None] * F + shared[:, None, :]
         if self.M > self.K:
@@ -253,14 +315,20 @@ class ReducedFlow(VectorField):
     def trajectory(self, t, states, stats):
         from odeflow.results import Trajectory
 
-        n = states.shape[0]
+        data = self.data
         h = states[:, self._sl_h]
-        Z = states[:, self._sl_z].reshape(n, self.q, self.L)
         series = {"margin": h, "B": states[:, self._sl_b],
                   "gamma_integral": states[:, self._sl_g]}
-        return Trajectory(self.data, t, Z, self.z_base,
-                          decoder_lumped=self.implied_decoder(h, Z), series=series,
-                          stats=stats, meta=self.parameters())
+        traj = Trajectory(data, t, states[:, self._sl_z], self.z_base, series=series,
+                          stats=stats, meta=self.parameters(),
+                          logit_index=(self.logit_query, self.logit_token))
+        nbytes = 8 * t.size * (self.K + 1) * data.active_tokens.size
+        if nbytes <= DECODER_BYTES_LIMIT:
+            traj.decoder_lumped = self.implied_decoder(h, traj.z_active)
+        else:
+            traj.meta["decoder"] = (f"implied decoder not stored ({nbytes} bytes > "
+                                    f"{DECODER_BYTES_LIMIT}); see implied_decoder()")
+        return traj
 
     def parameters(self) -> dict:
         out = super().parameters()

@@ -45,9 +45,11 @@ class Trajectory:
     ----------
     data : DataModel
     t : ndarray, shape (n,)
-    z_active : ndarray, shape (n, q, L)
+    z_active : ndarray, shape (n, q, L), or (n, P) with ``logit_index``
         Logits of the query tokens in use (``data.query_tokens``) over the
-        active tokens (``data.active_tokens``).
+        active tokens (``data.active_tokens``); or, with ``logit_index``, only
+        the ``P`` logits a flow carries (compact storage; the others stay at
+        ``z_base``).
     z_base : ndarray, shape (q, M)
         Logits at ``t = 0`` over all tokens; inactive tokens keep these values.
     decoder_lumped : ndarray, shape (n, R, L), optional
@@ -56,6 +58,9 @@ class Trajectory:
         the row shared by the ``M - K`` other outputs (see
         :class:`odeflow.fields.exact.ExactFlow`); with ``"full"`` they are all
         ``M`` outputs in token order (``R = M``).
+    logit_index : (ndarray, ndarray) of int, shape (P,) each, optional
+        ``(query row in data.query_tokens, token)`` of each stored logit, for
+        compact ``z_active``.
     decoder_layout : {"lumped", "full"}, default "lumped"
     decoder_base : ndarray, shape (M, M), optional
         ``Y(0)``, whose columns of inactive tokens the decoder keeps for ever;
@@ -71,7 +76,7 @@ class Trajectory:
 
     def __init__(self, data: DataModel, t, z_active, z_base, decoder_lumped=None,
                  series=None, stats=None, meta=None, decoder_layout="lumped",
-                 decoder_base=None):
+                 decoder_base=None, logit_index=None):
         self.data = data
         if decoder_layout not in ("lumped", "full"):
             raise ValidationError("decoder_layout", f"must be 'lumped' or 'full', "
@@ -80,17 +85,82 @@ class Trajectory:
         self.decoder_base = None if decoder_base is None else np.asarray(decoder_base,
                                                                           dtype=float)
         self.t = np.asarray(t, dtype=float)
-        # contiguous, so that derived quantities round the same after save and load
-        self.z_active = np.ascontiguousarray(z_active, dtype=float)
         self.z_base = np.asarray(z_base, dtype=float)
+        # contiguous, so that derived quantities round the same after save and load
+        self._set_logits(np.ascontiguousarray(z_active, dtype=float), logit_index)
         self.decoder_lumped = None if decoder_lumped is None else np.asarray(decoder_lumped)
         self.series = {k: np.asarray(v) for k, v in (series or {}).items()}
         self.stats = dict(stats or {})
         self.meta = dict(meta or {})
-        n, q, L = self.z_active.shape
-        if n != self.t.size or q != data.query_tokens.size or L != data.active_tokens.size:
-            raise ValidationError("z_active", f"has shape {self.z_active.shape}, inconsistent "
-                                  f"with t ({self.t.size}) and the data model")
+
+    def _set_logits(self, z: np.ndarray, logit_index) -> None:
+        """Store the logits compactly: ``z_carried (n, P)`` and their ``(query, token)``."""
+        data = self.data
+        q, L = data.query_tokens.size, data.active_tokens.size
+        if logit_index is None:
+            if z.ndim != 3 or z.shape != (self.t.size, q, L):
+                raise ValidationError("z_active", f"has shape {z.shape}, inconsistent with "
+                                      f"t ({self.t.size}) and the data model")
+            self.logit_query = np.repeat(np.arange(q), L)
+            self.logit_token = np.tile(data.active_tokens, q)
+            self.z_carried = z.reshape(self.t.size, q * L)
+            self._z_dense = z
+            return
+        rows, tokens = (np.asarray(a, dtype=np.int64) for a in logit_index)
+        if z.ndim != 2 or z.shape != (self.t.size, rows.size) or tokens.shape != rows.shape:
+            raise ValidationError("z_active", f"has shape {z.shape}, inconsistent with t "
+                                  f"({self.t.size}) and logit_index ({rows.size} logits)")
+        key = rows * data.vocab_size + tokens
+        order = np.argsort(key, kind="stable")
+        self.logit_query, self.logit_token = rows[order], tokens[order]
+        self.z_carried = np.ascontiguousarray(z[:, order])
+        self._z_dense = None
+
+    @property
+    def z_active(self) -> np.ndarray:
+        """Logits of the query tokens in use over the active tokens, shape ``(n, q, L)``.
+
+        Built from the compact storage on first use (``8 n q L`` bytes); the
+        accessors :meth:`logits`, :meth:`attention` and :meth:`features` take a
+        token subset or one time instead.
+        """
+        if self._z_dense is None:
+            data = self.data
+            out = np.repeat(self.z_base[:, data.active_tokens][None], self.t.size, axis=0)
+            out[:, self.logit_query, np.searchsorted(data.active_tokens, self.logit_token)] = \
+                self.z_carried
+            self._z_dense = out
+        return self._z_dense
+
+    def _logit_values(self, qi: int, tokens: np.ndarray, index) -> np.ndarray:
+        """``z_{m, tokens}`` at all times (n, len) or at time ``index`` (len,)."""
+        M = self.data.vocab_size
+        key = self.logit_query * M + self.logit_token
+        want = qi * M + tokens
+        pos = np.minimum(np.searchsorted(key, want), key.size - 1)
+        found = key[pos] == want
+        rows = self.z_carried if index is None else self.z_carried[index]
+        base = self.z_base[qi, tokens]
+        return np.where(found, rows[..., pos], base)
+
+    def _check_tokens(self, tokens) -> np.ndarray | None:
+        if tokens is None:
+            return None
+        arr = np.asarray(tokens)
+        if arr.ndim != 1 or arr.dtype.kind not in "iu" or np.any(arr < 0) \
+                or np.any(arr >= self.data.vocab_size):
+            raise ValidationError("tokens", f"must be token ids in [0, "
+                                  f"{self.data.vocab_size}), got {tokens!r:.80}")
+        return arr.astype(np.int64)
+
+    def _check_index(self, index):
+        if index is None:
+            return None
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)) \
+                or not -self.t.size <= index < self.t.size:
+            raise ValidationError("index", f"must be a time index in [0, {self.t.size}), "
+                                  f"got {index!r}")
+        return int(index)
 
     def __repr__(self) -> str:
         return (f"Trajectory(flow={self.flow!r}, n={self.t.size}, "
@@ -102,12 +172,22 @@ class Trajectory:
         return str(self.meta.get("flow", "unknown"))
 
     # ----------------------------------------------------------- accessors
-    def logits(self, query_token: int) -> np.ndarray:
-        """``z_m(t)`` over all ``M`` tokens, shape ``(n, M)``."""
+    def logits(self, query_token: int, tokens=None, index=None) -> np.ndarray:
+        """``z_m(t)``: shape ``(n, M)``, or ``(n, len(tokens))`` / one time ``index``.
+
+        Parameters
+        ----------
+        query_token : int
+        tokens : array_like of int, optional
+            Only these tokens (no ``(n, M)`` array is built).
+        index : int, optional
+            Only the output time ``t[index]``.
+        """
         qi = self.data.query_index(query_token)
-        out = np.repeat(self.z_base[qi][None, :], self.t.size, axis=0)
-        out[:, self.data.active_tokens] = self.z_active[:, qi, :]
-        return out
+        tokens = self._check_tokens(tokens)
+        index = self._check_index(index)
+        want = np.arange(self.data.vocab_size) if tokens is None else tokens
+        return self._logit_values(qi, want, index)
 
     def _class_logits(self) -> np.ndarray:
         """Active-token logits of each class's query, shape (n, K, L)."""
@@ -117,23 +197,43 @@ class Trajectory:
         return normalised_features(self.data.active_log_probs, self._class_logits())
 
     def _dense(self, active: np.ndarray) -> np.ndarray:
+        """Values over ``data.active_tokens`` (n, L) spread to all ``M`` tokens, (n, M)."""
         out = np.zeros((self.t.size, self.data.vocab_size))
         out[:, self.data.active_tokens] = active
         return out
 
-    def attention(self, next_token: int) -> np.ndarray:
-        """``f_n(t)`` (attention output, sums to one), shape ``(n, M)`` (Eqn 5)."""
+    def _support_features(self, next_token: int, index):
+        """``(support, f_n, f^_n)`` on the support of class ``n`` (time axis unless ``index``)."""
         i = self.data.class_index(next_token)
-        f, _ = normalised_features(self.data.active_log_probs[i], self.z_active[
-            :, self.data.class_query_index[i], :])
-        return self._dense(f)
+        cls = self.data.classes[i]
+        z = self._logit_values(int(self.data.class_query_index[i]), cls.support, index)
+        f, fh = normalised_features(np.log(cls.support_probs), z)
+        return cls.support, f, fh
 
-    def features(self, next_token: int) -> np.ndarray:
-        """``f^_n(t) = c~_n / ||c~_n||_2``, shape ``(n, M)`` (Eqn 6)."""
-        i = self.data.class_index(next_token)
-        _, fh = normalised_features(self.data.active_log_probs[i], self.z_active[
-            :, self.data.class_query_index[i], :])
-        return self._dense(fh)
+    def _on_tokens(self, support, values, tokens, index) -> np.ndarray:
+        if tokens is None:
+            out = np.zeros((self.t.size, self.data.vocab_size) if index is None
+                           else (self.data.vocab_size,))
+            out[..., support] = values
+            return out
+        pos = np.minimum(np.searchsorted(support, tokens), support.size - 1)
+        return np.where(support[pos] == tokens, values[..., pos], 0.0)
+
+    def attention(self, next_token: int, tokens=None, index=None) -> np.ndarray:
+        """``f_n(t)`` (attention output, sums to one) (Eqn 5).
+
+        Shape ``(n, M)``; or only ``tokens`` and/or only time ``index`` (as
+        :meth:`logits`), computed on the class's support without ``(n, M)`` arrays.
+        """
+        tokens, index = self._check_tokens(tokens), self._check_index(index)
+        support, f, _ = self._support_features(next_token, index)
+        return self._on_tokens(support, f, tokens, index)
+
+    def features(self, next_token: int, tokens=None, index=None) -> np.ndarray:
+        """``f^_n(t) = c~_n / ||c~_n||_2`` (Eqn 6); shapes as :meth:`attention`."""
+        tokens, index = self._check_tokens(tokens), self._check_index(index)
+        support, _, fh = self._support_features(next_token, index)
+        return self._on_tokens(support, fh, tokens, index)
 
     @property
     def decoder_multiplicity(self) -> np.ndarray:
@@ -214,16 +314,13 @@ class Trajectory:
 
     # ------------------------------------------- Eqn 11 quantities (any flow)
     def _token_logit(self, class_position: int, token: int, name: str = "token") -> np.ndarray:
-        """``z_ml(t)`` for the query of a class, read from the lumped state, shape (n,)."""
+        """``z_ml(t)`` for the query of a class, read from the stored logits, shape (n,)."""
         if isinstance(token, bool) or not isinstance(token, (int, np.integer)) \
                 or not 0 <= token < self.data.vocab_size:
             raise ValidationError(name, f"must be a token id in [0, {self.data.vocab_size}), "
                                   f"got {token!r}")
-        qi = self.data.class_query_index[class_position]
-        col = int(np.searchsorted(self.data.active_tokens, token))
-        if col < self.data.active_tokens.size and self.data.active_tokens[col] == token:
-            return self.z_active[:, qi, col]
-        return np.full(self.t.size, self.z_base[qi, token])
+        qi = int(self.data.class_query_index[class_position])
+        return self._logit_values(qi, np.array([token]), None)[:, 0]
 
     def growth_factor(self, next_token: int, token: int) -> np.ndarray:
         """``chi_l(t) = exp(2 (z_ml(t) - z_ml(0))) - 1`` for ``m = psi(n)`` (Theorem 3)."""
@@ -306,7 +403,12 @@ class Trajectory:
     # ---------------------------------------------------------------- files
     def save(self, path) -> Path:
         """Write ``.npz`` (arrays + JSON metadata), atomically (temp file + rename)."""
-        arrays = {"t": self.t, "z_active": self.z_active, "z_base": self.z_base}
+        arrays = {"t": self.t, "z_base": self.z_base}
+        if self._z_dense is not None:
+            arrays["z_active"] = self._z_dense
+        else:
+            arrays.update({"z_carried": self.z_carried, "logit_query": self.logit_query,
+                           "logit_token": self.logit_token})
         if self.decoder_lumped is not None:
             arrays["decoder_lumped"] = self.decoder_lumped
         for k, v in self.series.items():
@@ -334,8 +436,13 @@ class Trajectory:
         if metadata.get("format") != FILE_FORMAT:
             raise ValidationError("path", f"unknown format {metadata.get('format')!r}")
         series = {k[len("series__"):]: v for k, v in arrays.items() if k.startswith("series__")}
-        return cls(DataModel.from_dict(metadata["data"]), arrays["t"], arrays["z_active"],
+        if "z_active" in arrays:
+            z, index = arrays["z_active"], None
+        else:
+            z, index = arrays["z_carried"], (arrays["logit_query"], arrays["logit_token"])
+        return cls(DataModel.from_dict(metadata["data"]), arrays["t"], z,
                     arrays["z_base"], decoder_lumped=arrays.get("decoder_lumped"),
+                    logit_index=index,
                     series=series, stats=metadata["stats"], meta=metadata["meta"],
                     decoder_layout=metadata.get("decoder_layout", "lumped"),
                     decoder_base=arrays.get("decoder_base"))
