@@ -16,6 +16,10 @@ import numpy as np
 from odeflow.data import DataModel, as_real_array, validate_positive
 from odeflow.errors import ValidationError
 
+#: Largest sparsity pattern a field builds for finite-difference Jacobians
+#: (bytes, ~12 per stored entry of a CSR matrix); above it ``jac_sparsity`` is None.
+PATTERN_BYTES_LIMIT = 64 * 2**20
+
 
 def initial_logits(data: DataModel, z0) -> np.ndarray:
     """Full initial logits of the query rows in use, shape ``(q, M)``.

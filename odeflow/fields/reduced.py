@@ -52,11 +52,12 @@ weights this is ``eta_Z pi gamma xi_n``, Eqn 98; for a distinct token ``l`` of
 from __future__ import annotations
 
 import numpy as np
+from scipy import sparse
 from scipy.special import expit
 
 from odeflow.data import as_real_array
 from odeflow.errors import ValidationError
-from odeflow.fields.base import VectorField
+from odeflow.fields.base import PATTERN_BYTES_LIMIT, VectorField
 from odeflow.fields.classes import ClassTable, Supports
 from odeflow.numerics import feature_vectors
 from odeflow.results.trajectory import DECODER_BYTES_LIMIT
@@ -286,6 +287,39 @@ class ReducedFlow(VectorField):
             J[:, i] = self.jvp(y, e)
             e[i] = 0.0
         return J
+
+    def jac_sparsity(self):
+        """Sparsity pattern of ``dF/dy`` (scipy sparse matrix), or None when it is too large.
+
+        Class ``n``'s rows (its logits and ``B_n``) depend on ``h_n'`` and the
+        logits of ``n'`` for every class ``n'`` that shares a token with ``n``
+        (through ``f^_n . f^_n'`` in ``v_n``) and ``n`` itself; ``h_n`` on
+        ``h_n``; ``Gamma_n`` on ``h_n``. None when the pattern would exceed
+        :data:`~odeflow.fields.base.PATTERN_BYTES_LIMIT` (classes coupled
+        through tokens common to all of them make it dense).
+        """
+        K, size, t = self.K, self.size, self.table
+        seg, col, zpos = t.entry_of, t.column, t.logit_position
+        ones = np.ones(seg.size)
+        touch = sparse.csr_matrix((ones, (seg, col)), shape=(K, self.ops.C))
+        near = ((touch @ touch.T) + sparse.identity(K, format="csr")).astype(bool).astype(float)
+        sizes = np.diff(t.indptr) + 1.0
+        if 12 * float(sizes @ (near @ sizes)) > PATTERN_BYTES_LIMIT:
+            return None
+        # columns each class reads: its h and its logits
+        own_cols = sparse.csr_matrix(
+            (np.ones(K + seg.size), (np.concatenate([np.arange(K), seg]),
+                                     np.concatenate([np.arange(K), K + zpos]))),
+            shape=(K, size)).astype(bool).astype(float)
+        reads = near @ own_cols
+        # rows each class writes: its logits and B_n
+        writes = sparse.csr_matrix(
+            (np.ones(seg.size + K), (np.concatenate([K + zpos, self._sl_b.start + np.arange(K)]),
+                                     np.concatenate([seg, np.arange(K)]))), shape=(size, K))
+        diag = sparse.csr_matrix((np.ones(2 * K), (np.concatenate(
+            [np.arange(K), self._sl_g.start + np.arange(K)]), np.tile(np.arange(K), 2))),
+            shape=(size, size))
+        return ((writes @ reads) + diag).astype(bool).tocsr()
 
     # -------------------------------------------------------------- results
     def implied_decoder(self, h: np.ndarray, Z: np.ndarray) -> np.ndarray:

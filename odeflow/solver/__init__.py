@@ -8,12 +8,16 @@
 from odeflow.solver.snap import solve_snap
 from odeflow.solver.solve import (
     DENSE_JACOBIAN_LIMIT,
+    DENSE_MEMORY_LIMIT,
     IMPLICIT,
+    LARGE_STATE_METHOD,
     METHODS,
     choose_method,
     default_t_eval,
+    jacobian_options,
     solve,
 )
 
-__all__ = ["DENSE_JACOBIAN_LIMIT", "IMPLICIT", "METHODS", "choose_method", "default_t_eval",
-           "solve", "solve_snap"]
+__all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "IMPLICIT", "LARGE_STATE_METHOD",
+           "METHODS", "choose_method", "default_t_eval", "jacobian_options", "solve",
+           "solve_snap"]

@@ -27,8 +27,16 @@ from odeflow.fields.base import VectorField
 METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
 #: Methods that use a Jacobian.
 IMPLICIT = ("Radau", "BDF", "LSODA")
-#: Largest state for which the dense analytic Jacobian is formed (memory ~ size^2).
-DENSE_JACOBIAN_LIMIT = 2500
+#: Memory limit, in bytes, for anything that grows like ``size^2``: a dense
+#: Jacobian (analytic, finite-difference, or LSODA's internal one in its stiff
+#: mode) takes ``8 size^2`` bytes and the implicit methods hold a few more
+#: matrices of that size for their LU factors. 64 MiB.
+DENSE_MEMORY_LIMIT = 64 * 2**20
+#: Largest state whose dense Jacobian fits :data:`DENSE_MEMORY_LIMIT` (2896).
+DENSE_JACOBIAN_LIMIT = int(math.isqrt(DENSE_MEMORY_LIMIT // 8))
+#: Method of ``method="auto"`` for states above :data:`DENSE_JACOBIAN_LIMIT`
+#: (memory linear in the state; chosen by ``benchmarks/bench_scale.py``).
+LARGE_STATE_METHOD = "RK45"
 
 
 def default_t_eval(t0: float, t_end: float, per_decade: int = 40, max_points: int = 600):
@@ -47,6 +55,11 @@ def default_t_eval(t0: float, t_end: float, per_decade: int = 40, max_points: in
     return np.concatenate([[t0], grid])
 
 
+def dense_jacobian_bytes(size: int) -> int:
+    """Bytes of one dense ``size x size`` Jacobian (float64)."""
+    return 8 * int(size) ** 2
+
+
 def choose_method(field: VectorField) -> str:
     """The default integrator for ``method="auto"``.
 
@@ -54,16 +67,43 @@ def choose_method(field: VectorField) -> str:
     on shared-query-small at ``rtol=1e-8`` LSODA needs the fewest right-hand sides and the
     least wall time of Radau, BDF, LSODA, RK45 and DOP853 at every learning-rate
     ratio tried, and it switches to its stiff (BDF) mode with our analytic
-    Jacobian when the problem turns stiff. Above :data:`DENSE_JACOBIAN_LIMIT`
-    state entries a dense Jacobian is too costly, so ``RK45`` is used. A field
-    may name its own choice in ``preferred_method``.
+    Jacobian when the problem turns stiff. A field may name its own choice in
+    ``preferred_method``. Any method that may form a dense Jacobian (LSODA
+    included) is only chosen while it fits :data:`DENSE_MEMORY_LIMIT` bytes
+    (``8 size^2``; states up to :data:`DENSE_JACOBIAN_LIMIT` entries); above
+    that ``auto`` uses :data:`LARGE_STATE_METHOD`, an explicit method whose
+    memory grows like the state.
     """
-    preferred = getattr(field, "preferred_method", None)
-    if preferred:
-        return preferred
-    if field.size <= DENSE_JACOBIAN_LIMIT:
-        return "LSODA"
-    return "RK45"
+    if dense_jacobian_bytes(field.size) > DENSE_MEMORY_LIMIT:
+        return LARGE_STATE_METHOD
+    return getattr(field, "preferred_method", None) or "LSODA"
+
+
+def jacobian_options(field: VectorField, method: str) -> dict:
+    """The ``jac`` / ``jac_sparsity`` keyword for an implicit ``method``.
+
+    The analytic dense Jacobian while it fits :data:`DENSE_MEMORY_LIMIT`;
+    above it, Radau and BDF get the field's sparsity pattern (a sparse
+    matrix, finite differences on its columns) when it has one, and anything
+    else would build a dense ``size^2`` matrix, so it is refused.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``method`` when the method would need a dense Jacobian above the limit.
+    """
+    if method not in IMPLICIT:
+        return {}
+    need = dense_jacobian_bytes(field.size)
+    if need <= DENSE_MEMORY_LIMIT:
+        return {"jac": field.jacobian} if field.has_jacobian else {}
+    pattern = field.jac_sparsity() if method != "LSODA" else None
+    if pattern is not None:
+        return {"jac_sparsity": pattern}
+    raise ValidationError("method", f"{method} would form a dense {field.size} x "
+                          f"{field.size} Jacobian ({need} bytes, limit "
+                          f"{DENSE_MEMORY_LIMIT}) and this flow has no sparsity pattern "
+                          f"there; use method='auto' or an explicit method (RK45, DOP853)")
 
 
 def _check_span(t_span) -> tuple[float, float]:
@@ -184,12 +224,7 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     elif method not in METHODS:
         raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
                               f"{list(METHODS)}")
-    kwargs = {}
-    if method in IMPLICIT:
-        if field.has_jacobian and field.size <= DENSE_JACOBIAN_LIMIT:
-            kwargs["jac"] = field.jacobian
-        elif method != "LSODA" and field.jac_sparsity() is not None:
-            kwargs["jac_sparsity"] = field.jac_sparsity()
+    kwargs = jacobian_options(field, method)
     if progress is None:
         progress = sys.stderr.isatty()
     bar = _Progress(t0, t_end, progress, desc=f"{flow} flow ({method})")
