@@ -286,8 +286,9 @@ def test_y0_is_validated(bad, match):
 
 
 def test_decoder_is_never_built_beyond_its_limit():
-    """syn-medium (M = 1000): the full decoder would be 8 n M^2 bytes; it is refused."""
-    data = odeflow.DataModel.preset("syn-medium")
+    """shared-query-medium (M = 1000, the former syn-medium): the full decoder would be
+    8 n M^2 bytes; it is refused unless asked for."""
+    data = odeflow.DataModel.preset("shared-query-medium")
     traj = odeflow.solve(data, t_span=(0, 10.0), t_eval=np.linspace(0, 10, 40),
                          progress=False)
     assert traj.decoder_nbytes() == 8 * 40 * 1000 ** 2

@@ -25,9 +25,9 @@ def test_auto_never_picks_a_dense_jacobian_method_above_the_limit(monkeypatch):
         monkeypatch.undo()
 
 
-def test_syn_medium_auto_is_explicit():
-    """syn-medium's Level E state (~20k entries) would need a 3 GB dense Jacobian."""
-    field = ExactFlow(odeflow.DataModel.preset("syn-medium"), 1.0, 0.1)
+def test_shared_query_medium_auto_is_explicit():
+    """shared-query-medium's Level E state (~20k entries) would need a 3 GB dense Jacobian."""
+    field = ExactFlow(odeflow.DataModel.preset("shared-query-medium"), 1.0, 0.1)
     assert 8 * field.size ** 2 > solve_module.DENSE_MEMORY_LIMIT
     assert solve_module.choose_method(field) not in solve_module.IMPLICIT
 
