@@ -8,12 +8,15 @@
 - :mod:`odeflow.analysis.verify`: scipy integration of each closed form's ODE
   against the closed form (``odeflow verify``).
 - :mod:`odeflow.analysis.compare`: gradient ascent and SGD beside the flow.
+- :mod:`odeflow.analysis.measures`: the paper's attention-sparsity measures
+  (distinct-token entropy, recall-threshold curves, attention maps).
+- :mod:`odeflow.analysis.paper`: the paper's experiments (Figs. 4-6) beside the levels.
 """
 
-from odeflow.analysis import closed_forms, diagnostics
+from odeflow.analysis import closed_forms, diagnostics, measures, paper
 from odeflow.analysis.compare import compare_runs, compare_to_flow
 from odeflow.analysis.levels import compare_levels, compare_levels_over_ratios
 from odeflow.analysis.verify import verify
 
 __all__ = ["closed_forms", "compare_levels", "compare_levels_over_ratios", "compare_runs",
-           "compare_to_flow", "diagnostics", "verify"]
+           "compare_to_flow", "diagnostics", "measures", "paper", "verify"]

@@ -4,6 +4,10 @@
   gradient ascent; ``dt = 1`` is plain gradient ascent with rates ``eta_Y, eta_Z``).
 - :func:`train_sgd`: minibatch SGD on sampled finite-``T`` sequences.
 - :func:`sgd_ensemble`: SGD over several seeds and the mean over seeds.
+- :func:`train` with a :class:`Protocol`: the paper's protocol (Sec. 8): SGD
+  with momentum or Adam, separate rates for ``Y`` and ``Z``, zero or uniform
+  start (un-lumped decoder), every seed in one array operation per step, and
+  the time map ``t = k / (1 - mu)``.
 - :func:`sample_batch`, :func:`batch_loss`, :func:`batch_loss_gradient`: the
   finite-``T`` model, exposed so the sampled gradient can be checked.
 
@@ -14,7 +18,9 @@ return :class:`odeflow.Trajectory` objects (un-lumped by its accessors).
 from odeflow.training.batch import Batch, batch_loss, batch_loss_gradient, sample_batch
 from odeflow.training.discrete import gradient_ascent
 from odeflow.training.ensemble import SGDEnsemble, sgd_ensemble
+from odeflow.training.protocol import Protocol, TrainingRun, train
 from odeflow.training.sgd import train_sgd
 
-__all__ = ["Batch", "SGDEnsemble", "batch_loss", "batch_loss_gradient", "gradient_ascent",
-           "sample_batch", "sgd_ensemble", "train_sgd"]
+__all__ = ["Batch", "Protocol", "SGDEnsemble", "TrainingRun", "batch_loss",
+           "batch_loss_gradient", "gradient_ascent", "sample_batch", "sgd_ensemble", "train",
+           "train_sgd"]

@@ -190,8 +190,20 @@ def stacked_loss_and_gradient(layout: LumpedLayout, Y: np.ndarray, Z: np.ndarray
     grad_Y : ndarray, shape (S, R, L), or None
     grad_Z : ndarray, shape (S, q, L), or None
     """
-    classes = batch.classes
     qi, _, fhat = _features(layout, Z, batch)
+    return feature_loss_and_gradient(layout, Y, fhat, batch.classes, qi, gradient)
+
+
+def feature_loss_and_gradient(layout: LumpedLayout, Y: np.ndarray, fhat: np.ndarray,
+                              classes: np.ndarray, qi: np.ndarray, gradient: bool = True):
+    """Batch loss and gradients from the sequences' features ``f^`` (shape (S, B, L)).
+
+    ``classes`` and ``qi`` (S, B) are each sequence's class and query index.
+    Per sequence the gradients are ``-(e_n - alpha) f^^T`` for ``Y`` and
+    ``-diag(f^) P g`` with ``g = Y^T (e_n - alpha)``, ``P = I - f^ f^^T`` for
+    ``z_m``, averaged over the batch; returns ``(loss, grad_Y, grad_Z)`` as
+    :func:`stacked_loss_and_gradient`.
+    """
     U = fhat @ np.swapaxes(Y, -1, -2)                             # (S, B, R)
     lse = logsumexp(U, axis=-1, log_weights=layout.log_multiplicity)
     own = np.take_along_axis(U, classes[..., None], axis=-1)[..., 0]

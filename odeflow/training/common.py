@@ -44,6 +44,20 @@ def check_seed(value, field_name: str = "seed") -> int:
     return check_count(value, field_name, minimum=0)
 
 
+def check_seeds(seeds) -> list[int]:
+    """A list of seeds from a count (``0 .. seeds - 1``) or an iterable of seeds."""
+    if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
+        seeds = range(check_count(seeds, "seeds"))
+    try:
+        seeds = list(seeds)
+    except TypeError:
+        raise ValidationError("seeds", f"must be a count or a list of seeds, got {seeds!r}") \
+            from None
+    if not seeds:
+        raise ValidationError("seeds", "needs at least one seed")
+    return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+
+
 def record_steps(steps: int, record_every) -> np.ndarray:
     """Steps at which the state is recorded: ``0, r, 2r, ...`` and always ``steps``.
 

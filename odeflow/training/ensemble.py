@@ -7,15 +7,13 @@ bias and the discretisation error, the two gaps to Level E that shrink as
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from odeflow.errors import ValidationError
 from odeflow.numerics import normalised_features
 from odeflow.results import Trajectory
-from odeflow.training.common import check_count
+from odeflow.training.common import check_seeds
 from odeflow.training.sgd import check_sgd_arguments, run_sgd
 
 
@@ -88,13 +86,7 @@ def sgd_ensemble(data, eta_y: float, eta_z: float, steps: int, batch_size: int, 
     SGDEnsemble
     """
     settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum)
-    if isinstance(seeds, numbers.Integral):
-        seeds = range(check_count(seeds, "seeds"))
-    try:
-        seeds = list(seeds)
-    except TypeError:
-        raise ValidationError("seeds", f"must be a count or a list of seeds, got {seeds!r}") \
-            from None
+    seeds = check_seeds(seeds)
     trajectories = run_sgd(data, settings, seeds, record_every=record_every, z0=z0,
                            progress=progress)
     Z = np.stack([tr.z_active for tr in trajectories])               # (S, n, q, L)

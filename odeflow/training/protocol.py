@@ -1,0 +1,427 @@
+"""The paper's training protocol (spec section 6; Sec. 8, Figs. 4-6).
+
+The authors train the reparameterised 1-layer model with two optimisers, one
+for the decoder ``Y`` (rate ``eta_Y``) and one for the attention logits ``Z``
+(rate ``eta_Z``), on the mean cross-entropy of a fresh batch each step:
+
+- SGD with momentum in the usual deep-learning form (PyTorch's ``SGD``, no
+  dampening, no Nesterov): ``g <- g + lambda theta`` (weight decay
+  ``lambda``, optional), ``v <- mu v + g``, ``theta <- theta - eta v``;
+- Adam (PyTorch's ``Adam``): ``g <- g + lambda theta``,
+  ``m <- b1 m + (1 - b1) g``, ``s <- b2 s + (1 - b2) g^2``,
+  ``theta <- theta - eta (m / (1 - b1^k)) / (sqrt(s / (1 - b2^k)) + eps)``,
+  ``(b1, b2) = (0.9, 0.999)``, ``eps = 1e-8``.
+
+``g`` is the gradient of the loss (descent on the loss is ascent on ``J``).
+
+Initialisation: ``zero`` (Fig. 4) or ``uniform``: both ``Y`` and ``Z`` drawn
+entrywise from ``U[-1/sqrt(M), 1/sqrt(M)]`` (a bias-free ``M x M`` linear
+layer's default; Fig. 6), from ``numpy.random.default_rng(seed)``: first
+``Y`` (``M x M``, row-major), then ``Z``, then the batches.
+
+State. From a zero start the non-next decoder rows stay equal and the columns
+of tokens that never occur stay zero under every optimiser here (all updates
+are elementwise in the gradient, which is equal on tied rows and zero on
+unused columns), so the run keeps the lumped state of
+:class:`odeflow.fields.ExactFlow` exactly. A uniform start breaks the symmetry
+of the rows: the run then keeps the decoder *un-lumped*, all ``M`` output rows
+over the active columns (the inactive columns of ``Y`` multiply a zero feature
+and never change the loss). ``Z`` is kept on the rows of the query tokens in
+use and the active columns; its other entries never enter the loss (with
+weight decay they would shrink, which changes nothing; they are reported at
+their initial values).
+
+Batches: ``B`` sequences of length ``T`` each step, drawn as token counts
+(:mod:`odeflow.training.counts`; a sequence enters the model only through
+them), so a step costs ``O(B L)`` whatever ``T``.
+
+Seeds: an ensemble advances every seed together, one array operation per
+step for all of them; member ``i`` is identical to a run with seed ``seeds[i]``
+alone (each draws from its own generator).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from odeflow.data import DataModel, as_real_number, validate_positive
+from odeflow.errors import ValidationError
+from odeflow.results import Trajectory
+from odeflow.training.batch import LumpedLayout
+from odeflow.training.common import (
+    StepProgress,
+    check_count,
+    check_fraction,
+    check_seeds,
+    diverged,
+)
+from odeflow.training.counts import counts_loss_and_gradient, sample_counts
+
+#: Optimisers of :class:`Protocol`.
+OPTIMIZERS = ("sgd", "adam")
+#: Initialisations of :class:`Protocol`.
+INITS = ("zero", "uniform")
+
+
+def _check_nonnegative(value, field_name: str) -> float:
+    x = as_real_number(value, field_name, "finite and >= 0")
+    if not (math.isfinite(x) and x >= 0):
+        raise ValidationError(field_name, f"must be finite and >= 0, got {value!r}")
+    return x
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Settings of one training run (spec section 6); checked on construction.
+
+    Parameters
+    ----------
+    optimizer : {"sgd", "adam"}
+        The same kind of optimiser for ``Y`` and ``Z``, each with its own state
+        and rate.
+    eta_y, eta_z : float
+        Learning rates of the decoder and of the attention logits (``> 0``).
+    momentum : float
+        ``mu`` in ``[0, 1)`` for SGD (0.9 in the paper); unused by Adam.
+    betas : (float, float)
+        Adam's ``(b1, b2)``, each in ``[0, 1)``.
+    eps : float
+        Adam's ``eps > 0``.
+    weight_decay : float
+        ``lambda >= 0`` (coupled, PyTorch's form); 0 in the paper.
+    init : {"zero", "uniform"}
+        Initial ``Y`` and ``Z``.
+    batch_size, seq_len, steps : int
+        ``B >= 1`` sequences of length ``T >= 2`` per step, ``steps >= 1``.
+
+    Raises
+    ------
+    ValidationError
+        Naming the field, for any value outside the ranges above.
+    """
+
+    optimizer: str = "sgd"
+    eta_y: float = 1.0
+    eta_z: float = 1.0
+    momentum: float = 0.9
+    betas: tuple = (0.9, 0.999)
+    eps: float = 1e-8
+    weight_decay: float = 0.0
+    init: str = "zero"
+    batch_size: int = 128
+    seq_len: int = 128
+    steps: int = 100
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        if self.optimizer not in OPTIMIZERS:
+            raise ValidationError("optimizer", f"must be one of {list(OPTIMIZERS)}, "
+                                  f"got {self.optimizer!r}")
+        if self.init not in INITS:
+            raise ValidationError("init", f"must be one of {list(INITS)}, got {self.init!r}")
+        set_(self, "eta_y", validate_positive(self.eta_y, "eta_y"))
+        set_(self, "eta_z", validate_positive(self.eta_z, "eta_z"))
+        set_(self, "momentum", check_fraction(self.momentum, "momentum"))
+        betas = self.betas
+        if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
+            raise ValidationError("betas", f"must be two numbers (b1, b2), got {betas!r}")
+        set_(self, "betas", (check_fraction(betas[0], "betas[0]"),
+                             check_fraction(betas[1], "betas[1]")))
+        set_(self, "eps", validate_positive(self.eps, "eps"))
+        set_(self, "weight_decay", _check_nonnegative(self.weight_decay, "weight_decay"))
+        set_(self, "batch_size", check_count(self.batch_size, "batch_size"))
+        set_(self, "seq_len", check_count(self.seq_len, "seq_len", minimum=2))
+        set_(self, "steps", check_count(self.steps, "steps"))
+
+    def replace(self, **changes) -> Protocol:
+        """A copy with some fields changed (checked again)."""
+        return Protocol(**{**asdict(self), **changes})
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["betas"] = list(self.betas)
+        return d
+
+    @property
+    def time_scale(self) -> float:
+        """Flow time per step: ``1 / (1 - mu)`` for SGD, 1 for Adam (see :func:`flow_time`)."""
+        return 1.0 / (1.0 - self.momentum) if self.optimizer == "sgd" else 1.0
+
+    def flow_time(self, steps) -> np.ndarray:
+        """Flow time of step ``k`` (spec section 6): ``t = k / (1 - mu)``.
+
+        ``k`` steps of heavy-ball SGD with rates ``eta`` move the parameters
+        about as far as the gradient flow with the same rates does in time
+        ``k / (1 - mu)`` (in a slowly varying gradient the velocity settles at
+        ``g / (1 - mu)``); plain gradient steps are ``mu = 0``. Adam has no
+        such map: its bias-corrected first moment is an *average* of
+        gradients (no ``1 / (1 - b1)`` gain) and its step is normalised by
+        the second moment, so it is not a rescaled gradient flow at all. We
+        place Adam's step ``k`` at ``t = k``; comparisons of Adam runs with the
+        flows are qualitative only.
+        """
+        return np.asarray(steps, dtype=float) * self.time_scale
+
+
+# ------------------------------------------------------------------ optimisers
+class _Optimizer:
+    """One optimiser state for one parameter array (leading axis: the seeds)."""
+
+    def __init__(self, protocol: Protocol, eta: float, shape: tuple):
+        self.eta, self.p = eta, protocol
+        self.first = np.zeros(shape)
+        self.second = np.zeros(shape) if protocol.optimizer == "adam" else None
+        self.k = 0
+
+    def step(self, theta: np.ndarray, grad: np.ndarray) -> None:
+        """Update ``theta`` in place with the loss gradient ``grad``."""
+        p = self.p
+        if p.weight_decay:
+            grad = grad + p.weight_decay * theta
+        self.k += 1
+        if p.optimizer == "sgd":
+            if p.momentum:
+                self.first *= p.momentum
+                self.first += grad
+                grad = self.first
+            theta -= self.eta * grad
+            return
+        b1, b2 = p.betas
+        self.first *= b1
+        self.first += (1.0 - b1) * grad
+        self.second *= b2
+        self.second += (1.0 - b2) * grad * grad
+        c1, c2 = 1.0 - b1 ** self.k, 1.0 - b2 ** self.k
+        theta -= (self.eta / c1) * self.first / (np.sqrt(self.second / c2) + p.eps)
+
+
+# ------------------------------------------------------------------ layouts
+class UnlumpedLayout(LumpedLayout):
+    """All ``M`` decoder rows over the active columns, next tokens first.
+
+    Row ``k < K`` is the decoder row of next token ``n_k`` (class order), as in
+    the lumped layout; rows ``K ..`` are the other outputs in token order
+    (:func:`decoder_row_order`), each with multiplicity one.
+    """
+
+    def __init__(self, data: DataModel):
+        super().__init__(data)
+        M = data.vocab_size
+        self.R = M
+        self.multiplicity = np.ones(M)
+        self.log_multiplicity = np.zeros(M)
+        self.target = np.eye(self.K, M)
+
+
+def decoder_row_order(data: DataModel) -> np.ndarray:
+    """Output token of each row of an un-lumped run's decoder: next tokens, then the rest."""
+    others = np.setdiff1d(np.arange(data.vocab_size), data.next_tokens)
+    return np.concatenate([data.next_tokens, others]).astype(np.int64)
+
+
+def unlump_decoder(data: DataModel, lumped: np.ndarray) -> np.ndarray:
+    """All ``M`` rows, in token order, of a lumped decoder (the shared row repeated)."""
+    M, K = data.vocab_size, data.num_classes
+    out = np.empty(lumped.shape[:-2] + (M, lumped.shape[-1]))
+    if M > K:
+        out[...] = lumped[..., K:K + 1, :]
+    out[..., data.next_tokens, :] = lumped[..., :K, :]
+    return out
+
+
+def decoder_in_token_order(data: DataModel, decoder: np.ndarray, lumped: bool) -> np.ndarray:
+    """A run's decoder (lumped, or un-lumped in :func:`decoder_row_order`) in token order."""
+    if lumped:
+        return unlump_decoder(data, decoder)
+    out = np.empty_like(decoder)
+    out[..., decoder_row_order(data), :] = decoder
+    return out
+
+
+def initial_state(data: DataModel, init: str, rng: np.random.Generator | None):
+    """``(Y(0), Z(0))`` of one run as full ``M x M`` arrays.
+
+    ``zero``: both zero (``rng`` unused). ``uniform``: ``Y`` then ``Z`` drawn
+    entrywise from ``U[-1/sqrt(M), 1/sqrt(M)]`` with ``rng``.
+    """
+    M = data.vocab_size
+    if init == "zero":
+        return np.zeros((M, M)), np.zeros((M, M))
+    if init != "uniform":
+        raise ValidationError("init", f"must be one of {list(INITS)}, got {init!r}")
+    bound = 1.0 / math.sqrt(M)
+    Y = rng.uniform(-bound, bound, (M, M))
+    Z = rng.uniform(-bound, bound, (M, M))
+    return Y, Z
+
+
+# ------------------------------------------------------------------ result
+@dataclass
+class TrainingRun:
+    """An ensemble of training runs over seeds (arrays carry the seed axis first).
+
+    Attributes
+    ----------
+    data : DataModel
+    protocol : Protocol
+    seeds : list of int
+    steps : ndarray of int, shape (n,)
+        Recorded steps ``k`` (0 and ``protocol.steps`` included).
+    z_active : ndarray, shape (S, n, q, L)
+        Attention logits of the query tokens in use over the active tokens.
+    z_base : ndarray, shape (S, q, M)
+        ``Z(0)`` over all tokens (inactive tokens keep these values).
+    loss : ndarray, shape (S, steps + 1)
+        Mean cross-entropy of the batch drawn at step ``k`` under the
+        parameters before that step's update (``k < steps``); the last entry
+        is the loss of one more fresh batch under the final parameters.
+    decoder_initial, decoder_final : ndarray, shape (S, R, L)
+        ``Y`` at the start and the end, lumped (``R = K + 1`` or ``K``) or
+        un-lumped (``R = M``, rows in :func:`decoder_row_order`; see :attr:`lumped`).
+    lumped : bool
+        Whether the decoder was kept lumped (zero start).
+    stats : dict
+        Wall time and steps per second.
+    """
+
+    data: DataModel
+    protocol: Protocol
+    seeds: list
+    steps: np.ndarray
+    z_active: np.ndarray
+    z_base: np.ndarray
+    loss: np.ndarray
+    decoder_initial: np.ndarray
+    decoder_final: np.ndarray
+    lumped: bool
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def t(self) -> np.ndarray:
+        """Flow time of the recorded steps (:meth:`Protocol.flow_time`)."""
+        return self.protocol.flow_time(self.steps)
+
+    @property
+    def loss_t(self) -> np.ndarray:
+        """Flow time of every entry of :attr:`loss`."""
+        return self.protocol.flow_time(np.arange(self.loss.shape[1]))
+
+    def initial_decoder(self, i: int = 0) -> np.ndarray:
+        """``Y(0)`` of member ``i``: all ``M`` rows in token order, active columns."""
+        return decoder_in_token_order(self.data, self.decoder_initial[i], self.lumped)
+
+    def final_decoder(self, i: int = 0) -> np.ndarray:
+        """``Y`` after the last step, as :meth:`initial_decoder`."""
+        return decoder_in_token_order(self.data, self.decoder_final[i], self.lumped)
+
+    def initial_logits(self, i: int = 0) -> np.ndarray:
+        """``Z(0)`` of member ``i`` on the query rows in use, shape ``(q, M)``."""
+        return self.z_base[i]
+
+    def trajectory(self, i: int = 0) -> Trajectory:
+        """Member ``i`` as a :class:`Trajectory` of its logits on the flow-time axis."""
+        return Trajectory(self.data, self.t, self.z_active[i], self.z_base[i],
+                          stats=dict(self.stats),
+                          meta={"flow": self.protocol.optimizer, "seed": self.seeds[i],
+                                **self.protocol.to_dict()})
+
+
+def train(data: DataModel, protocol: Protocol | None = None, seeds=1,
+          record_every: int | None = 1, progress: bool | None = None,
+          unlumped: bool | None = None) -> TrainingRun:
+    """Train the 1-layer model with the paper's protocol, every seed at once.
+
+    Parameters
+    ----------
+    data : DataModel
+    protocol : Protocol, optional
+        The paper's Fig. 4 settings by default (SGD, momentum 0.9,
+        ``eta_Y = eta_Z = 1``, zero start, batch 128, ``T = 128``, 100 steps).
+    seeds : int or sequence of int, default 1
+        The seeds, or how many (then ``0 .. seeds - 1``).
+    record_every : int, optional
+        Record ``Z`` every this many steps (and the last); default every step.
+    progress : bool, optional
+        tqdm bar; by default only when stderr is a terminal.
+    unlumped : bool, optional
+        Keep all ``M`` decoder rows even from a zero start (by default only
+        for ``init="uniform"``, where it is needed); the lumped and un-lumped
+        runs from a zero start are the same run (tests check it).
+
+    Returns
+    -------
+    TrainingRun
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field.
+    SolveError
+        When a step leaves the finite numbers.
+    """
+    if not isinstance(data, DataModel):
+        raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
+    protocol = Protocol() if protocol is None else protocol
+    if not isinstance(protocol, Protocol):
+        raise ValidationError("protocol", f"must be a Protocol, got {type(protocol).__name__}")
+    seeds = check_seeds(seeds)
+    p = protocol
+    record_every = p.steps if record_every is None else check_count(record_every,
+                                                                     "record_every")
+    marks = np.arange(0, p.steps + 1, record_every, dtype=np.int64)
+    if marks[-1] != p.steps:
+        marks = np.append(marks, p.steps)
+    lumped = p.init == "zero" if unlumped is None else not unlumped
+    if lumped and p.init != "zero":
+        raise ValidationError("unlumped", "a random start needs the un-lumped decoder")
+    layout = LumpedLayout(data) if lumped else UnlumpedLayout(data)
+    S, active, queries = len(seeds), data.active_tokens, data.query_tokens
+    rngs = [np.random.default_rng(s) for s in seeds]
+    Y = np.empty((S, layout.R, layout.L))
+    Z = np.empty((S, layout.q, layout.L))
+    z_base = np.empty((S, layout.q, data.vocab_size))
+    for i, rng in enumerate(rngs):
+        Y_full, Z_full = initial_state(data, p.init, rng)
+        Y[i] = 0.0 if lumped else Y_full[decoder_row_order(data)][:, active]  # 0: zero init
+        z_base[i] = Z_full[queries]
+        Z[i] = z_base[i][:, active]
+    decoder_initial = Y.copy()
+    opt_y = _Optimizer(p, p.eta_y, Y.shape)
+    opt_z = _Optimizer(p, p.eta_z, Z.shape)
+    rec_Z = np.empty((marks.size, S, layout.q, layout.L))
+    rec_Z[0] = Z
+    loss = np.empty((S, p.steps + 1))
+    bar = StepProgress(p.steps, progress, f"{p.optimizer} x{S}")
+    start = time.perf_counter()
+    r, k = 1, 0
+    try:
+        # the matrix products of a step are small: one BLAS thread is faster than
+        # several, many times so on a busy machine (docs/validation.md, threadpoolctl)
+        with threadpool_limits(1, user_api="blas"), \
+                np.errstate(over="raise", invalid="raise", divide="raise"):
+            for k in range(p.steps):
+                batch = sample_counts(layout, rngs, p.batch_size, p.seq_len)
+                loss[:, k], grad_Y, grad_Z = counts_loss_and_gradient(layout, Y, Z, batch)
+                opt_y.step(Y, grad_Y)
+                opt_z.step(Z, grad_Z)
+                if k + 1 == marks[r]:
+                    rec_Z[r] = Z
+                    r += 1
+                bar.update()
+            last = sample_counts(layout, rngs, p.batch_size, p.seq_len)
+            loss[:, p.steps], _, _ = counts_loss_and_gradient(layout, Y, Z, last,
+                                                              gradient=False)
+    except FloatingPointError as exc:
+        raise diverged(p.optimizer, k, exc) from None
+    finally:
+        bar.close()
+    wall = time.perf_counter() - start
+    stats = {"method": p.optimizer, "steps": p.steps, "runs_together": S, "wall_time": wall,
+             "run_steps_per_second": S * p.steps / wall if wall > 0 else float("inf")}
+    return TrainingRun(data, p, seeds, marks, np.moveaxis(rec_Z, 0, 1), z_base, loss,
+                       decoder_initial, Y.copy(), lumped, stats)

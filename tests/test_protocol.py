@@ -1,0 +1,283 @@
+"""The paper's training protocol (spec section 6): optimisers, initialisation,
+the un-lumped decoder, count batches, the time map, and the paper's measures."""
+
+import math
+
+import numpy as np
+import pytest
+
+import odeflow
+from odeflow import DataModel, ValidationError
+from odeflow.analysis import measures, paper
+from odeflow.training import batch as batch_mod
+from odeflow.training.batch import LumpedLayout, stacked_loss_and_gradient
+from odeflow.training.counts import (
+    counts_loss_and_gradient,
+    counts_of,
+    sample_counts,
+)
+from odeflow.training.protocol import (
+    Protocol,
+    UnlumpedLayout,
+    decoder_row_order,
+    initial_state,
+    train,
+)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return DataModel.preset("syn-small")
+
+
+def random_state(data, layout, seed=3):
+    rng = np.random.default_rng(seed)
+    Y_full, Z_full = initial_state(data, "uniform", rng)
+    rows = decoder_row_order(data) if isinstance(layout, UnlumpedLayout) else None
+    Y = (Y_full[rows] if rows is not None else Y_full[:layout.R])[:, data.active_tokens]
+    Z = Z_full[data.query_tokens][:, data.active_tokens]
+    return Y[None], Z[None], rng
+
+
+def central_differences(loss, X, h=1e-6):
+    out = np.empty_like(X)
+    for idx in np.ndindex(*X.shape):
+        up, down = X.copy(), X.copy()
+        up[idx] += h
+        down[idx] -= h
+        out[idx] = (loss(up) - loss(down)) / (2 * h)
+    return out
+
+
+# ----------------------------------------------------------------- step 0
+def test_zero_init_sgd_loss_at_step_0_is_ln_M(small):
+    run = train(small, paper.FIG4.replace(steps=3), seeds=4)
+    assert small.vocab_size == 34
+    assert np.all(np.abs(run.loss[:, 0] - math.log(34)) < 1e-12)
+    assert run.lumped and run.decoder_final.shape == (4, 3, 30)
+
+
+# ----------------------------------------------------------------- count batches
+def test_count_batch_equals_the_token_batch(small):
+    """Loss and gradients through counts equal the token-based finite-T model."""
+    layout = LumpedLayout(small)
+    Y, Z, rng = random_state(small, layout)
+    tokens = batch_mod.sample_batch(small, rng, 16, 24)
+    stacked = batch_mod.Batch(tokens.classes[None], tokens.tokens[None])
+    ref = stacked_loss_and_gradient(layout, Y, Z, stacked)
+    got = counts_loss_and_gradient(layout, Y, Z, counts_of(stacked, layout.L))
+    for a, b in zip(ref, got, strict=True):
+        assert np.allclose(a, b, rtol=1e-12, atol=1e-15)
+
+
+def test_count_batches_follow_the_class_distribution(small):
+    layout = LumpedLayout(small)
+    b = sample_counts(layout, [np.random.default_rng(0)], 4000, 9)
+    assert np.all(b.counts.sum(axis=-1) == 8)
+    for k in range(small.num_classes):
+        mean = b.counts[0][b.classes[0] == k].mean(axis=0) / 8
+        assert np.allclose(mean, small.active_probs[k], atol=0.01)
+        assert np.all(b.counts[0][b.classes[0] == k][:, small.active_probs[k] == 0] == 0)
+
+
+@pytest.mark.parametrize("preset", ["syn-small", "shared-query-small"])
+def test_unlumped_random_init_gradient_matches_central_differences(preset):
+    data = DataModel.preset(preset)
+    layout = UnlumpedLayout(data)
+    Y, Z, rng = random_state(data, layout)
+    b = sample_counts(layout, [rng], 8, 12)
+    loss, gY, gZ = counts_loss_and_gradient(layout, Y, Z, b)
+    fdY = central_differences(lambda X: counts_loss_and_gradient(layout, X, Z, b, False)[0][0],
+                              Y)
+    fdZ = central_differences(lambda X: counts_loss_and_gradient(layout, Y, X, b, False)[0][0],
+                              Z)
+    assert np.abs(gY - fdY).max() < 1e-8 * max(1.0, np.abs(gY).max())
+    assert np.abs(gZ - fdZ).max() < 1e-8 * max(1.0, np.abs(gZ).max())
+    assert np.abs(gY).max() > 1e-3 and np.abs(gZ).max() > 1e-4   # not a trivial zero
+
+
+def reference_run(data, protocol, seed, steps, fd=True):
+    """The protocol by hand: same draws, textbook updates, gradients by central
+    differences of the sampled batch loss (``fd=True``) or the analytic ones."""
+    layout = UnlumpedLayout(data)
+    rng = np.random.default_rng(seed)
+    Y_full, Z_full = initial_state(data, protocol.init, rng)
+    Y = Y_full[decoder_row_order(data)][:, data.active_tokens][None]
+    Z = Z_full[data.query_tokens][:, data.active_tokens][None]
+    state = {"Y": [np.zeros_like(Y), np.zeros_like(Y)], "Z": [np.zeros_like(Z), np.zeros_like(Z)]}
+    eta = {"Y": protocol.eta_y, "Z": protocol.eta_z}
+    lam = protocol.weight_decay
+    for k in range(1, steps + 1):
+        b = sample_counts(layout, [rng], protocol.batch_size, protocol.seq_len)
+        if fd:
+            grads = {
+                "Y": central_differences(
+                    lambda X, Z=Z, b=b: counts_loss_and_gradient(layout, X, Z, b, False)[0][0],
+                    Y),
+                "Z": central_differences(
+                    lambda X, Y=Y, b=b: counts_loss_and_gradient(layout, Y, X, b, False)[0][0],
+                    Z)}
+        else:
+            _, gY, gZ = counts_loss_and_gradient(layout, Y, Z, b)
+            grads = {"Y": gY, "Z": gZ}
+        new = {}
+        for name, theta in (("Y", Y), ("Z", Z)):
+            g = grads[name] + lam * theta
+            first, second = state[name]
+            if protocol.optimizer == "sgd":
+                first = protocol.momentum * first + g
+                new[name] = theta - eta[name] * first
+            else:
+                b1, b2 = protocol.betas
+                first = b1 * first + (1 - b1) * g
+                second = b2 * second + (1 - b2) * g * g
+                mhat, shat = first / (1 - b1 ** k), second / (1 - b2 ** k)
+                new[name] = theta - eta[name] * mhat / (np.sqrt(shat) + protocol.eps)
+            state[name] = [first, second]
+        Y, Z = new["Y"], new["Z"]
+    return Y[0], Z[0]
+
+
+@pytest.mark.parametrize("optimizer, extra", [
+    ("sgd", {"momentum": 0.9}),
+    ("sgd", {"momentum": 0.5, "weight_decay": 0.1}),
+    ("adam", {}),
+    ("adam", {"weight_decay": 0.05}),
+])
+def test_optimisers_match_a_hand_written_reference_on_fd_gradients(small, optimizer, extra):
+    protocol = Protocol(optimizer=optimizer, eta_y=0.7, eta_z=0.3, init="uniform",
+                        batch_size=6, seq_len=10, steps=3, **extra)
+    run = train(small, protocol, seeds=[5])
+    # the update rules, exactly (same draws, analytic gradients)
+    Y_ref, Z_ref = reference_run(small, protocol, 5, 3, fd=False)
+    assert np.abs(run.decoder_final[0] - Y_ref).max() < 1e-12
+    assert np.abs(run.z_active[0, -1] - Z_ref).max() < 1e-12
+    # the gradients they are fed: central differences of the sampled batch loss.
+    # Adam divides by sqrt(s) + eps, which turns a difference error delta on an entry
+    # whose gradient is ~0 into a step error eta delta / (|g| + eps): hence its bound.
+    Y_fd, Z_fd = reference_run(small, protocol, 5, 3)
+    bound = 1e-7 if optimizer == "sgd" else 1e-5
+    assert np.abs(run.decoder_final[0] - Y_fd).max() < bound
+    assert np.abs(run.z_active[0, -1] - Z_fd).max() < bound
+    moved = np.abs(run.decoder_final[0] - run.decoder_initial[0]).max()
+    assert moved > 0.05   # the steps did something
+
+
+def test_unlumped_equals_lumped_from_a_symmetric_start(small):
+    for protocol in (paper.FIG4.replace(steps=20, batch_size=32, seq_len=32),
+                     paper.FIG4.replace(optimizer="adam", eta_z=0.1, steps=20,
+                                        weight_decay=0.01)):
+        lumped = train(small, protocol, seeds=[0, 1])
+        full = train(small, protocol, seeds=[0, 1], unlumped=True)
+        assert lumped.lumped and not full.lumped
+        for i in range(2):
+            assert np.abs(lumped.final_decoder(i) - full.final_decoder(i)).max() < 1e-12
+        assert np.abs(lumped.z_active - full.z_active).max() < 1e-12
+        assert np.abs(lumped.loss - full.loss).max() < 1e-12
+
+
+def test_ensemble_members_equal_single_runs(small):
+    protocol = paper.FIG6.replace(steps=5, batch_size=16, seq_len=16)
+    data = DataModel.preset("syn-medium-1")
+    together = train(data, protocol, seeds=[3, 7])
+    for i, seed in enumerate([3, 7]):
+        alone = train(data, protocol, seeds=[seed])
+        assert np.array_equal(together.z_active[i], alone.z_active[0])
+        assert np.array_equal(together.decoder_final[i], alone.decoder_final[0])
+        assert np.array_equal(together.loss[i], alone.loss[0])
+
+
+def test_uniform_init_bounds_and_seeding(small):
+    Y, Z = initial_state(small, "uniform", np.random.default_rng(0))
+    bound = 1 / math.sqrt(34)
+    assert np.abs(Y).max() <= bound and np.abs(Z).max() <= bound
+    assert np.abs(Y).max() > 0.9 * bound and np.abs(Z).max() > 0.9 * bound
+    again, _ = initial_state(small, "uniform", np.random.default_rng(0))
+    assert np.array_equal(Y, again)
+    run = train(small, Protocol(init="uniform", steps=1, batch_size=4, seq_len=4), seeds=[0])
+    assert np.allclose(run.initial_decoder(0), Y[:, small.active_tokens])
+    assert np.allclose(run.initial_logits(0), Z[small.query_tokens])
+
+
+# ----------------------------------------------------------------- time map
+def test_time_map():
+    assert np.allclose(Protocol(momentum=0.9).flow_time([0, 1, 100]), [0, 10, 1000])
+    assert np.allclose(Protocol(momentum=0.0).flow_time([0, 7]), [0, 7])
+    assert np.allclose(Protocol(optimizer="adam").flow_time([3]), [3])
+
+
+# ----------------------------------------------------------------- bad input
+@pytest.mark.parametrize("kwargs, field", [
+    ({"eta_y": -1.0}, "eta_y"),
+    ({"eta_z": 0.0}, "eta_z"),
+    ({"eta_z": float("nan")}, "eta_z"),
+    ({"momentum": 1.0}, "momentum"),
+    ({"momentum": -0.1}, "momentum"),
+    ({"optimizer": "rmsprop"}, "optimizer"),
+    ({"init": "normal"}, "init"),
+    ({"weight_decay": -1e-3}, "weight_decay"),
+    ({"betas": (0.9, 1.0)}, "betas[1]"),
+    ({"betas": 0.9}, "betas"),
+    ({"eps": 0.0}, "eps"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"seq_len": 1}, "seq_len"),
+    ({"steps": 2.5}, "steps"),
+])
+def test_bad_protocol_names_the_field(kwargs, field):
+    with pytest.raises(ValidationError) as info:
+        Protocol(**kwargs)
+    assert info.value.field == field
+
+
+def test_bad_train_arguments(small):
+    with pytest.raises(ValidationError, match="^seeds"):
+        train(small, Protocol(steps=1), seeds=0)
+    with pytest.raises(ValidationError, match="^protocol"):
+        train(small, {"steps": 1})
+    with pytest.raises(ValidationError, match="^unlumped"):
+        train(small, Protocol(init="uniform", steps=1), unlumped=False)
+
+
+# ----------------------------------------------------------------- measures
+def test_distinct_entropy_and_recall(small):
+    z0 = np.zeros((small.query_tokens.size, small.active_tokens.size))
+    p = small.probs(32)[10:20]
+    p = p / p.sum()
+    H = measures.distinct_entropy(small, z0)
+    assert H == pytest.approx(-np.sum(p * np.log(p)), rel=1e-14)
+    # all attention on one distinct token of each class: entropy 0, recall 1/10 above 0.5
+    z = z0.copy()
+    z[:, [19, 29]] = 800.0
+    assert measures.distinct_entropy(small, z) == pytest.approx(0.0, abs=1e-12)
+    rec = measures.recall_curve(small, np.stack([z0, z]), [0.0, 0.05, 0.5])
+    assert rec.shape == (2, 3)
+    assert np.allclose(rec[1], [1.0, 0.1, 0.1])
+    assert np.allclose(rec[0], [1.0, np.mean(p >= 0.05), 0.0])
+    traj = odeflow.solve(small, flow="reduced", t_span=(0, 10.0), t_eval=[0.0, 10.0])
+    from odeflow.plots import distinct_entropy as plotted
+    assert np.allclose(measures.distinct_entropy(small, traj.z_active), plotted(traj),
+                       rtol=1e-13)
+    with pytest.raises(ValidationError, match="^z_active"):
+        measures.distinct_entropy(small, np.zeros((3, 30)))
+
+
+def test_fig4_small_budget_falls_and_levels_share_the_axis():
+    exp = paper.fig4(seeds=3, steps=12)
+    assert np.allclose(exp.t, np.arange(13) * 10.0)
+    for level in ("E", "R"):
+        assert np.array_equal(exp.levels[level].t, exp.t)
+        assert exp.level_loss(level)[0] == pytest.approx(math.log(34), abs=1e-12)
+    loss = exp.run.loss.mean(axis=0)
+    assert loss[-1] < 0.1 * loss[0]
+
+
+def test_fig6_small_budget_table():
+    rows = paper.fig6_rows(seeds=2, steps=3, sizes=(1,), eta_zs=(0.5, 3.0), ratios=(1.0, 10.0))
+    assert len(rows) == 4
+    assert {r["eta_y"] for r in rows} == {0.5, 5.0, 3.0, 30.0}
+    for r in rows:
+        assert r["flow_time"] == pytest.approx(30.0)
+        assert np.isfinite([r["sgd_mean"], r["sgd_std"], r["level_E"], r["level_R"]]).all()
+    summary = paper.trend_summary(rows, "sgd_mean")
+    assert summary[0]["preset"] == "syn-medium-1"
+    assert 0.0 <= summary[0]["falls_with_eta_z"] <= 1.0
