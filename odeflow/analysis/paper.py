@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from odeflow.analysis.measures import distinct_attention, distinct_entropy
+from odeflow.analysis.measures import distinct_attention, distinct_entropy, recall_curve
 from odeflow.data import DataModel
 from odeflow.data.presets import SYN_MEDIUM_SIZES
 from odeflow.solver import solve
@@ -43,6 +43,9 @@ FIG5_ETA_Z = (0.1, 1.0)
 FIG6_ETA_Z = (0.5, 1.0, 2.0, 3.0)
 FIG6_RATIO = (1.0, 2.0, 5.0, 10.0)
 FIG6 = FIG4.replace(init="uniform")
+#: Thresholds of the recall curves (Appendix G, Figs. 11-12): around the uniform
+#: level 1/10 of the ten distinct tokens of a class.
+RECALL_THRESHOLDS = tuple(np.round(np.linspace(0.02, 0.30, 29), 3).tolist())
 
 
 def level_predictions(data: DataModel, protocol: Protocol, steps, levels=None,
@@ -126,8 +129,9 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
 
     One row per cell: ``preset, M, eta_z, ratio, eta_y``, the runs' mean and
     standard deviation over seeds (``sgd_mean, sgd_std``), the entropy at the
-    start (``initial_mean``), and each level's entropy at the mapped flow time
-    (``level_E``, ``level_R``, ...; from the zero start).
+    start (``initial_mean``), each level's entropy at the mapped flow time
+    (``level_E``, ``level_R``, ...; from the zero start), and ``recall``: the
+    runs' mean recall at :data:`RECALL_THRESHOLDS` after the last step.
     """
     rows = []
     for size in sizes:
@@ -145,6 +149,8 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
                        "initial_mean": float(exp.entropy[:, 0].mean())}
                 for level, H in exp.level_entropy.items():
                     row[f"level_{level}"] = float(H[-1])
+                recall = recall_curve(data, exp.run.z_active[:, -1], RECALL_THRESHOLDS)
+                row["recall"] = recall.mean(axis=0).tolist()
                 row["train_seconds"] = exp.seconds["train"]
                 row["flow_seconds"] = exp.seconds["flows"]
                 rows.append(row)

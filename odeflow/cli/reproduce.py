@@ -1,0 +1,134 @@
+"""``odeflow reproduce fig4|fig5|fig6``: the paper's experiments beside the levels.
+
+Runs the paper's protocol (Sec. 8; spec section 6) over ``--seeds`` seeds,
+writes a CSV table and a PNG figure into ``--out`` (atomically), and prints
+the table. Beside every run: Level E and Level R at the mapped flow time
+``t = k / (1 - mu)`` (see :mod:`odeflow.analysis.paper`).
+
+- ``fig4``: syn-small, zero start, SGD (momentum 0.9), batch 128, ``T = 128``,
+  ``eta_Z = eta_Y = 1``, 100 steps: ``fig4.csv`` (loss and entropy per step,
+  mean and sd over seeds, and the levels) and ``fig4.png``.
+- ``fig5``: the same with Adam at ``eta_Z`` in 0.1 and 1: ``fig5.csv``, ``fig5.png``.
+- ``fig6``: syn-medium-1/3/5/10 x ``eta_Z`` in {0.5, 1, 2, 3} x
+  ``eta_Y/eta_Z`` in {1, 2, 5, 10}, uniform start, 100 steps: ``fig6.csv``
+  (64 cells), ``fig6.png``, and the recall curves of Appendix G
+  (``fig6_recall.csv``, ``fig6_recall.png``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import time
+from pathlib import Path
+
+from odeflow.errors import ValidationError
+
+FIGURES = ("fig4", "fig5", "fig6")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("reproduce", help="the paper's Figs. 4-6: training beside the levels",
+                       description=__doc__.splitlines()[0].split(": ", 1)[1])
+    p.add_argument("figure", choices=FIGURES, help="which experiment")
+    p.add_argument("--seeds", type=int, default=10, metavar="N", help="seeds per run (10)")
+    p.add_argument("--steps", type=int, default=100, metavar="K", help="training steps (100)")
+    p.add_argument("--out", default="results/reproduce", metavar="DIR",
+                   help="folder for the CSV and PNG files (results/reproduce)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run)
+
+
+def csv_text(rows: list[dict]) -> str:
+    """``rows`` (dicts with the same keys) as CSV text; floats with full precision."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
+    return buf.getvalue()
+
+
+def write_outputs(out: Path, stem: str, rows: list[dict], fig) -> list[Path]:
+    """``stem.csv`` and ``stem.png`` in ``out``, each written atomically."""
+    from odeflow.io import atomic_write, atomic_write_text
+
+    paths = [atomic_write_text(out / f"{stem}.csv", csv_text(rows)),
+             atomic_write(out / f"{stem}.png", lambda fh: fig.savefig(fh, format="png",
+                                                                      dpi=110))]
+    return paths
+
+
+def curve_rows(exp, label: dict) -> list[dict]:
+    """One row per recorded step: loss and entropy (mean, sd over seeds) and the levels."""
+    run = exp.run
+    rows = []
+    for j, k in enumerate(run.steps):
+        row = {**label, "step": int(k), "flow_time": float(run.t[j]),
+               "loss_mean": float(run.loss[:, k].mean()), "loss_std": float(run.loss[:, k].std()),
+               "entropy_mean": float(exp.entropy[:, j].mean()),
+               "entropy_std": float(exp.entropy[:, j].std())}
+        for name, tr in exp.levels.items():
+            row[f"level_{name}_loss"] = float(-tr.objective[j])
+            row[f"level_{name}_entropy"] = float(exp.level_entropy[name][j])
+        rows.append(row)
+    return rows
+
+
+def print_table(rows: list[dict], columns: list[str], every: int = 1) -> None:
+    print("  ".join(f"{c:>14}" for c in columns))
+    for row in rows[::every] if every > 1 else rows:
+        print("  ".join(f"{row[c]:>14.6g}" if isinstance(row[c], float) else f"{row[c]:>14}"
+                        for c in columns))
+
+
+def run(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from odeflow.analysis import paper
+    from odeflow.plots.paper import plot_fig4, plot_fig5, plot_fig6, plot_recall
+
+    if args.seeds < 1:
+        raise ValidationError("seeds", f"must be >= 1, got {args.seeds}")
+    if args.steps < 1:
+        raise ValidationError("steps", f"must be >= 1, got {args.steps}")
+    out = Path(args.out)
+    progress = False if args.no_progress else None
+    start = time.perf_counter()
+    written = []
+    if args.figure == "fig4":
+        exp = paper.fig4(args.seeds, args.steps, progress=progress)
+        rows = curve_rows(exp, {})
+        print_table(rows, ["step", "flow_time", "loss_mean", "loss_std", "level_E_loss",
+                           "level_R_loss", "entropy_mean", "level_E_entropy",
+                           "level_R_entropy"], every=max(1, args.steps // 10))
+        written = write_outputs(out, "fig4", rows, plot_fig4(exp))
+    elif args.figure == "fig5":
+        exps = paper.fig5(args.seeds, args.steps, progress=progress)
+        rows = [r for exp in exps for r in curve_rows(exp, {"eta_z": exp.run.protocol.eta_z})]
+        print_table(rows, ["eta_z", "step", "loss_mean", "entropy_mean", "entropy_std",
+                           "level_E_entropy"], every=max(1, args.steps // 5))
+        written = write_outputs(out, "fig5", rows, plot_fig5(exps))
+    else:
+        rows = paper.fig6_rows(args.seeds, args.steps, progress=progress)
+        table = [{k: v for k, v in r.items() if k != "recall"} for r in rows]
+        print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", "level_E",
+                            "level_R"])
+        written = write_outputs(out, "fig6", table, plot_fig6(rows))
+        recall = [{"preset": r["preset"], "eta_z": r["eta_z"], "ratio": r["ratio"],
+                   "threshold": th, "recall_mean": v}
+                  for r in rows for th, v in zip(paper.RECALL_THRESHOLDS, r["recall"],
+                                                 strict=True)]
+        written += write_outputs(out, "fig6_recall", recall, plot_recall(rows))
+        for summary in (paper.trend_summary(table, c) for c in ("sgd_mean", "level_E",
+                                                                "level_R")):
+            for s in summary:
+                print(f"{s['preset']:>14} {s['column']:>9}: falls with eta_Z in "
+                      f"{s['falls_with_eta_z']:.0%} of pairs, rises with eta_Y/eta_Z in "
+                      f"{s['rises_with_ratio']:.0%}")
+    seconds = time.perf_counter() - start
+    for path in written:
+        print(f"wrote {path}")
+    print(f"{args.figure}: {args.seeds} seeds, {args.steps} steps, {seconds:.1f} s")
+    return 0

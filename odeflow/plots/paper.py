@@ -1,0 +1,181 @@
+"""Figures of the paper's experiments (Figs. 4-6, 11-12) with the levels beside the runs.
+
+Every axis that puts runs beside flows is the *flow time* ``t = k / (1 - mu)``
+(spec section 6); the step ``k`` is shown on a secondary axis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odeflow.analysis.measures import distinct_attention
+from odeflow.analysis.paper import RECALL_THRESHOLDS
+from odeflow.plots.style import finish_axes, label_log_ticks, panel_axes, series_colour
+
+LEVEL_STYLE = {"E": {"linestyle": "--", "color": "black", "label": "Level E (exact flow)"},
+               "R": {"linestyle": ":", "color": "#666666", "label": "Level R (reduced flow)"}}
+
+
+def _step_axis(ax, protocol) -> None:
+    scale = protocol.time_scale
+    if scale != 1.0:
+        top = ax.secondary_xaxis("top", functions=(lambda t: t / scale, lambda k: k * scale))
+        top.set_xlabel(r"SGD step $k$", fontsize="small")
+        ax.title.set_position((0.5, 1.14))
+
+
+def _band(ax, t, values, colour, label):
+    mean, std = values.mean(axis=0), values.std(axis=0)
+    ax.plot(t, mean, color=colour, linewidth=2.0, label=label)
+    ax.fill_between(t, mean - std, mean + std, color=colour, alpha=0.25, linewidth=0)
+
+
+def plot_fig4(exp, next_token: int | None = None, axes=None):
+    """Fig. 4: loss and distinct-token entropy over flow time, and the attention map ``c_n``.
+
+    Left: mean cross-entropy of each step's batch (mean and one standard
+    deviation over the seeds) beside the population loss ``-J`` of Level E
+    and Level R at the mapped flow time. Middle: the distinct-token entropy
+    (spec section 6). Right: the attention ``c_n`` over the distinct tokens of
+    one class over training (mean over seeds).
+    """
+    run, data = exp.run, exp.data
+    fig, (ax_l, ax_h, ax_m) = panel_axes(axes, 3, (4.6, 4.2))
+    t = run.t
+    _band(ax_l, run.loss_t, run.loss, series_colour(0),
+          f"{run.protocol.optimizer.upper()}, {len(run.seeds)} seeds (mean $\\pm$ sd)")
+    for name, tr in exp.levels.items():
+        ax_l.plot(t, -tr.objective, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
+    ax_l.set_yscale("log")
+    finish_axes(ax_l, r"flow time $t = k/(1-\mu)$", "cross-entropy loss",
+                "loss (batch; levels: $-J$, Eqn 2)", loc="upper right")
+    _step_axis(ax_l, run.protocol)
+    _band(ax_h, t, exp.entropy, series_colour(1), "runs (mean $\\pm$ sd)")
+    for name, H in exp.level_entropy.items():
+        ax_h.plot(t, H, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
+    finish_axes(ax_h, r"flow time $t = k/(1-\mu)$", "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
+                "distinct-token entropy (Fig. 6 measure)", loc="upper right")
+    _step_axis(ax_h, run.protocol)
+    n = int(data.next_tokens[0]) if next_token is None else int(next_token)
+    i = data.class_index(n)
+    c = distinct_attention(data, run.z_active).mean(axis=0)[:, i, :]   # (n_t, L)
+    distinct = data.distinct_tokens(n)
+    cols = np.searchsorted(data.active_tokens, distinct)
+    mid = (t[1:] + t[:-1]) / 2 if t.size > 1 else t
+    x_edges = np.concatenate([[t[0]], mid, [t[-1]]]) if t.size > 1 else np.array([t[0], 1.0])
+    image = ax_m.pcolormesh(x_edges, np.arange(distinct.size + 1) - 0.5, c[:, cols].T,
+                            shading="flat", cmap="cividis")
+    ax_m.set_yticks(np.arange(distinct.size))
+    ax_m.set_yticklabels([str(int(x)) for x in distinct])
+    fig.colorbar(image, ax=ax_m, label=f"$c_{{{n}}}(l)$ (mean over seeds)")
+    ax_m.set_xlabel(r"flow time $t = k/(1-\mu)$")
+    ax_m.set_ylabel(f"distinct token $l$ of class {n}")
+    ax_m.set_title(f"attention map $c_{{{n}}}$ over training")
+    p = run.protocol
+    fig.suptitle(f"{p.optimizer.upper()} on M = {data.vocab_size}: $\\eta_Y = {p.eta_y:g}$, "
+                 f"$\\eta_Z = {p.eta_z:g}$, batch {p.batch_size}, T = {p.seq_len}, "
+                 f"{p.init} start", fontsize="medium")
+    return fig
+
+
+def plot_fig5(experiments, next_token: int | None = None, axes=None):
+    """Fig. 5: Adam at several attention rates: entropy over time, final ``c_n`` per token."""
+    fig, (ax_h, ax_c) = panel_axes(axes, 2, (5.0, 4.2))
+    data = experiments[0].data
+    n = int(data.next_tokens[0]) if next_token is None else int(next_token)
+    i = data.class_index(n)
+    distinct = data.distinct_tokens(n)
+    cols = np.searchsorted(data.active_tokens, distinct)
+    for j, exp in enumerate(experiments):
+        colour = series_colour(j)
+        label = rf"$\eta_Z = {exp.run.protocol.eta_z:g}$"
+        _band(ax_h, exp.t, exp.entropy, colour, label + " (Adam)")
+        if "E" in exp.level_entropy:
+            ax_h.plot(exp.t, exp.level_entropy["E"], color=colour, linestyle="--", linewidth=1)
+        final = distinct_attention(data, exp.run.z_active[:, -1])[:, i, cols]   # (S, D)
+        ax_c.errorbar(distinct + 0.15 * (j - 0.5), final.mean(axis=0), yerr=final.std(axis=0),
+                      color=colour, marker="o", linestyle="-", capsize=2, label=label)
+    ax_h.plot([], [], color="black", linestyle="--", linewidth=1,
+              label="Level E at $t = k$ (same rates)")
+    finish_axes(ax_h, "step $k$ (Adam: $t = k$)", "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
+                "distinct-token entropy", loc="upper right")
+    p = data.probs(n)[distinct]
+    ax_c.plot(distinct, p / p.sum(), color="black", linestyle=":", label=r"$t = 0$")
+    finish_axes(ax_c, f"distinct token $l$ of class {n}", f"$c_{{{n}}}(l)$ after the last step",
+                "which distinct tokens Adam picks", loc="upper left")
+    fig.suptitle(f"Adam on M = {data.vocab_size}, $\\eta_Y = "
+                 f"{experiments[0].run.protocol.eta_y:g}$, {len(experiments[0].run.seeds)} "
+                 "seeds (mean $\\pm$ sd)", fontsize="medium")
+    return fig
+
+
+def plot_fig6(rows, axes=None):
+    """Fig. 6: final distinct-token entropy against ``eta_Z``, one line per ``eta_Y/eta_Z``.
+
+    One column per vocabulary size; rows: the runs (mean and sd over seeds),
+    Level E and Level R at the mapped flow time.
+    """
+    import matplotlib.pyplot as plt
+
+    presets = list(dict.fromkeys(r["preset"] for r in rows))
+    sources = [("sgd_mean", "runs (SGD, uniform start)")] + [
+        (k, f"Level {k[6:]} (zero start)") for k in rows[0] if k.startswith("level_")]
+    if axes is None:
+        fig, axes = plt.subplots(len(sources), len(presets),
+                                 figsize=(3.6 * len(presets), 3.0 * len(sources)),
+                                 squeeze=False, constrained_layout=True)
+    else:
+        axes = np.asarray(axes).reshape(len(sources), len(presets))
+        fig = axes[0, 0].figure
+    ratios = sorted({r["ratio"] for r in rows})
+    for col, preset in enumerate(presets):
+        cells = [r for r in rows if r["preset"] == preset]
+        for row, (key, title) in enumerate(sources):
+            ax = axes[row, col]
+            for j, q in enumerate(ratios):
+                line = sorted((r for r in cells if r["ratio"] == q), key=lambda r: r["eta_z"])
+                x = [r["eta_z"] for r in line]
+                y = [r[key] for r in line]
+                err = [r["sgd_std"] for r in line] if key == "sgd_mean" else None
+                ax.errorbar(x, y, yerr=err, color=series_colour(j), marker="o", capsize=2,
+                            label=rf"$\eta_Y/\eta_Z = {q:g}$")
+            ax.set_xscale("log")
+            label_log_ticks(ax, sorted({r["eta_z"] for r in cells}))
+            ax.set_xlabel(r"$\eta_Z$")
+            ax.set_ylabel("entropy (nats)")
+            ax.set_title(f"{preset} (M = {cells[0]['M']}): {title}", fontsize="small")
+            ax.grid(alpha=0.3)
+            if row == 0 and col == 0:
+                ax.legend(fontsize="x-small")
+    r0 = rows[0]
+    fig.suptitle(f"Distinct-token entropy after {r0['steps']} steps (flow time "
+                 f"{r0['flow_time']:g}), {r0['seeds']} seeds", fontsize="medium")
+    return fig
+
+
+def plot_recall(rows, axes=None):
+    """Appendix G (Figs. 11-12): recall against threshold, per vocabulary size.
+
+    Solid lines vary ``eta_Z`` at the smallest ratio; dashed lines vary the
+    ratio at the largest ``eta_Z``.
+    """
+    presets = list(dict.fromkeys(r["preset"] for r in rows))
+    fig, axs = panel_axes(axes, len(presets), (3.6, 3.4))
+    axs = np.atleast_1d(axs)
+    th = np.asarray(RECALL_THRESHOLDS)
+    for ax, preset in zip(axs, presets, strict=True):
+        cells = [r for r in rows if r["preset"] == preset]
+        q0 = min(r["ratio"] for r in cells)
+        z1 = max(r["eta_z"] for r in cells)
+        for j, r in enumerate(sorted((r for r in cells if r["ratio"] == q0),
+                                     key=lambda r: r["eta_z"])):
+            ax.plot(th, r["recall"], color=series_colour(j),
+                    label=rf"$\eta_Z = {r['eta_z']:g}$, ratio {q0:g}")
+        for j, r in enumerate(sorted((r for r in cells if r["eta_z"] == z1 and r["ratio"] != q0),
+                                     key=lambda r: r["ratio"])):
+            ax.plot(th, r["recall"], color=series_colour(j + 4), linestyle="--",
+                    label=rf"$\eta_Z = {z1:g}$, ratio {r['ratio']:g}")
+        ax.axvline(0.1, color="black", linewidth=0.8, linestyle=":")
+        finish_axes(ax, "threshold on $c_n(l)$", "recall of distinct tokens",
+                    f"{preset}", loc="upper right")
+    return fig
