@@ -159,9 +159,12 @@ def run_gradient_ascent(data, values: dict, times: np.ndarray):
 
 def run_sgd(data, values: dict, times: np.ndarray):
     """One point of ``sgd``: minibatch SGD on sampled sequences (spec section 6)."""
-    return train_sgd(data, values["eta_y"], values["eta_z"], values["steps"],
+    traj = train_sgd(data, values["eta_y"], values["eta_z"], values["steps"],
                      values["batch_size"], values["seq_len"], momentum=values["momentum"],
                      seed=values["seed"], record_every=record_every(times), progress=False)
+    # train_sgd records flow time k / (1 - mu); the sweep's run axis is the step count
+    traj.t = np.asarray(traj.meta["recorded_steps"], dtype=float)
+    return traj
 
 
 def record_every(times: np.ndarray) -> int:

@@ -9,7 +9,9 @@ cross-entropy, i.e. ascent on the mean log-likelihood with rates ``eta_Y``,
 
     v_{k+1} = \\mu v_k + \\nabla \\ell_k, \\qquad \\theta_{k+1} = \\theta_k - \\eta v_{k+1}.
 
-Time convention: step ``k`` is flow time ``t = k``. The expected batch
+Time convention (spec section 6): step ``k`` is flow time ``t = k / (1 - mu)``
+(``t = k`` without momentum): in a slowly varying gradient the heavy-ball
+velocity settles at ``g / (1 - mu)``. The expected batch
 gradient tends to the population gradient of Eqn 2 as ``T -> inf``, so as
 ``T`` and the batch grow and the steps shrink, SGD approaches Level E
 (Eqns 3-4). The cost of a step is ``O(B T + B K L)``, independent of ``M``.
@@ -103,10 +105,11 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
     rate = steps / wall if wall > 0 else float("inf")
     stats = {"method": "sgd", "steps": steps, "wall_time": wall, "runs_together": S,
              "steps_per_second": rate, "run_steps_per_second": rate * S}
-    return [Trajectory(data, marks.astype(float), rec_Z[:, i], z_base,
+    return [Trajectory(data, marks / (1.0 - mu), rec_Z[:, i], z_base,
                        decoder_lumped=rec_Y[:, i], stats=dict(stats),
                        meta={"flow": "sgd", **settings, "seed": seed,
-                             "record_every": int(marks[1] - marks[0])})
+                             "record_every": int(marks[1] - marks[0]),
+                             "recorded_steps": marks.tolist()})
             for i, seed in enumerate(seeds)]
 
 
@@ -121,7 +124,7 @@ def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq
     eta_y, eta_z : float
         Step sizes of the decoder ``Y`` and of the attention logits ``Z``.
     steps : int
-        Number of SGD steps; step ``k`` is recorded at time ``t = k``.
+        Number of SGD steps; step ``k`` is recorded at flow time ``t = k / (1 - mu)``.
     batch_size : int
         Sequences per step, ``>= 1``.
     seq_len : int
