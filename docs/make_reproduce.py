@@ -63,7 +63,7 @@ def fig4_section(rows: list[dict], seeds: int) -> str:
 
 `odeflow reproduce fig4 --seeds {seeds} --out docs/reproduce` (syn-small, `M = 34`;
 SGD with momentum 0.9, batch 128, `T = 128`, `eta_Y = eta_Z = 1`, 100 steps,
-{seeds} seeds). Files: [fig4.csv](reproduce/fig4.csv) (every step).
+{seeds} seeds). Files: {{download}}`fig4.csv <reproduce/fig4.csv>` (every step).
 
 ```{{figure}} reproduce/fig4.png
 :alt: Fig. 4 reproduced: loss, entropy and attention map
@@ -119,7 +119,7 @@ with Adam (`beta = (0.9, 0.999)`, `eps = 1e-8`), `eta_Y = 1` and `eta_Z` in
 lost in the text extraction; these are ours). Adam has no time map to the flow
 (its step is normalised by the second moment); the figure puts step `k` at
 `t = k` and the Level E curves are a reference, not a prediction. Files:
-[fig5.csv](reproduce/fig5.csv).
+{{download}}`fig5.csv <reproduce/fig5.csv>`.
 
 ```{{figure}} reproduce/fig5.png
 :alt: Fig. 5 reproduced: Adam at two attention rates
@@ -181,8 +181,8 @@ batch 128, `T = 128`, {steps} steps, {seeds} seeds: 64 cells. Beside each cell,
 Level E and Level R at the mapped flow time `t = {steps} / (1 - 0.9) =
 {rows[0]['flow_time']:g}` with the same rates, **from the zero start** (the flows
 do not take the runs' random initial decoder yet). Files:
-[fig6.csv](reproduce/fig6.csv) (the 64 cells: mean and sd over seeds, initial
-entropy, the levels, wall times), [fig6_recall.csv](reproduce/fig6_recall.csv).
+{{download}}`fig6.csv <reproduce/fig6.csv>` (the 64 cells: mean and sd over seeds, initial
+entropy, the levels, wall times), {{download}}`fig6_recall.csv <reproduce/fig6_recall.csv>`.
 
 ```{{figure}} reproduce/fig6.png
 :alt: Fig. 6 reproduced: entropy against the learning rates
