@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from odeflow.errors import ValidationError
@@ -49,8 +51,13 @@ def run(args) -> int:
             raise ValidationError("workers", f"must be >= 1, got {args.workers}")
         kwargs["workers"] = args.workers
     kwargs["store"] = args.out or kwargs.get("store") or f"results/{label}.zarr"
-    ds = sweep(**kwargs, resume=args.resume, retry_failed=args.retry_failed,
-               progress=False if args.no_progress else None)
+    try:
+        ds = sweep(**kwargs, resume=args.resume, retry_failed=args.retry_failed,
+                   progress=False if args.no_progress else None)
+    except KeyboardInterrupt:
+        print(f"odeflow sweep: interrupted; every finished point is in {kwargs['store']}: "
+              "run the same command with --resume to continue", file=sys.stderr)
+        return 130
     a = ds.attrs
     print(f"odeflow sweep: {label}, task={kwargs.get('task', 'exact')}, "
           f"backend={kwargs.get('backend', 'processes')}, points={a['points']} "

@@ -60,6 +60,13 @@ def _ready() -> bool:
     return True
 
 
+def _ignore_interrupt() -> None:
+    """Worker initializer: Ctrl-C is the parent's to handle (it stops the pool)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class PointRunner:
     """A started backend: ``with PointRunner(...) as runner: runner.run(plan, points)``.
 
@@ -142,7 +149,8 @@ def _start_pool(workers: int):
         context.set_forkserver_preload([__name__])
     else:  # pragma: no cover (Windows, macOS without fork)
         context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                               initializer=_ignore_interrupt)
     # start every worker now (before the caller opens the store); one task each
     for future in [pool.submit(_ready) for _ in range(workers)]:
         future.result()
