@@ -11,7 +11,8 @@ in Figs. 3 and 9 of the paper. Printed, side by side in one run (best of
    store: a ``LocalCluster`` with one single-threaded worker process on
    loopback runs the same points one at a time, so
    ``(dask - serial) / points`` is what dask adds per point (goal: < 5 ms);
-   the same on near-empty points (``t_end = 1e-3``) shows the floor.
+   the same on near-empty points (``t_end = 1e-3``) shows the floor; with
+   ``batch=10`` ten points make one dask task.
 
 Usage::
 
@@ -92,11 +93,12 @@ def main(argv=None) -> None:
                               **kw)  # warm the worker
                 ser = timed(args.repeats, lambda i, kw=kw: odeflow.sweep(
                     "exact", grid, backend="serial", **kw))
-                dsk = timed(args.repeats, lambda i, kw=kw: odeflow.sweep(
-                    "exact", grid, backend="dask", client=client, **kw))
-                print(f"{label}, no store: serial {ser:.2f} s, dask (1 worker process, "
-                      f"loopback) {dsk:.2f} s; dask overhead per point "
-                      f"{1e3 * (dsk - ser) / n:.2f} ms (goal < 5)")
+                for batch in (1, 10):
+                    dsk = timed(args.repeats, lambda i, kw=kw, b=batch: odeflow.sweep(
+                        "exact", grid, backend="dask", client=client, batch=b, **kw))
+                    print(f"{label}, no store: serial {ser:.2f} s, dask (1 worker process, "
+                          f"loopback, batch={batch}) {dsk:.2f} s; dask overhead per point "
+                          f"{1e3 * (dsk - ser) / n:.2f} ms (goal < 5)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

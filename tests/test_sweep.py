@@ -133,6 +133,8 @@ def test_adding_a_task_kind_is_one_registry_entry(serial):
 def test_processes_backend_equals_serial(serial):
     ds = sweep("exact", GRID, settings=SETTINGS, backend="processes", workers=2)
     assert_same_numbers(ds, serial)
+    batched = sweep("exact", GRID, settings=SETTINGS, backend="processes", workers=2, batch=4)
+    assert_same_numbers(batched, serial)
 
 
 def test_dask_local_cluster_equals_serial_bit_for_bit(serial):
@@ -146,7 +148,8 @@ def test_dask_local_cluster_equals_serial_bit_for_bit(serial):
                    scheduler=cluster.scheduler_address)
         with distributed.Client(cluster) as client:
             ran_on = client.run(lambda: os.getpid())
-            again = sweep("exact", GRID, settings=SETTINGS, backend="dask", client=client)
+            again = sweep("exact", GRID, settings=SETTINGS, backend="dask", client=client,
+                          batch=4)
     assert len(ran_on) == 2
     assert_same_numbers(ds, serial)
     assert_same_numbers(again, serial)
@@ -212,11 +215,13 @@ def test_retry_failed_runs_only_the_failed_points(tmp_path):
     ({"grid": {"method": ["Euler"]}}, "grid.method[0]"),
     ({"settings": {"rtol": "tight"}}, "settings.rtol"),
     ({"settings": {"eta_q": 1.0}}, "settings.eta_q"),
+    ({"settings": {"task": "sgd"}}, "settings.task"),
     ({"grid": {"eta_y": [1.0]}, "settings": {"eta_y": 2.0}}, "settings.eta_y"),
     ({"seeds": [0, 1]}, "seeds"),
     ({"task": "exactly"}, "task"),
     ({"task": None, "grid": {"task": ["exact", "sgd"]}}, "grid.task"),
     ({"backend": "mpi"}, "backend"),
+    ({"batch": 0}, "batch"),
     ({"data": "syn-huge"}, "preset"),
 ])
 def test_bad_input_names_the_field(kwargs, field):

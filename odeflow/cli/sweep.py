@@ -22,6 +22,8 @@ def register(sub) -> None:
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="dask scheduler address, e.g. tcp://127.0.0.1:8786 (implies dask)")
     p.add_argument("--workers", type=int, metavar="N", help="processes (all local cores)")
+    p.add_argument("--batch", type=int, metavar="N",
+                   help="points per task on processes/dask (1; larger cuts per-task cost)")
     p.add_argument("--out", metavar="STORE", help="store path (config, else "
                    "results/<config>.zarr); a .nc name writes netCDF")
     p.add_argument("--resume", action="store_true",
@@ -50,6 +52,8 @@ def run(args) -> int:
         if args.workers < 1:
             raise ValidationError("workers", f"must be >= 1, got {args.workers}")
         kwargs["workers"] = args.workers
+    if args.batch is not None:
+        kwargs["batch"] = args.batch
     kwargs["store"] = args.out or kwargs.get("store") or f"results/{label}.zarr"
     try:
         ds = sweep(**kwargs, resume=args.resume, retry_failed=args.retry_failed,

@@ -56,6 +56,11 @@ def compute_point(plan_json: str, values: dict) -> dict:
         return failed_outputs(exc, sizes)
 
 
+def compute_points(plan_json: str, batch: list) -> list:
+    """:func:`compute_point` for every point values of ``batch`` (one task of a batched run)."""
+    return [compute_point(plan_json, values) for values in batch]
+
+
 def _ready() -> bool:
     return True
 
@@ -116,24 +121,37 @@ class PointRunner:
             self.client.close()
         return False
 
-    def run(self, plan_json: str, points: list):
-        """Yield ``(index, outputs)`` for every ``(index, values)`` in ``points`` as they finish."""
+    def run(self, plan_json: str, points: list, batch: int = 1):
+        """Yield ``(index, outputs)`` for every ``(index, values)`` in ``points`` as they finish.
+
+        ``batch`` points make one task of the ``processes`` and ``dask``
+        backends: fewer, longer tasks cut the per-task cost of the backend, but
+        a batch's points reach the caller (and the store) together.
+        """
         if self.backend == "serial":
             for index, values in points:
                 yield index, compute_point(plan_json, values)
-        elif self.backend == "processes":
+            return
+        batches = [points[i:i + batch] for i in range(0, len(points), batch)]
+        work = [[values for _, values in part] for part in batches]
+        if self.backend == "processes":
             from concurrent.futures import as_completed
 
-            futures = {self._pool.submit(compute_point, plan_json, values): index
-                       for index, values in points}
+            futures = {self._pool.submit(compute_points, plan_json, part): i
+                       for i, part in enumerate(work)}
             try:
                 for future in as_completed(futures):
-                    yield futures[future], future.result()
+                    yield from _unbatch(batches[futures[future]], future.result())
             finally:
                 for future in futures:
                     future.cancel()
         else:
-            yield from _dask(self.client, plan_json, points)
+            yield from _dask(self.client, plan_json, batches, work)
+
+
+def _unbatch(batch, results):
+    for (index, _), outputs in zip(batch, results, strict=True):
+        yield index, outputs
 
 
 def _start_pool(workers: int):
@@ -169,14 +187,13 @@ def _connect(scheduler: str):
         raise ValidationError("scheduler", f"cannot connect to {scheduler!r}: {exc}") from None
 
 
-def _dask(client, plan_json, points):
+def _dask(client, plan_json, batches, work):
     from distributed import as_completed
 
-    futures = client.map(compute_point, [plan_json] * len(points),
-                         [values for _, values in points], pure=False)
-    index_of = {f.key: index for f, (index, _) in zip(futures, points, strict=True)}
+    futures = client.map(compute_points, [plan_json] * len(work), work, pure=False)
+    which = {f.key: i for i, f in enumerate(futures)}
     try:
-        for future, outputs in as_completed(futures, with_results=True):
-            yield index_of[future.key], outputs
+        for future, results in as_completed(futures, with_results=True):
+            yield from _unbatch(batches[which[future.key]], results)
     finally:
         client.cancel(futures)

@@ -9,6 +9,7 @@ Schema::
     backend = "processes"          # processes | serial | dask
     scheduler = "tcp://host:8786"  # dask only
     workers = 2                    # processes only
+    batch = 1                      # points per task (processes, dask)
     store = "results/sweep.zarr"   # .nc for netCDF
 
     [sweep.grid]                   # swept parameters, in dimension order
@@ -32,8 +33,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 #: Keys of the ``[sweep]`` table.
-SWEEP_KEYS = ("task", "preset", "seeds", "backend", "scheduler", "workers", "store", "format",
-              "grid", "settings")
+SWEEP_KEYS = ("task", "preset", "seeds", "backend", "scheduler", "workers", "batch", "store",
+              "format", "grid", "settings")
 
 
 def parse_sweep_config(text: str) -> dict:
@@ -53,7 +54,7 @@ def parse_sweep_config(text: str) -> dict:
         if not isinstance(table.get(key, {}), dict):
             raise ValidationError(f"sweep.{key}", "must be a table")
     kwargs = {k: table[k] for k in ("task", "seeds", "backend", "scheduler", "workers",
-                                     "store", "format") if k in table}
+                                     "batch", "store", "format") if k in table}
     kwargs["grid"] = dict(table.get("grid", {}))
     kwargs["settings"] = dict(table.get("settings", {}))
     if "grid" in kwargs and "task" in kwargs["grid"] and "task" not in kwargs:

@@ -21,12 +21,13 @@ from odeflow.sweep.store import (
     requires_xarray,
     write_netcdf,
 )
+from odeflow.training.common import check_count
 
 
 def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
           backend: str = "processes", store=None, resume: bool = False,
           retry_failed: bool = False, format: str | None = None, client=None,  # noqa: A002
-          scheduler: str | None = None, workers: int | None = None,
+          scheduler: str | None = None, workers: int | None = None, batch: int = 1,
           progress: bool | None = None):
     """Run ``task`` at every point of ``grid`` (times ``seeds``) and label the outputs.
 
@@ -65,6 +66,12 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         On resume, also run again the points stored with an error.
     format : {"zarr", "netcdf"}, optional
         Default: from the store's suffix (``.nc`` is netCDF).
+    workers : int, optional
+        Worker processes of ``"processes"`` (default: every local core).
+    batch : int, default 1
+        Points per task of ``"processes"`` and ``"dask"``. Larger batches cut
+        the backend's per-task cost on short points; a batch's points are
+        stored together when the batch returns.
     progress : bool, optional
         A progress bar over points; by default when stderr is a terminal.
 
@@ -84,6 +91,7 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     start = time.perf_counter()
     requires_xarray()
     spec = make_spec(task, grid, seeds, settings, data)
+    batch = check_count(batch, "batch")
     runner = PointRunner(backend, workers=workers, client=client, scheduler=scheduler)
     path, fmt = _store_path(store, format)
     target = path
@@ -100,7 +108,7 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
                               "(--resume) to continue it or choose another path")
     with runner:  # workers start before the store is opened (see PointRunner)
-        ds, already, pending = _run(spec, runner, path, progress, retry_failed)
+        ds, already, pending = _run(spec, runner, path, progress, retry_failed, batch)
     if fmt == "netcdf":
         write_netcdf(ds, target)
         remove_partial(target)
@@ -111,7 +119,7 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     return ds
 
 
-def _run(spec, runner, path, progress, retry_failed):
+def _run(spec, runner, path, progress, retry_failed, batch):
     """Open or create the store, run the pending points, return ``(dataset, done, run)``."""
     arrays = SweepArrays(spec, path)
     if path is not None:
@@ -129,7 +137,7 @@ def _run(spec, runner, path, progress, retry_failed):
     pending = [(index, values) for index, values in spec.points() if pending_mask[index]]
     bar = _bar(len(pending), progress)
     try:
-        for index, outputs in runner.run(plan, pending):
+        for index, outputs in runner.run(plan, pending, batch):
             arrays.write(index, outputs)
             if bar is not None:
                 bar.update()

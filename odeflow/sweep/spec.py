@@ -164,7 +164,10 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
             raise ValidationError(f"settings.{name}", _unknown(name, kinds, allowed))
         if name in checked_grid:
             raise ValidationError(f"settings.{name}", "is also swept in grid; give it once")
-        if name in DATA_KEYS:
+        if name == "task":
+            raise ValidationError("settings.task", "give the task as the task argument "
+                                  "([sweep] task = ...), or sweep it in grid.task")
+        if name == "preset":
             continue
         fixed[name] = allowed[name].check(value, f"settings.{name}")
     if "task" not in checked_grid:

@@ -123,12 +123,16 @@ class SweepArrays:
         """Store one finished point: its outputs, then its ``computed`` count."""
         outputs = dict(outputs)
         outputs["computed"] = self.values["computed"][index] + 1
+        changed = []
         for name, value in outputs.items():
+            old = np.array(self.values[name][index], copy=True)
             self.values[name][index] = value
+            if not _same(old, self.values[name][index]):
+                changed.append(name)
         if self.path is None:
             return
         arrays = self._open_arrays()
-        for name in VARIABLES:
+        for name in changed:  # the store already holds the unchanged ones (e.g. NaN B)
             if name != "computed":
                 arrays[name][index] = self.values[name][index]
         arrays["computed"][index] = self.values["computed"][index]
@@ -140,6 +144,11 @@ class SweepArrays:
             group = zarr.open_group(self.path, mode="r+")
             self._arrays = {name: group[name] for name in VARIABLES}
         return self._arrays
+
+
+def _same(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.shape == b.shape and bool(np.all((a == b) | ((a != a) & (b != b))))
 
 
 def _attr(value):
