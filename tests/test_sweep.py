@@ -216,6 +216,8 @@ def test_retry_failed_runs_only_the_failed_points(tmp_path):
     ({"settings": {"rtol": "tight"}}, "settings.rtol"),
     ({"settings": {"eta_q": 1.0}}, "settings.eta_q"),
     ({"settings": {"task": "sgd"}}, "settings.task"),
+    ({"settings": "t_end=1"}, "settings"),
+    ({"grid": [("eta_y", [1.0])]}, "grid"),
     ({"grid": {"eta_y": [1.0]}, "settings": {"eta_y": 2.0}}, "settings.eta_y"),
     ({"seeds": [0, 1]}, "seeds"),
     ({"task": "exactly"}, "task"),

@@ -31,8 +31,8 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
           progress: bool | None = None):
     """Run ``task`` at every point of ``grid`` (times ``seeds``) and label the outputs.
 
-    Each point is one solve (``task`` a flow: ``exact``, ``reduced``, ``snap``)
-    or one training run (``gradient_ascent``, ``sgd``); see
+    Each point is one solve (``task`` a flow: ``exact``, ``reduced``, ``snap``,
+    ``finite_t``) or one training run (``gradient_ascent``, ``sgd``); see
     :data:`odeflow.sweep.tasks.TASKS`. Its named outputs (final logits, the
     distinct-token attention entropy of spec section 6, ``J`` of Eqn 2, ``B_n``
     of Eqn 98, ``t_0`` of CF2, solver stats; :mod:`odeflow.sweep.outputs`)

@@ -149,9 +149,10 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     if not isinstance(grid, Mapping):
         raise ValidationError("grid", f"must be a mapping of parameter names to lists, "
                               f"got {type(grid).__name__}")
+    if settings is not None and not isinstance(settings, Mapping):
+        raise ValidationError("settings", f"must be a mapping of parameter names to values, "
+                              f"got {type(settings).__name__}")
     settings = dict(settings or {})
-    if not isinstance(settings, dict):
-        raise ValidationError("settings", "must be a mapping")
     kinds = _task_kinds(task, grid)
     data_dict, preset = _data_source(data, grid, settings)
     allowed = _allowed_parameters(kinds)
