@@ -320,6 +320,23 @@ def test_reproduce_fig4_and_fig5_small_budget(tmp_path):
     assert main(["reproduce", "fig4", "--seeds", "0", "--out", str(tmp_path)]) == 2
 
 
+def test_levels_from_the_runs_random_start():
+    """same_start: each level starts where its seed's run starts (same entropy at t = 0)."""
+    data = DataModel.preset("syn-medium-1")
+    protocol = paper.FIG6.replace(steps=3, batch_size=16, seq_len=16)
+    same = paper.experiment(data, protocol, seeds=2, same_start=True)
+    zero = paper.experiment(data, protocol, seeds=2)
+    for level in ("E", "R"):
+        assert same.level_entropy[level][0] == pytest.approx(same.entropy[:, 0].mean(),
+                                                             abs=1e-12)
+        assert zero.level_entropy[level][0] != pytest.approx(same.entropy[:, 0].mean(),
+                                                             abs=1e-6)
+    y0 = np.zeros((data.vocab_size, data.vocab_size))
+    y0[:, data.active_tokens] = same.run.initial_decoder(0)
+    start = same.levels["E"].decoder[0][:, data.active_tokens]
+    assert np.abs(start - y0[:, data.active_tokens]).max() < 1e-12
+
+
 @pytest.mark.slow
 def test_reproduce_fig6_full_protocol(tmp_path):
     """The paper's Fig. 6 protocol in full: 64 cells, 10 seeds, 100 steps."""

@@ -13,7 +13,9 @@ prediction of the flows at the mapped flow time ``t = k / (1 - mu)``
 adds one entry with its options). From a zero start (Figs. 4-5) the flows
 start from the runs' initial state exactly. The Fig. 6 protocol starts from a
 uniform random ``Y(0), Z(0)``; the flows are solved from the zero start there
-(until the flows accept an initial decoder), which the tables say.
+unless ``same_start=True`` (``odeflow reproduce fig6 --same-start``): then Level
+E starts from each seed's ``Y(0), Z(0)`` (un-lumped decoder) and Level R from its
+``Z(0)``, at a cost (see :func:`experiment`). The tables say which.
 """
 
 from __future__ import annotations
@@ -49,18 +51,23 @@ RECALL_THRESHOLDS = tuple(np.round(np.linspace(0.02, 0.30, 29), 3).tolist())
 
 
 def level_predictions(data: DataModel, protocol: Protocol, steps, levels=None,
-                      rtol: float = 1e-8, atol: float = 1e-10) -> dict:
-    """Each level's trajectory at the flow times of ``steps`` (zero start, same rates).
+                      rtol: float = 1e-8, atol: float = 1e-10, y0=None, z0=None) -> dict:
+    """Each level's trajectory at the flow times of ``steps``, with the run's rates.
 
     Returns ``{level name: Trajectory}``; the trajectories' ``t`` is
-    ``protocol.flow_time(steps)``.
+    ``protocol.flow_time(steps)``. ``z0`` (``(q, M)``) and ``y0`` (``(M, M)``)
+    give the initial state (zero by default); Level E takes both, Level R only
+    ``z0`` (its decoder state is the margin ``h`` from ``W(0) = 0``, Theorem 1).
     """
     t = protocol.flow_time(steps)
     out = {}
     for name, (flow, options) in (LEVELS if levels is None else levels).items():
+        start = {"z0": z0}
+        if y0 is not None and flow == "exact":
+            start["y0"] = y0
         out[name] = solve(data, flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
                           t_span=(0.0, float(t[-1])), t_eval=t, rtol=rtol, atol=atol,
-                          progress=False, **options)
+                          progress=False, **start, **options)
     return out
 
 
@@ -98,16 +105,36 @@ class Experiment:
 
 
 def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
-               progress: bool | None = None) -> Experiment:
-    """Train ``seeds`` runs with ``protocol`` and solve the levels beside them."""
+               progress: bool | None = None, same_start: bool = False) -> Experiment:
+    """Train ``seeds`` runs with ``protocol`` and solve the levels beside them.
+
+    From a zero start the levels start where the runs do. From a random start
+    they are solved from zero unless ``same_start``: then once per seed from
+    that seed's ``Y(0), Z(0)`` (Level R: ``Z(0)`` only), and ``level_entropy``
+    is the mean over the seeds (``levels`` holds the first seed's trajectories).
+    A random-start Level E keeps all ``M`` decoder rows: on syn-medium-10 one
+    solve to ``t = 1000`` took 14 s (measured), so this is off by default.
+    """
     start = time.perf_counter()
     run = train(data, protocol, seeds=seeds, progress=progress)
     trained = time.perf_counter()
-    flows = level_predictions(data, protocol, run.steps, levels)
+    if same_start and protocol.init != "zero":
+        per_seed = []
+        for i in range(len(run.seeds)):
+            y0 = np.zeros((data.vocab_size, data.vocab_size))
+            y0[:, data.active_tokens] = run.initial_decoder(i)
+            per_seed.append(level_predictions(data, protocol, run.steps, levels, y0=y0,
+                                              z0=run.initial_logits(i)))
+        flows = per_seed[0]
+        level_entropy = {k: np.mean([distinct_entropy(data, f[k].z_active) for f in per_seed],
+                                    axis=0) for k in flows}
+    else:
+        flows = level_predictions(data, protocol, run.steps, levels)
+        level_entropy = {k: distinct_entropy(data, tr.z_active) for k, tr in flows.items()}
     solved = time.perf_counter()
-    return Experiment(data, run, distinct_entropy(data, run.z_active), flows,
-                      {k: distinct_entropy(data, tr.z_active) for k, tr in flows.items()},
-                      {"train": trained - start, "flows": solved - trained})
+    return Experiment(data, run, distinct_entropy(data, run.z_active), flows, level_entropy,
+                      {"train": trained - start, "flows": solved - trained,
+                       "same_start": bool(same_start or protocol.init == "zero")})
 
 
 def fig4(seeds=10, steps: int = 100, progress: bool | None = None) -> Experiment:
@@ -124,13 +151,15 @@ def fig5(seeds=10, steps: int = 100, progress: bool | None = None) -> list[Exper
 
 
 def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z,
-              ratios=FIG6_RATIO, progress: bool | None = None) -> list[dict]:
+              ratios=FIG6_RATIO, progress: bool | None = None,
+              same_start: bool = False) -> list[dict]:
     """Fig. 6: final distinct-token entropy over ``syn-medium-N x eta_Z x eta_Y/eta_Z``.
 
     One row per cell: ``preset, M, eta_z, ratio, eta_y``, the runs' mean and
     standard deviation over seeds (``sgd_mean, sgd_std``), the entropy at the
     start (``initial_mean``), each level's entropy at the mapped flow time
-    (``level_E``, ``level_R``, ...; from the zero start), and ``recall``: the
+    (``level_E``, ``level_R``, ...; from the zero start, or the mean over the
+    seeds' starts with ``same_start``; column ``levels_from``), and ``recall``: the
     runs' mean recall at :data:`RECALL_THRESHOLDS` after the last step.
     """
     rows = []
@@ -140,11 +169,13 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
         for eta_z in eta_zs:
             for ratio in ratios:
                 p = FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
-                exp = experiment(data, p, seeds, progress=progress)
+                exp = experiment(data, p, seeds, progress=progress, same_start=same_start)
                 final = exp.entropy[:, -1]
                 row = {"preset": name, "M": data.vocab_size, "eta_z": eta_z, "ratio": ratio,
                        "eta_y": p.eta_y, "steps": steps, "flow_time": float(exp.t[-1]),
-                       "seeds": len(exp.run.seeds), "sgd_mean": float(final.mean()),
+                       "seeds": len(exp.run.seeds), "levels_from": "run start" if
+                       exp.seconds["same_start"] else "zero",
+                       "sgd_mean": float(final.mean()),
                        "sgd_std": float(final.std()),
                        "initial_mean": float(exp.entropy[:, 0].mean())}
                 for level, H in exp.level_entropy.items():

@@ -35,6 +35,9 @@ def register(sub) -> None:
     p.add_argument("--steps", type=int, default=100, metavar="K", help="training steps (100)")
     p.add_argument("--out", default="results/reproduce", metavar="DIR",
                    help="folder for the CSV and PNG files (results/reproduce)")
+    p.add_argument("--same-start", action="store_true",
+                   help="fig6: solve the levels from each seed's random start (slow) "
+                        "instead of the zero start")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.set_defaults(func=run)
 
@@ -111,7 +114,8 @@ def run(args) -> int:
                            "level_E_entropy"], every=max(1, args.steps // 5))
         written = write_outputs(out, "fig5", rows, plot_fig5(exps))
     else:
-        rows = paper.fig6_rows(args.seeds, args.steps, progress=progress)
+        rows = paper.fig6_rows(args.seeds, args.steps, progress=progress,
+                               same_start=args.same_start)
         table = [{k: v for k, v in r.items() if k != "recall"} for r in rows]
         print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", "level_E",
                             "level_R"])

@@ -118,8 +118,9 @@ def plot_fig6(rows, axes=None):
     import matplotlib.pyplot as plt
 
     presets = list(dict.fromkeys(r["preset"] for r in rows))
+    start = "zero start" if rows[0].get("levels_from", "zero") == "zero" else "runs' starts"
     sources = [("sgd_mean", "runs (SGD, uniform start)")] + [
-        (k, f"Level {k[6:]} (zero start)") for k in rows[0] if k.startswith("level_")]
+        (k, f"Level {k[6:]} ({start})") for k in rows[0] if k.startswith("level_")]
     if axes is None:
         fig, axes = plt.subplots(len(sources), len(presets),
                                  figsize=(3.6 * len(presets), 3.0 * len(sources)),
