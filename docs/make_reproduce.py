@@ -179,8 +179,9 @@ def fig6_section(rows: list[dict]) -> str:
 {{1, 2, 5, 10}}, uniform start in `[-1/sqrt(M), 1/sqrt(M)]`, SGD with momentum 0.9,
 batch 128, `T = 128`, {steps} steps, {seeds} seeds: 64 cells. Beside each cell,
 Level E and Level R at the mapped flow time `t = {steps} / (1 - 0.9) =
-{rows[0]['flow_time']:g}` with the same rates, **from the zero start** (the flows
-do not take the runs' random initial decoder yet). Files:
+{rows[0]['flow_time']:g}` with the same rates, **from the zero start**
+(`--same-start` solves them from each seed's random start instead; see below
+for what it costs and changes). Files:
 {{download}}`fig6.csv <reproduce/fig6.csv>` (the 64 cells: mean and sd over seeds, initial
 entropy, the levels, wall times), {{download}}`fig6_recall.csv <reproduce/fig6_recall.csv>`.
 
@@ -282,11 +283,19 @@ In words, for Fig. 6 (numbers from the tables above):
 - **Adam picks different distinct tokens at different attention rates (Fig. 5)**:
   seen in the runs; not a claim any level models.
 
-Caveats, measured: the Fig. 6 levels start from zero while the runs start from
-a random state (the initial entropies differ by the random `Z(0)`, column
-`initial_mean` of fig6.csv); Level T (finite `T = 128`, spec section 8) is the
-level expected to close the gap between Level E and the runs and plugs into
-`odeflow.analysis.paper.LEVELS`.
+Caveats, measured: the Fig. 6 levels above start from zero while the runs start
+from a random state (the initial entropies differ by the random `Z(0)`, column
+`initial_mean` of fig6.csv). `odeflow reproduce fig6 --same-start` solves Level E
+from each seed's `Y(0), Z(0)` (all `M` decoder rows) and Level R from its `Z(0)`;
+one such Level E solve to `t = 1000` took 14 s on syn-medium-10, so its 160
+solves (16 cells x 10 seeds) alone would take about 37 minutes here. For the
+two smaller sizes it was run (`odeflow.analysis.paper.fig6_rows(seeds=10,
+sizes=(1, 3), same_start=True)`, 94 s): the verdicts do not change. Shares of
+pairs falling with `eta_Z` / rising with the ratio, from the runs' starts:
+Level E 83% / 42% (syn-medium-1) and 92% / 42% (syn-medium-3), Level R 100% /
+100% on both, against 83% / 42% and 92% / 33% for Level E from zero.
+Level T (finite `T = 128`, spec section 8) is the level expected to close the
+gap between Level E and the runs and plugs into `odeflow.analysis.paper.LEVELS`.
 
 ## Cost
 
