@@ -19,8 +19,9 @@ pytest.importorskip("zarr")
 
 import odeflow  # noqa: E402
 from odeflow.analysis.diagnostics import transition_time  # noqa: E402
+from odeflow.analysis.measures import distinct_entropy  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
-from odeflow.sweep import TASKS, distinct_entropy, open_store, register, sweep  # noqa: E402
+from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
 from odeflow.sweep.config import parse_sweep_config  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +75,7 @@ def test_entropy_stays_finite_at_huge_logits():
     z0 = np.zeros((data.query_tokens.size, data.vocab_size))
     z0[:, [10, 20]] = 800.0  # a distinct token of each class; exp(800) overflows
     traj = odeflow.solve(data, t_span=(0, 1.0), z0=z0, progress=False)
-    h = distinct_entropy(traj)
+    h = distinct_entropy(data, traj.z_active)
     assert np.all(np.isfinite(h)) and h[0] < 1e-6
 
 
@@ -95,6 +96,15 @@ def test_dims_are_the_grid_then_seed_then_the_output_axes():
     np.testing.assert_array_equal(ds.J.sel(eta_z=0.5, seed=4).values[on_grid],
                                   direct.objective[np.isin(direct.t, ds.time.values)])
     assert not np.array_equal(ds.J.sel(seed=3).values, ds.J.sel(seed=4).values)
+
+
+def test_runs_with_momentum_share_the_step_axis():
+    ds = sweep("sgd", {"momentum": [0.0, 0.9]}, backend="serial",
+               settings={"steps": 20, "batch_size": 8, "seq_len": 8})
+    assert np.isfinite(ds.J.values).all() and np.isfinite(ds.entropy.values).all()
+    direct = odeflow.train_sgd(odeflow.DataModel.preset("syn-small"), 1.0, 0.1, 20, 8, 8,
+                               momentum=0.9, seed=0, progress=False)
+    np.testing.assert_array_equal(ds.J.sel(momentum=0.9).values, direct.objective)
 
 
 def test_level_t_is_a_seeded_flow_task():

@@ -19,13 +19,13 @@ would otherwise be hidden by the package, or hide it).
 import sys
 import types
 
-from odeflow.sweep.outputs import VARIABLES, distinct_entropy
+from odeflow.sweep.outputs import VARIABLES
 from odeflow.sweep.run import sweep
 from odeflow.sweep.spec import SweepSpec, make_spec
 from odeflow.sweep.store import open_store
 from odeflow.sweep.tasks import TASKS, Parameter, TaskKind, flow_task, register
 
-__all__ = ["Parameter", "SweepSpec", "TASKS", "TaskKind", "VARIABLES", "distinct_entropy",
+__all__ = ["Parameter", "SweepSpec", "TASKS", "TaskKind", "VARIABLES",
            "flow_task", "make_spec", "open_store", "register", "sweep"]
 
 

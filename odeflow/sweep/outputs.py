@@ -24,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.analysis.diagnostics import transition_time
+from odeflow.analysis.measures import distinct_entropy
 from odeflow.errors import ValidationError
-from odeflow.numerics import logsumexp
 from odeflow.results import Trajectory
 
 #: Per-point dims and dtype of each variable (``time``, ``class``, ``token`` are shared).
@@ -77,30 +77,6 @@ def empty_outputs(sizes: dict) -> dict:
     return out
 
 
-def distinct_entropy(traj: Trajectory) -> np.ndarray:
-    """Distinct-token attention entropy averaged over the classes, shape (n,).
-
-    For class ``n`` with query ``m``: ``a_l = ln c_{l|n} + z_{m,l}`` on
-    ``G_DT(n)``, ``p = softmax(a)``, ``H_n = logsumexp(a) - sum_l p_l a_l``
-    (log space: no overflow at large logits). Classes without distinct tokens
-    are left out (spec section 6, last bullet; paper Fig. 6).
-    """
-    data = traj.data
-    values = []
-    for i, n in enumerate(data.next_tokens):
-        tokens = data.distinct_tokens(int(n))
-        if tokens.size == 0:
-            continue
-        cols = np.searchsorted(data.active_tokens, tokens)
-        a = data.active_log_probs[i, cols] + traj.z_active[:, data.class_query_index[i], cols]
-        lse = logsumexp(a, axis=1)
-        p = np.exp(a - lse[:, None])
-        values.append(lse - np.sum(p * a, axis=1))
-    if not values:
-        raise ValidationError("data", "no class has distinct tokens")
-    return np.mean(values, axis=0)
-
-
 def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
     """The named outputs of one solve or training run on the shared ``times``.
 
@@ -130,7 +106,7 @@ def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
         for k, m in enumerate(data.query_tokens[data.class_query_index]):
             out["logits"][k, :data.vocab_size] = result.logits(int(m))[-1]
         try:
-            put("entropy", distinct_entropy(result))
+            put("entropy", distinct_entropy(data, result.z_active))
         except ValidationError:  # no class has distinct tokens: no entropy to report
             pass
         if result.decoder_lumped is not None:
