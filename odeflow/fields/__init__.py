@@ -21,6 +21,7 @@ from odeflow.fields.exact import ExactFlow
 from odeflow.fields.finite_t import FiniteTFlow
 from odeflow.fields.reduced import ReducedFlow
 from odeflow.fields.snap import SnapFlow
+from odeflow.fields.stacked import StackedField
 
 FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
                                        FiniteTFlow.name: FiniteTFlow,
@@ -28,4 +29,4 @@ FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
                                        SnapFlow.name: SnapFlow}
 
 __all__ = ["FLOWS", "ClassTable", "ExactFlow", "FiniteTFlow", "ReducedFlow", "SnapFlow",
-           "Supports", "VectorField"]
+           "StackedField", "Supports", "VectorField"]

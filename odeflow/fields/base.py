@@ -58,6 +58,17 @@ def _logit_row(row, M, name) -> np.ndarray:
     return row
 
 
+def batch_by_loop(rates, y: np.ndarray, eta_y, eta_z) -> np.ndarray:
+    """``rates(y_i, eta_y_i, eta_z_i)`` stacked over the rows of ``y`` (P, size).
+
+    The fallback of a field's ``rates`` for a batch its storage cannot
+    vectorise; learning rates are scalars or arrays of shape (P, 1).
+    """
+    ey = np.broadcast_to(np.asarray(eta_y, dtype=float).reshape(-1), (y.shape[0],))
+    ez = np.broadcast_to(np.asarray(eta_z, dtype=float).reshape(-1), (y.shape[0],))
+    return np.stack([rates(y[i], ey[i], ez[i]) for i in range(y.shape[0])])
+
+
 class VectorField(ABC):
     """A right-hand side ``dy/dt = F(t, y)`` on a flat state vector.
 

@@ -234,8 +234,9 @@ class Supports:
 
     *Support values* (features, gradients on the support) are ``(K, C)``
     arrays that are zero off the support in dense storage, or flat ``(nnz,)``
-    arrays in sparse storage; the methods below accept either and an optional
-    leading batch axis where noted.
+    arrays in sparse storage. In dense storage every method also takes a
+    leading batch axis (several states at once, see
+    :class:`~odeflow.fields.stacked.StackedField`).
 
     Parameters
     ----------
@@ -257,6 +258,8 @@ class Supports:
             self.zgather = np.zeros((K, C), dtype=np.int64)
             self.zgather[seg, col] = zpos
             self._zflat = self.zgather.ravel()
+            self._positions = seg * C + col
+            self._ones = np.ones(C)  # row sums as a matrix-vector product (fast when small)
         else:
             self.log_probs = table.log_probs.copy()
             self.seg, self.col, self.zpos = seg, col, zpos
@@ -264,6 +267,8 @@ class Supports:
             self._order_t = np.argsort(col, kind="stable")
             self._indptr_t = np.concatenate([[0], np.cumsum(np.bincount(col, minlength=C))])
             self._col_t = seg[self._order_t]
+            self._positions = np.arange(seg.size)
+        self._scatter = None
 
     # ----------------------------------------------------- elementwise glue
     def gather_logits(self, z: np.ndarray) -> np.ndarray:
@@ -272,7 +277,7 @@ class Supports:
 
     def entry_sum(self, x: np.ndarray) -> np.ndarray:
         """Per-entry sums of support values, shape (..., K)."""
-        return x.sum(axis=-1) if self.dense else np.add.reduceat(x, self.starts, axis=-1)
+        return x @ self._ones if self.dense else np.add.reduceat(x, self.starts, axis=-1)
 
     def entry_max(self, x: np.ndarray) -> np.ndarray:
         """Per-entry maxima of support values, shape (..., K)."""
@@ -285,24 +290,44 @@ class Supports:
     def features(self, z: np.ndarray) -> np.ndarray:
         """``f^_k = c~_k / ||c~_k||_2``, ``c~_k = c_k exp(z_{psi(k)})`` (Eqn 6), log space."""
         a = self.log_probs + self.gather_logits(z)
+        if self.dense:  # in place: fewest temporaries for small states
+            a -= a.max(axis=-1, keepdims=True)
+            np.exp(a, out=a)
+            a *= (1.0 / np.sqrt((a * a) @ self._ones))[..., None]
+            return a
         e = np.exp(a - self.expand(self.entry_max(a)))
         return e / self.expand(np.sqrt(self.entry_sum(e * e)))
 
-    def scatter_logits(self, x: np.ndarray) -> np.ndarray:
-        """Sum support values into the carried logits, shape (n_logits,) (1-d only)."""
+    def entry_dot(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Per-entry inner products ``sum_l x_kl y_kl``, shape (..., K)."""
         if self.dense:
-            return np.bincount(self._zflat, x.ravel(), minlength=self.n_logits)
-        return np.bincount(self.zpos, x, minlength=self.n_logits)
+            return (x * y) @ self._ones
+        return np.add.reduceat(x * y, self.starts, axis=-1)
+
+    def scatter_logits(self, x: np.ndarray) -> np.ndarray:
+        """Sum support values into the carried logits, shape (..., n_logits)."""
+        if x.ndim == (2 if self.dense else 1):
+            if self.dense:
+                return np.bincount(self._zflat, x.ravel(), minlength=self.n_logits)
+            return np.bincount(self.zpos, x, minlength=self.n_logits)
+        if self._scatter is None:  # (n_logits, positions) 0/1 matrix for batches
+            zpos = self.table.logit_position
+            self._scatter = sparse.csr_matrix(
+                (np.ones(zpos.size), (zpos, self._positions)),
+                shape=(self.n_logits, self.K * self.C if self.dense else zpos.size))
+        flat = x.reshape(-1, self._scatter.shape[1])
+        return np.asarray(self._scatter @ flat.T).T.reshape(x.shape[:-2 if self.dense else -1]
+                                                             + (self.n_logits,))
 
     def column_sum(self, x: np.ndarray) -> np.ndarray:
-        """``sum_k x_k`` over entries, per column, shape (C,) (1-d only)."""
+        """``sum_k x_k`` over entries, per column, shape (..., C) (sparse: 1-d only)."""
         if self.dense:
-            return x.sum(axis=0)
+            return x.sum(axis=-2)
         return np.bincount(self.col, x, minlength=self.C)
 
     def at_columns(self, v: np.ndarray) -> np.ndarray:
-        """A per-column vector ``(C,)`` read at each support entry."""
-        return v[None, :] if self.dense else v[self.col]
+        """A per-column vector ``(..., C)`` read at each support entry."""
+        return v[..., None, :] if self.dense else v[..., self.col]
 
     # ----------------------------------------------------- products with Y^T
     def _csr(self, x):
@@ -321,13 +346,13 @@ class Supports:
     def columns_times(self, x: np.ndarray, A: np.ndarray) -> np.ndarray:
         """``X^T @ A``: support values ``x`` transposed times ``A (K, R)`` -> (C, R)."""
         if self.dense:
-            return x.T @ A
+            return np.swapaxes(x, -1, -2) @ A
         return np.asarray(self._csr_t(x) @ A)
 
     def sample(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
         """``(A @ B^T)`` on the support: ``A (K, R)``, ``B (C, R)`` -> support values."""
         if self.dense:
-            return A @ B.T
+            return A @ np.swapaxes(B, -1, -2)
         nnz = self.seg.size
         out = np.empty(nnz)
         step = max(1, GATHER_CHUNK // max(1, B.shape[1]))

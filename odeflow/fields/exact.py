@@ -37,7 +37,7 @@ import numpy as np
 
 from odeflow.data import as_real_array
 from odeflow.errors import ValidationError
-from odeflow.fields.base import VectorField
+from odeflow.fields.base import VectorField, batch_by_loop
 from odeflow.fields.classes import ClassTable, Supports
 
 
@@ -100,6 +100,7 @@ class ExactFlow(VectorField):
         self.columns = table.active_tokens
         self.pi = np.asarray(table.weight, dtype=float)
         self._pi_s = self.ops.expand(self.pi)
+        self._pi_col = self.pi[:, None]
         rows0, self.lumped = self._initial_decoder(y0, bool(unlumped))
         self.y0 = None if y0 is None else as_real_array(y0, "y0")
         n_next = table.next_tokens.size
@@ -169,19 +170,21 @@ class ExactFlow(VectorField):
 
         Returns a dict with ``Yt`` (``Y^T``, (C, R)), ``features`` ``f^_n`` and
         ``backprop`` ``g_n`` as support values (see
-        :class:`~odeflow.fields.classes.Supports`), ``logits`` ``Y f^_n`` (K, R),
-        ``alpha`` (K, R; per output token) and ``residual`` ``e_n - alpha_n`` (K, R).
+        :class:`~odeflow.fields.classes.Supports`), ``alpha`` (K, R; per output
+        token) and ``residual`` ``e_n - alpha_n`` (K, R). In dense storage ``y``
+        may carry a leading batch axis.
         """
         ops = self.ops
-        Yt = y[: self._ny].reshape(self.C, self.R)
-        F = ops.features(y[self._ny:])
-        U = ops.rows_times(F, Yt)
-        E = np.exp(U - U.max(axis=1, keepdims=True))
-        alpha = E / (E @ self.multiplicity)[:, None]
+        Yt = y[..., : self._ny].reshape(y.shape[:-1] + (self.C, self.R))
+        F = ops.features(y[..., self._ny:])
+        E = ops.rows_times(F, Yt)
+        E -= E.max(axis=-1, keepdims=True)
+        np.exp(E, out=E)
+        alpha = E
+        alpha /= (E @ self.multiplicity)[..., None]
         D = self.target - alpha
         G = ops.sample(D * self.multiplicity, Yt)
-        return {"Yt": Yt, "features": F, "logits": U, "alpha": alpha, "residual": D,
-                "backprop": G}
+        return {"Yt": Yt, "features": F, "alpha": alpha, "residual": D, "backprop": G}
 
     def objective(self, y: np.ndarray) -> float:
         """``J(Y, Z) = sum_n pi_n [e_n^T Y f^_n - log 1^T exp(Y f^_n)]`` (Eqn 2)."""
@@ -195,13 +198,25 @@ class ExactFlow(VectorField):
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 3-4 (Lemma 1) on the state."""
         self.nfev += 1
+        return self.rates(y, self.eta_y, self.eta_z)
+
+    def rates(self, y: np.ndarray, eta_y, eta_z) -> np.ndarray:
+        """The right-hand side for states ``y`` of shape (..., size) and learning rates
+        broadcast against ``y[..., :1]`` (one per state of a batch, or scalars)."""
         ops = self.ops
+        if y.ndim > 1 and not ops.dense:
+            return batch_by_loop(self.rates, y, eta_y, eta_z)
         p = self.forward(y)
         F, D, G = p["features"], p["residual"], p["backprop"]
-        out = np.empty(self.size)
-        out[: self._ny] = (self.eta_y * ops.columns_times(F, self.pi[:, None] * D)).ravel()
-        S = ops.entry_sum(F * G)
-        out[self._ny:] = self.eta_z * ops.scatter_logits(self._pi_s * F * (G - F * ops.expand(S)))
+        out = np.empty(y.shape)
+        dY = ops.columns_times(F, self._pi_col * D)
+        out[..., : self._ny] = dY.reshape(y.shape[:-1] + (self._ny,))
+        out[..., : self._ny] *= eta_y
+        G -= F * ops.expand(ops.entry_dot(F, G))
+        G *= F
+        G *= self._pi_s
+        out[..., self._ny:] = ops.scatter_logits(G)
+        out[..., self._ny:] *= eta_z
         return out
 
     def jvp(self, y: np.ndarray, v: np.ndarray) -> np.ndarray:

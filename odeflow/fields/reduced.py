@@ -57,7 +57,7 @@ from scipy.special import expit
 
 from odeflow.data import as_real_array
 from odeflow.errors import ValidationError
-from odeflow.fields.base import PATTERN_BYTES_LIMIT, VectorField
+from odeflow.fields.base import PATTERN_BYTES_LIMIT, VectorField, batch_by_loop
 from odeflow.fields.classes import ClassTable, Supports
 from odeflow.numerics import feature_vectors
 from odeflow.results.trajectory import DECODER_BYTES_LIMIT
@@ -154,6 +154,7 @@ class ReducedFlow(VectorField):
         self.pi = np.asarray(data.weights, dtype=float)
         self.log_m_minus_1 = float(np.log(M - 1))
         self.margin_rate = self.eta_y * self.pi * M / (M - 1)
+        self._margin_unit = self.pi * M / (M - 1)
         off = self.beta[~np.eye(K, dtype=bool)]
         if off.size == 0:
             self.beta_scalar = 0.0
@@ -225,27 +226,39 @@ class ReducedFlow(VectorField):
         ``w_n = f^_n . v_n`` (K,).
         """
         ops = self.ops
-        h = y[self._sl_h]
+        h = y[..., self._sl_h]
         s, one_minus_s = _speed_factors(h, self.log_m_minus_1)
-        F = ops.features(y[self._sl_z])
+        F = ops.features(y[..., self._sl_z])
         V = self.mix(ops.expand(h) * F)
-        w = ops.entry_sum(F * V)
+        w = ops.entry_dot(F, V)
         return {"margin": h, "s": s, "one_minus_s": one_minus_s, "features": F,
                 "mix": V, "drive": w}
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 44, 10, 98 and 128 on the flat state."""
         self.nfev += 1
+        return self.rates(y, self.eta_y, self.eta_z)
+
+    def rates(self, y: np.ndarray, eta_y, eta_z) -> np.ndarray:
+        """The right-hand side for states ``y`` of shape (..., size) and learning rates
+        broadcast against ``y[..., :1]`` (one per state of a batch, or scalars)."""
         ops = self.ops
+        if y.ndim > 1 and not ops.dense:
+            return batch_by_loop(self.rates, y, eta_y, eta_z)
         p = self.forward(y)
         h, s, F, V, w = p["margin"], p["s"], p["features"], p["mix"], p["drive"]
-        out = np.empty(self.size)
-        out[self._sl_h] = self.margin_rate * s
+        out = np.empty(y.shape)
+        out[..., self._sl_h] = self._margin_unit * s
+        out[..., self._sl_h] *= eta_y
         piS = self.pi * s
-        out[self._sl_z] = self.eta_z * ops.scatter_logits(
-            ops.expand(piS) * F * (ops.expand(w) * F - V))
-        out[self._sl_b] = self.eta_z * piS * w
-        out[self._sl_g] = s * h
+        V -= ops.expand(w) * F
+        V *= F
+        V *= ops.expand(-piS)
+        out[..., self._sl_z] = ops.scatter_logits(V)
+        out[..., self._sl_z] *= eta_z
+        out[..., self._sl_b] = piS * w
+        out[..., self._sl_b] *= eta_z
+        out[..., self._sl_g] = s * h
         return out
 
     def jvp(self, y: np.ndarray, v: np.ndarray) -> np.ndarray:

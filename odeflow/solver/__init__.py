@@ -1,6 +1,7 @@
 """The solve entry point: :func:`solve` wraps :func:`scipy.integrate.solve_ivp`.
 
-- :mod:`odeflow.solver.solve`: :func:`solve`, method choice, output grid.
+- :mod:`odeflow.solver.solve`: :func:`solve`, :func:`solve_batch` (many
+  learning-rate points as one state), method choice, output grid.
 - :mod:`odeflow.solver.snap`: :func:`solve_snap`, keyword front door to the
   Sec. 6 system.
 """
@@ -16,8 +17,9 @@ from odeflow.solver.solve import (
     default_t_eval,
     jacobian_options,
     solve,
+    solve_batch,
 )
 
 __all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "IMPLICIT", "LARGE_STATE_METHOD",
            "METHODS", "choose_method", "default_t_eval", "jacobian_options", "solve",
-           "solve_snap"]
+           "solve_batch", "solve_snap"]

@@ -17,6 +17,7 @@ import time
 
 import numpy as np
 from scipy.integrate import solve_ivp
+from threadpoolctl import threadpool_limits
 
 from odeflow.data import as_real_array, as_real_number, validate_positive
 from odeflow.errors import SolveError, ValidationError
@@ -82,7 +83,9 @@ def choose_method(field: VectorField) -> str:
 def jacobian_options(field: VectorField, method: str) -> dict:
     """The ``jac`` / ``jac_sparsity`` keyword for an implicit ``method``.
 
-    The analytic dense Jacobian while it fits :data:`DENSE_MEMORY_LIMIT`;
+    A field whose ``jacobian`` is sparse (``sparse_jacobian``) gives it to Radau
+    and BDF at any size. Otherwise the analytic dense Jacobian while it fits
+    :data:`DENSE_MEMORY_LIMIT`;
     above it, Radau and BDF get the field's sparsity pattern (a sparse
     matrix, finite differences on its columns) when it has one, and anything
     else would build a dense ``size^2`` matrix, so it is refused.
@@ -95,6 +98,8 @@ def jacobian_options(field: VectorField, method: str) -> dict:
     if method not in IMPLICIT:
         return {}
     need = dense_jacobian_bytes(field.size)
+    if getattr(field, "sparse_jacobian", False) and method != "LSODA":
+        return {"jac": field.jacobian}
     if need <= DENSE_MEMORY_LIMIT:
         return {"jac": field.jacobian} if field.has_jacobian else {}
     pattern = field.jac_sparsity() if method != "LSODA" else None
@@ -270,3 +275,108 @@ def _check_flow_options(flow: str, options: dict) -> None:
         if key not in allowed:
             raise ValidationError(key, f"unknown option for flow {flow!r}; it takes "
                                   f"{allowed if allowed else 'no options'}")
+
+
+def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=None,
+                method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10, z0=None,
+                progress: bool | None = None, blas_threads: int | None = 1,
+                **flow_options) -> list:
+    """Integrate one flow of one data model at many learning-rate points as one state.
+
+    The ``P`` points are stacked into one state
+    (:class:`~odeflow.fields.stacked.StackedField`) and integrated by one
+    ``solve_ivp`` call whose right-hand side evaluates every point in one
+    vectorised call: a sweep over ``(eta_Y, eta_Z)`` pays numpy's and scipy's
+    per-call overhead once per step, not once per point.
+
+    Parameters
+    ----------
+    data : DataModel
+    params : sequence of (eta_y, eta_z)
+        The learning-rate points, finite and positive.
+    flow, t_span, t_eval, method, z0, progress, **flow_options
+        As for :func:`solve`; ``method="auto"`` sees the stacked state (so
+        large batches get an explicit method, :func:`choose_method`).
+        Implicit methods get the block-diagonal analytic Jacobian as a sparse
+        matrix.
+    rtol, atol : float
+        Tolerances *per point*. ``solve_ivp`` controls the RMS norm of the
+        error over the whole stacked state, in which one point's error would
+        count ``1/sqrt(P)``; the stacked solve therefore runs at ``rtol /
+        sqrt(P)`` and ``atol / sqrt(P)`` so that each point's own RMS error
+        stays within ``rtol, atol``.
+    blas_threads : int or None, default 1
+        BLAS threads during the solve (:func:`threadpoolctl.threadpool_limits`);
+        None keeps the library's default. The stacked products are many tiny
+        matrices, for which threads cost more than they give
+        (``benchmarks/bench_batch.py`` measures both).
+
+    Returns
+    -------
+    list of Trajectory
+        One per point, in order, each with the batch's ``stats`` (plus
+        ``batch_size``) and its own ``eta_y``, ``eta_z`` in ``meta``.
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field (``params`` for the points).
+    SolveError
+        When the stacked solve fails.
+    """
+    from odeflow.fields.stacked import StackedField
+
+    if not isinstance(flow, str) or flow not in FLOWS:
+        raise ValidationError("flow", f"unknown flow {flow!r}; choose one of {sorted(FLOWS)}")
+    try:
+        points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
+    except (TypeError, IndexError, KeyError):
+        points = None
+    if not points:
+        raise ValidationError("params", f"must be a non-empty sequence of (eta_y, eta_z) "
+                              f"pairs, got {params!r:.80}")
+    t0, t_end = _check_span(t_span)
+    rtol = validate_positive(rtol, "rtol")
+    atol = validate_positive(atol, "atol")
+    t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    _check_flow_options(flow, flow_options)
+    field = StackedField([FLOWS[flow](data, ey, ez, z0=z0, **flow_options)
+                          for ey, ez in points])
+    if method == "auto":
+        method = choose_method(field)
+    elif method not in METHODS:
+        raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
+                              f"{list(METHODS)}")
+    kwargs = jacobian_options(field, method)
+    scale = math.sqrt(field.P)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    bar = _Progress(t0, t_end, progress, desc=f"{flow} flow x {field.P} ({method})")
+
+    def rhs(t, y):
+        bar.update(t)
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            return field.rhs(t, y)
+
+    start = time.perf_counter()
+    try:
+        with threadpool_limits(limits=blas_threads, user_api="blas"):
+            sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
+                            t_eval=t_eval, rtol=rtol / scale, atol=atol / scale, **kwargs)
+    except FloatingPointError as exc:
+        raise SolveError(f"{flow} flow x {field.P} ({method}): floating-point error in the "
+                         f"right-hand side: {exc}", {"method": method}) from None
+    finally:
+        bar.close()
+    stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
+             "nlu": int(sol.nlu), "status": int(sol.status), "message": str(sol.message),
+             "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
+             "jac_calls": field.njev, "rtol": rtol, "atol": atol, "batch_size": field.P,
+             "analytic_jacobian": "jac" in kwargs, "n_state": field.n}
+    if not sol.success or not np.all(np.isfinite(sol.y)):
+        raise SolveError(f"{flow} flow x {field.P} ({method}) failed: {sol.message}", stats)
+    out = field.trajectory(sol.t, sol.y.T, stats)
+    for traj in out:
+        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
+                          "atol": atol})
+    return out
