@@ -2,7 +2,9 @@
 
 Setup (issue: scale): ``M = 50,000``; ``K`` classes, 10 per query token (``K/10``
 query tokens); each class has 49 distinct tokens and the 20 tokens shared by
-all classes, with random probabilities (seed 0) and uniform weights;
+all classes (so ``L = 49 K + 20`` active tokens), with random probabilities
+(seed 0) and uniform weights; next and query tokens are the last ``K + K/10``
+ids;
 ``eta_Y = 1``, ``eta_Z = 0.1``, ``Y(0) = Z(0) = 0``, ``rtol = 1e-8``,
 ``atol = 1e-10``.
 
@@ -48,12 +50,13 @@ def scale_model(K: int, M: int = 50_000, per_query: int = 10, distinct: int = 49
 
     rng = np.random.default_rng(seed)
     q = K // per_query
-    assert K * distinct + shared + K + q <= M, "tokens do not fit in M"
-    # token ids: next tokens, then query tokens, then shared, then distinct blocks
-    next_tokens = np.arange(K)
-    query_tokens = K + np.arange(q)
-    shared_tokens = K + q + np.arange(shared)
-    first = K + q + shared
+    assert K * distinct + shared <= M and K + q <= M, "tokens do not fit in M"
+    # context tokens: shared 0..19, then the distinct blocks; next and query tokens
+    # are the last K + q ids (they may also be context tokens of other classes)
+    next_tokens = M - K + np.arange(K)
+    query_tokens = M - K - q + np.arange(q)
+    shared_tokens = np.arange(shared)
+    first = shared
     classes = []
     for k in range(K):
         toks = np.concatenate([shared_tokens, first + k * distinct + np.arange(distinct)])

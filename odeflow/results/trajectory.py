@@ -86,15 +86,19 @@ class Trajectory:
                                                                           dtype=float)
         self.t = np.asarray(t, dtype=float)
         self.z_base = np.asarray(z_base, dtype=float)
-        # contiguous, so that derived quantities round the same after save and load
-        self._set_logits(np.ascontiguousarray(z_active, dtype=float), logit_index)
+        self._set_logits(np.asarray(z_active, dtype=float), logit_index)
         self.decoder_lumped = None if decoder_lumped is None else np.asarray(decoder_lumped)
         self.series = {k: np.asarray(v) for k, v in (series or {}).items()}
         self.stats = dict(stats or {})
         self.meta = dict(meta or {})
 
     def _set_logits(self, z: np.ndarray, logit_index) -> None:
-        """Store the logits compactly: ``z_carried (n, P)`` and their ``(query, token)``."""
+        """Store the logits compactly, logit-major: ``(P, n)`` and their ``(query, token)``.
+
+        Logit-major is the layout of ``solve_ivp``'s output (``sol.y``), so a
+        solve's logits are stored without a transposing copy; the storage is
+        contiguous, so derived quantities round the same after save and load.
+        """
         data = self.data
         q, L = data.query_tokens.size, data.active_tokens.size
         if logit_index is None:
@@ -103,18 +107,28 @@ class Trajectory:
                                       f"t ({self.t.size}) and the data model")
             self.logit_query = np.repeat(np.arange(q), L)
             self.logit_token = np.tile(data.active_tokens, q)
-            self.z_carried = z.reshape(self.t.size, q * L)
-            self._z_dense = z
+            self._z_dense = np.ascontiguousarray(z)
+            self._z_by_logit = np.ascontiguousarray(self._z_dense.reshape(self.t.size, q * L).T)
             return
         rows, tokens = (np.asarray(a, dtype=np.int64) for a in logit_index)
         if z.ndim != 2 or z.shape != (self.t.size, rows.size) or tokens.shape != rows.shape:
             raise ValidationError("z_active", f"has shape {z.shape}, inconsistent with t "
                                   f"({self.t.size}) and logit_index ({rows.size} logits)")
         key = rows * data.vocab_size + tokens
-        order = np.argsort(key, kind="stable")
-        self.logit_query, self.logit_token = rows[order], tokens[order]
-        self.z_carried = np.ascontiguousarray(z[:, order])
+        if np.all(np.diff(key) > 0):  # the fields' order already: no copy of the values
+            self.logit_query, self.logit_token = rows, tokens
+            self._z_by_logit = np.ascontiguousarray(z.T)
+        else:
+            order = np.argsort(key, kind="stable")
+            self.logit_query, self.logit_token = rows[order], tokens[order]
+            self._z_by_logit = np.ascontiguousarray(z.T[order])
         self._z_dense = None
+
+    @property
+    def z_carried(self) -> np.ndarray:
+        """The stored logits, shape ``(n, P)`` (a view), in the order of
+        ``(logit_query, logit_token)``."""
+        return self._z_by_logit.T
 
     @property
     def z_active(self) -> np.ndarray:
@@ -139,9 +153,10 @@ class Trajectory:
         want = qi * M + tokens
         pos = np.minimum(np.searchsorted(key, want), key.size - 1)
         found = key[pos] == want
-        rows = self.z_carried if index is None else self.z_carried[index]
         base = self.z_base[qi, tokens]
-        return np.where(found, rows[..., pos], base)
+        if index is None:
+            return np.where(found, self._z_by_logit[pos].T, base)
+        return np.where(found, self._z_by_logit[pos, index], base)
 
     def _check_tokens(self, tokens) -> np.ndarray | None:
         if tokens is None:
@@ -407,7 +422,7 @@ class Trajectory:
         if self._z_dense is not None:
             arrays["z_active"] = self._z_dense
         else:
-            arrays.update({"z_carried": self.z_carried, "logit_query": self.logit_query,
+            arrays.update({"z_by_logit": self._z_by_logit, "logit_query": self.logit_query,
                            "logit_token": self.logit_token})
         if self.decoder_lumped is not None:
             arrays["decoder_lumped"] = self.decoder_lumped
@@ -439,7 +454,7 @@ class Trajectory:
         if "z_active" in arrays:
             z, index = arrays["z_active"], None
         else:
-            z, index = arrays["z_carried"], (arrays["logit_query"], arrays["logit_token"])
+            z, index = arrays["z_by_logit"].T, (arrays["logit_query"], arrays["logit_token"])
         return cls(DataModel.from_dict(metadata["data"]), arrays["t"], z,
                     arrays["z_base"], decoder_lumped=arrays.get("decoder_lumped"),
                     logit_index=index,

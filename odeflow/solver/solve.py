@@ -35,6 +35,11 @@ IMPLICIT = ("Radau", "BDF", "LSODA")
 DENSE_MEMORY_LIMIT = 64 * 2**20
 #: Largest state whose dense Jacobian fits :data:`DENSE_MEMORY_LIMIT` (2896).
 DENSE_JACOBIAN_LIMIT = int(math.isqrt(DENSE_MEMORY_LIMIT // 8))
+#: BLAS threads while ``solve_ivp`` runs (threadpoolctl). One: the fields' products
+#: are small or sparse, and on the shared 2-core machine the default OpenBLAS
+#: threads made the Level R K = 1000 solve's integrator steps 2-4x slower
+#: (``benchmarks/bench_scale.py``; figures in ``docs/benchmarks.md``).
+SOLVE_BLAS_THREADS = 1
 #: Method of ``method="auto"`` for states above :data:`DENSE_JACOBIAN_LIMIT`
 #: (memory linear in the state; chosen by ``benchmarks/bench_scale.py``).
 LARGE_STATE_METHOD = "RK45"
@@ -244,8 +249,9 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
 
     start = time.perf_counter()
     try:
-        sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
-                        t_eval=t_eval, rtol=rtol, atol=atol, **kwargs)
+        with threadpool_limits(limits=SOLVE_BLAS_THREADS, user_api="blas"):
+            sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
+                            t_eval=t_eval, rtol=rtol, atol=atol, **kwargs)
     except FloatingPointError as exc:
         raise SolveError(f"{flow} flow ({method}): floating-point error in the right-hand "
                          f"side: {exc}", {"method": method, "rhs_calls": field.nfev}) from None
