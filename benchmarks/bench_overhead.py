@@ -1,7 +1,8 @@
 """Benchmark: per-call cost of one right-hand side on syn-small, old vs new, side by side.
 
 Prints (not a timed test) the cost of one right-hand side of Level E and
-Level R on the ``syn-small`` preset, for this checkout and for a checkout of the
+Level R on this checkout's ``syn-small`` preset (the same data model, passed
+as a dict to both), for this checkout and for a checkout of the
 previous implementation (``--old``, default ``/work/base``), each measured in a
 fresh process (best of ``--repeat`` batches of calls), alternating old and new
 so that both see the same machine load; with and without one BLAS thread
@@ -16,6 +17,7 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 NEW = str(Path(__file__).resolve().parents[1])
@@ -29,7 +31,7 @@ assert odeflow.__file__.startswith(sys.argv[1]), odeflow.__file__
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.reduced import ReducedFlow
 from threadpoolctl import threadpool_limits
-data = odeflow.DataModel.preset("syn-small")
+data = odeflow.DataModel.from_dict(json.load(open(sys.argv[3])))
 out = {}
 for one_thread in (False, True):
     for cls in (ExactFlow, ReducedFlow):
@@ -51,8 +53,8 @@ print(json.dumps(out))
 """
 
 
-def measure(root: str, repeat: int) -> dict:
-    res = subprocess.run([sys.executable, "-c", MEASURE, root, str(repeat)], check=True,
+def measure(root: str, repeat: int, model: str) -> dict:
+    res = subprocess.run([sys.executable, "-c", MEASURE, root, str(repeat), model], check=True,
                          capture_output=True, text=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
@@ -63,17 +65,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=3, help="alternating old/new rounds")
     args = parser.parse_args()
+    sys.path.insert(0, NEW)
+    import odeflow
+
+    model = Path(tempfile.mkdtemp()) / "syn-small.json"
+    model.write_text(json.dumps(odeflow.DataModel.preset("syn-small").to_dict()))
     best = {"old": {}, "new": {}}
     M = {}
     for _ in range(args.rounds):
         for label, root in (("old", args.old), ("new", NEW)):
-            res = measure(root, args.repeat)
+            res = measure(root, args.repeat, str(model))
             M[label] = res.pop("M")
             for key, (size, us) in res.items():
                 prev = best[label].get(key, (size, float("inf")))
                 best[label][key] = (size, min(prev[1], us))
     print(f"syn-small right-hand side, best of {args.rounds} x {args.repeat} batches of 2000 "
-          f"calls (old: {args.old}, M = {M['old']}; new: {NEW}, M = {M['new']})")
+          f"calls (old: {args.old}; new: {NEW}; syn-small of the new checkout, M = {M['new']})")
     print(f"{'field':22s} {'state old':>9s} {'old [us]':>9s} {'state new':>9s} "
           f"{'new [us]':>9s} {'old/new':>8s}")
     for key in best["new"]:
