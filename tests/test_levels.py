@@ -77,3 +77,30 @@ def test_cli_table_and_json(capsys):
     assert doc["data"] == "syn-small" and doc["results"][0]["eta_z"] == 0.5
     assert main(["compare-levels", "--ratios", "0.1,x"]) == 2
     assert "ratios" in capsys.readouterr().err
+
+
+def test_level_t_and_sgd_columns():
+    data = odeflow.DataModel.preset("syn-small")
+    r = compare_levels(data, 1.0, 1.0, 40.0, seq_len=16, samples_per_class=8, sgd_seeds=2,
+                       batch_size=16, momentum=0.5)
+    assert r.finite_t.flow == "finite_t" and r.seq_len == 16 and r.samples_per_class == 8
+    assert r.z_deviation_finite_t > 0
+    assert r.sgd_gap["steps"] == 20 and r.sgd_gap["seeds"] == [0, 1]
+    for level in ("exact", "finite_t", "reduced", "standard_error"):
+        assert np.isfinite(r.sgd_gap[level]) and r.sgd_gap[level] > 0
+    doc = r.to_dict()
+    json.dumps(doc)
+    assert doc["sgd"]["finite_t"] == r.sgd_gap["finite_t"]
+    table = format_table([r])
+    assert "max|zT-zE|" in table and "gap T-SGD" in table
+    with pytest.raises(odeflow.ValidationError, match="sgd_seeds"):
+        compare_levels(data, 1.0, 1.0, 40.0, sgd_seeds=2)
+
+
+def test_cli_level_t_columns(capsys):
+    assert main(["compare-levels", "--t-end", "20", "--eta-z", "1", "--seq-len", "16",
+                 "--samples-per-class", "4", "--sgd-seeds", "2", "--batch-size", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "gap T-SGD" in out and len(out.strip().splitlines()) == 3
+    assert main(["compare-levels", "--t-end", "20", "--seq-len", "1"]) == 2
+    assert "seq_len" in capsys.readouterr().err

@@ -5,6 +5,9 @@
 - :mod:`odeflow.analysis.diagnostics`: quantities measured on a trajectory
   (margin, speed control, transition time, Eqn 11 spread).
 - :mod:`odeflow.analysis.levels`: Level E against Level R.
+- :mod:`odeflow.analysis.finite_t`: Level T diagnostics (error in ``N``,
+  distance to Level E as ``T`` grows, distance to an SGD ensemble on the
+  flow-time axis).
 - :mod:`odeflow.analysis.verify`: scipy integration of each closed form's ODE
   against the closed form (``odeflow verify``).
 - :mod:`odeflow.analysis.compare`: gradient ascent and SGD beside the flow.
@@ -15,8 +18,15 @@
 
 from odeflow.analysis import closed_forms, diagnostics, measures, paper
 from odeflow.analysis.compare import compare_runs, compare_to_flow
+from odeflow.analysis.finite_t import (
+    distance_to_exact,
+    distance_to_sgd,
+    flow_time,
+    sample_size_error,
+)
 from odeflow.analysis.levels import compare_levels, compare_levels_over_ratios
 from odeflow.analysis.verify import verify
 
 __all__ = ["closed_forms", "compare_levels", "compare_levels_over_ratios", "compare_runs",
-           "compare_to_flow", "diagnostics", "measures", "paper", "verify"]
+           "compare_to_flow", "diagnostics", "distance_to_exact", "distance_to_sgd",
+           "flow_time", "measures", "paper", "sample_size_error", "verify"]

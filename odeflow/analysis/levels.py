@@ -11,6 +11,12 @@ reports
   ``chi_l / ((1 + chi_l) f^_nl(0)^2)`` over the distinct tokens of a class
   (:func:`odeflow.analysis.diagnostics.eqn11_spread`). It is zero up to the solver's
   tolerance at Level R and grows with ``eta_Z / eta_Y`` at Level E.
+
+With ``seq_len`` it also solves Level T (spec section 8) on the same grid and
+reports ``max |z_T - z_E|``; with ``sgd_seeds`` it runs an SGD ensemble at that
+``T`` (:func:`odeflow.analysis.finite_t.distance_to_sgd`, flow time
+``t = k / (1 - mu)``) and reports the logit gap of each level to the ensemble
+mean beside the ensemble's standard error.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from odeflow.analysis.diagnostics import eqn11_spread, transition_time
+from odeflow.analysis.finite_t import distance_to_sgd
 from odeflow.data import validate_positive
 from odeflow.errors import ValidationError
 from odeflow.solver import default_t_eval, solve
@@ -51,6 +58,16 @@ class LevelComparison:
         Solver statistics of the two solves.
     exact, reduced : Trajectory
         The two trajectories (not part of :meth:`to_dict`).
+    seq_len, samples_per_class : int or None
+        Level T's ``T`` and ``N`` (``None`` when Level T was not solved).
+    z_deviation_finite_t : float
+        ``max_{t, m, l} |z_ml^T(t) - z_ml^E(t)|`` (``nan`` without Level T).
+    sgd_gap : dict
+        ``max_t`` logit gap of each level (``exact``, ``finite_t``,
+        ``reduced``) to the SGD ensemble mean, and ``standard_error``,
+        ``z_range``, ``steps``, ``seeds``, ``batch_size``, ``momentum`` (empty
+        without SGD).
+    finite_t : Trajectory or None
     """
 
     eta_y: float
@@ -68,6 +85,11 @@ class LevelComparison:
     stats_reduced: dict = field(repr=False)
     exact: object = field(repr=False, default=None)
     reduced: object = field(repr=False, default=None)
+    seq_len: int | None = None
+    samples_per_class: int | None = None
+    z_deviation_finite_t: float = float("nan")
+    sgd_gap: dict = field(default_factory=dict)
+    finite_t: object = field(repr=False, default=None)
 
     @property
     def ratio(self) -> float:
@@ -84,6 +106,12 @@ class LevelComparison:
             if not np.isfinite(v):
                 out[k] = None
         out["ratio"] = self.ratio
+        if self.seq_len is not None:
+            out.update({"seq_len": self.seq_len, "samples_per_class": self.samples_per_class,
+                        "z_deviation_finite_t": float(self.z_deviation_finite_t)})
+        if self.sgd_gap:
+            out["sgd"] = {k: (v if not isinstance(v, float) or np.isfinite(v) else None)
+                          for k, v in self.sgd_gap.items()}
         for name, stats in (("exact", self.stats_exact), ("reduced", self.stats_reduced)):
             out[f"solver_{name}"] = {k: stats[k] for k in ("method", "nfev", "njev", "wall_time")
                                      if k in stats}
@@ -100,7 +128,9 @@ def _first_transition(traj) -> float:
 def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=None,
                    method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10, z0=None,
                    invariant_floor: float = 0.0, keep_trajectories: bool = True,
-                   **reduced_options) -> LevelComparison:
+                   seq_len: int | None = None, samples_per_class: int = 64,
+                   sample_seed: int = 0, sgd_seeds=0, batch_size: int = 128,
+                   momentum: float = 0.9, **reduced_options) -> LevelComparison:
     """Solve Level E and Level R and measure how far apart they are.
 
     Parameters
@@ -118,7 +148,16 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
     invariant_floor : float, default 0
         ``floor`` of :func:`odeflow.analysis.diagnostics.eqn11_spread`.
     keep_trajectories : bool, default True
-        Keep the two trajectories on the result.
+        Keep the trajectories on the result.
+    seq_len : int, optional
+        Also solve Level T (``flow="finite_t"``) with this ``T``.
+    samples_per_class, sample_seed : int
+        Level T's ``N`` and sample seed.
+    sgd_seeds : int or sequence of int, default 0
+        With ``seq_len``: also run an SGD ensemble over these seeds (or this
+        many) for ``round(t_end (1 - momentum))`` steps at batch ``batch_size``
+        and compare every level with its mean on the flow-time axis.
+    batch_size, momentum : SGD settings.
     **reduced_options
         ``iota``, ``beta`` of the reduced flow.
 
@@ -135,6 +174,30 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
               "method": method, "rtol": rtol, "atol": atol, "z0": z0, "progress": False}
     exact = solve(data, flow="exact", **common)
     reduced = solve(data, flow="reduced", **common, **reduced_options)
+    extra = {}
+    if seq_len is not None:
+        finite_t = solve(data, flow="finite_t", seq_len=seq_len,
+                         samples_per_class=samples_per_class, seed=sample_seed, **common)
+        extra = {"seq_len": int(finite_t.meta["seq_len"]),
+                 "samples_per_class": int(finite_t.meta["samples_per_class"]),
+                 "z_deviation_finite_t": float(np.max(np.abs(finite_t.z_active
+                                                             - exact.z_active))),
+                 "finite_t": finite_t if keep_trajectories else None}
+    if not isinstance(sgd_seeds, (int, np.integer)) or sgd_seeds:
+        if seq_len is None:
+            raise ValidationError("sgd_seeds", "an SGD comparison needs seq_len (the T of "
+                                  "the sampled sequences)")
+        steps = max(1, round(t_end * (1.0 - momentum)))
+        far = distance_to_sgd(data, eta_y, eta_z, steps, seq_len, batch_size=batch_size,
+                              seeds=sgd_seeds, momentum=momentum,
+                              samples_per_class=samples_per_class, sample_seed=sample_seed,
+                              levels=("exact", "finite_t", "reduced"), rtol=rtol, atol=atol)
+        summary = far.summary()
+        extra["sgd_gap"] = {**{k: summary[f"z_gap_{k}"] for k in far.z_gap},
+                            "standard_error": summary["standard_error"],
+                            "z_range": summary["z_range"], "steps": steps,
+                            "seeds": summary["seeds"], "batch_size": int(batch_size),
+                            "momentum": float(momentum)}
     diff = np.abs(exact.z_active - reduced.z_active)
     per_time = diff.reshape(diff.shape[0], -1).max(axis=1)
     i_max = int(np.argmax(per_time))
@@ -151,7 +214,7 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
         transition_time_reduced=_first_transition(reduced),
         stats_exact=dict(exact.stats), stats_reduced=dict(reduced.stats),
         exact=exact if keep_trajectories else None,
-        reduced=reduced if keep_trajectories else None)
+        reduced=reduced if keep_trajectories else None, **extra)
 
 
 def compare_levels_over_ratios(data, eta_y: float, ratios, t_end: float,
@@ -169,13 +232,30 @@ def compare_levels_over_ratios(data, eta_y: float, ratios, t_end: float,
 
 
 def format_table(results: list[LevelComparison]) -> str:
-    """A plain-text table of comparisons, one row per learning-rate pair."""
-    header = ("eta_Z/eta_Y", "eta_Y", "eta_Z", "max|zE-zR|", "rel. to range", "range zE",
-              "Eqn11 err E", "Eqn11 err R", "t0 E", "t0 R")
+    """A plain-text table of comparisons, one row per learning-rate pair.
+
+    Level T and SGD columns appear when the comparisons have them: ``max|zT-zE|``
+    and, per level, ``gap X-SGD`` (largest logit gap to the SGD ensemble mean)
+    beside ``SGD s.e.`` (largest standard error of that mean).
+    """
+    header = ["eta_Z/eta_Y", "eta_Y", "eta_Z", "max|zE-zR|", "rel. to range", "range zE",
+              "Eqn11 err E", "Eqn11 err R", "t0 E", "t0 R"]
+    with_t = any(r.seq_len is not None for r in results)
+    with_sgd = any(r.sgd_gap for r in results)
+    if with_t:
+        header += ["T", "max|zT-zE|"]
+    if with_sgd:
+        header += ["gap E-SGD", "gap T-SGD", "gap R-SGD", "SGD s.e."]
     lines = ["  ".join(f"{h:>13s}" for h in header)]
+    nan = float("nan")
     for r in results:
-        vals = (r.ratio, r.eta_y, r.eta_z, r.z_deviation, r.z_deviation_relative, r.z_range,
+        vals = [r.ratio, r.eta_y, r.eta_z, r.z_deviation, r.z_deviation_relative, r.z_range,
                 r.invariant_error_exact, r.invariant_error_reduced,
-                r.transition_time_exact, r.transition_time_reduced)
+                r.transition_time_exact, r.transition_time_reduced]
+        if with_t:
+            vals += [nan if r.seq_len is None else r.seq_len, r.z_deviation_finite_t]
+        if with_sgd:
+            vals += [r.sgd_gap.get(k, nan) for k in ("exact", "finite_t", "reduced",
+                                                      "standard_error")]
         lines.append("  ".join(f"{v:13.4g}" for v in vals))
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""``odeflow compare-levels``: Level E against Level R (Theorem 1, Eqn 11), as a table."""
+"""``odeflow compare-levels``: Level E against Level R (Theorem 1, Eqn 11), and with
+``--seq-len`` Level T (spec section 8) and with ``--sgd-seeds`` an SGD ensemble, as a table."""
 
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ def register(sub) -> None:
     p.add_argument("--ratios", metavar="R1,R2,...",
                    help="compare at eta_z = ratio * eta_y for each ratio (overrides --eta-z), "
                         "e.g. 0.01,0.1,1")
+    p.add_argument("--seq-len", type=int, metavar="T",
+                   help="also solve Level T, the finite-T flow, at this sequence length")
+    p.add_argument("--samples-per-class", type=int, default=64, metavar="N",
+                   help="Level T: sampled sequences per class (64)")
+    p.add_argument("--sample-seed", type=int, default=0, metavar="S",
+                   help="Level T: seed of the sample (0)")
+    p.add_argument("--sgd-seeds", type=int, default=0, metavar="S",
+                   help="with --seq-len: also run S seeds of SGD for t_end (1 - momentum) "
+                        "steps and give each level's logit gap to their mean (0: no SGD)")
+    p.add_argument("--batch-size", type=int, default=128, metavar="B",
+                   help="SGD batch size (128)")
+    p.add_argument("--momentum", type=float, default=0.9, metavar="MU",
+                   help="SGD momentum; step k is flow time k / (1 - MU) (0.9)")
     p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (1e-8)")
     p.add_argument("--atol", type=float, default=1e-10, help="absolute tolerance (1e-10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
@@ -40,9 +54,15 @@ def run(args) -> int:
     data, options, label = resolve(args)
     eta_y = options["eta_y"]
     ratios = _parse_ratios(args.ratios) if args.ratios else [options["eta_z"] / eta_y]
+    if args.sgd_seeds < 0:
+        raise ValidationError("sgd_seeds", f"must be >= 0, got {args.sgd_seeds}")
     results = compare_levels_over_ratios(data, eta_y, ratios, options["t_end"],
                                          rtol=args.rtol, atol=args.atol,
-                                         keep_trajectories=False)
+                                         keep_trajectories=False, seq_len=args.seq_len,
+                                         samples_per_class=args.samples_per_class,
+                                         sample_seed=args.sample_seed,
+                                         sgd_seeds=args.sgd_seeds, batch_size=args.batch_size,
+                                         momentum=args.momentum)
     if args.json:
         print(json.dumps({"data": label, "results": [r.to_dict() for r in results]}, indent=2))
         return 0
