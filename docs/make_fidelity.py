@@ -53,9 +53,9 @@ MOMENTUM = 0.9
 BATCH = 128
 
 
-def write(name: str, payload) -> None:
-    OUT.mkdir(exist_ok=True)
-    atomic_write_text(OUT / name, json.dumps(payload, indent=1))
+def write(out: Path, name: str, payload) -> None:
+    out.mkdir(exist_ok=True)
+    atomic_write_text(out / name, json.dumps(payload, indent=1))
 
 
 # ------------------------------------------------------------------ convergence
@@ -78,7 +78,7 @@ def convergence(args) -> None:
             errors.append({"seq_len": T, "samples_per_class": N,
                            "max_difference": e.max_difference, "relative": e.relative})
             print(f"{T:6d} {N:6d} {e.max_difference:9.4f} {e.relative:8.4f}")
-    write("convergence.json", {"distance_to_exact": rows, "sample_size_error": errors})
+    write(args.out, "convergence.json", {"distance_to_exact": rows, "sample_size_error": errors})
 
 
 # --------------------------------------------------------------------- protocol
@@ -101,7 +101,7 @@ def protocol(args) -> None:
               f"{s['z_gap_reduced']:8.4f} {s['z_gap_exact_final']:8.4f} "
               f"{s['z_gap_finite_t_final']:8.4f} {s['z_gap_reduced_final']:8.4f} "
               f"{s['standard_error']:7.4f} {s['z_range']:7.4f}")
-    write("protocol.json", out)
+    write(args.out, "protocol.json", out)
 
 
 # -------------------------------------------------------------------------- map
@@ -139,7 +139,7 @@ def map_preset(name: str, args) -> dict:
         result[f"trend_{level}"] = [trend_shares(h) for h in H]
         print(f"{name} {level}: trend shares (eta_Z, eta_Y) at 1x/10x/100x "
               f"{result[f'trend_{level}']}", flush=True)
-    for T in SEQ_LENS:
+    for T in args.seq_lens:
         start = time.perf_counter()
         H_t = np.empty((3, n, n))
         H_sgd = np.empty((n, n))
@@ -172,11 +172,11 @@ def map_preset(name: str, args) -> dict:
         print(f"{name} T={T}: median gap/range E {rel['exact']:.3f} T {rel['finite_t']:.3f} "
               f"R {rel['reduced']:.3f}; trend SGD {row['trend_sgd']}, Level T "
               f"{row['trend_finite_t']} ({row['wall_time']:.0f} s)", flush=True)
-        write(f"map_{name}.json", result)
+        write(args.out, f"map_{name}.json", result)
     return result
 
 
-def plot_map(results: list[dict]) -> None:
+def plot_map(results: list[dict], out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -186,9 +186,10 @@ def plot_map(results: list[dict]) -> None:
                              squeeze=False, sharex=True)
     colours = {"exact": "C0", "finite_t": "C1", "reduced": "C2", "sgd": "k"}
     labels = {"exact": "Level E", "finite_t": "Level T", "reduced": "Level R",
-              "sgd": "SGD (10 seeds)"}
-    x = np.arange(len(SEQ_LENS) + 1)
-    ticks = [str(T) for T in SEQ_LENS] + ["inf"]
+              "sgd": "SGD"}
+    seq_lens = [r["seq_len"] for r in results[0]["rows"]]
+    x = np.arange(len(seq_lens) + 1)
+    ticks = [str(T) for T in seq_lens] + ["inf"]
     for col, res in enumerate(results):
         rows = res["rows"]
         ax = axes[0, col]
@@ -209,7 +210,7 @@ def plot_map(results: list[dict]) -> None:
                                            (1, "eta_Y: entropy rises")), start=1):
             ax = axes[row_i, col]
             ax.plot(x[:-1], [r["trend_sgd"][k] for r in rows], "s-", color="k",
-                    label=labels["sgd"] + " @1000")
+                    label=f"SGD ({res['seeds']} seeds) @1x")
             for h, style in enumerate(("-", "--", ":")):
                 mult = ("1x", "10x", "100x")[h]
                 t_shares = [r["trend_finite_t"][h][k] for r in rows] \
@@ -232,20 +233,20 @@ def plot_map(results: list[dict]) -> None:
     for ax in axes[-1]:
         ax.set_xticks(x, ticks)
     fig.tight_layout()
-    OUT.mkdir(exist_ok=True)
-    fig.savefig(OUT / "fidelity_map.png", dpi=110)
-    print(f"wrote {OUT / 'fidelity_map.png'}")
+    out.mkdir(exist_ok=True)
+    fig.savefig(out / "fidelity_map.png", dpi=110)
+    print(f"wrote {out / 'fidelity_map.png'}")
 
 
 def fidelity_map(args) -> None:
     results = []
     for name in args.presets:
-        path = OUT / f"map_{name}.json"
+        path = args.out / f"map_{name}.json"
         if args.reuse and path.exists():
             results.append(json.loads(path.read_text()))
             continue
         results.append(map_preset(name, args))
-    plot_map(results)
+    plot_map(results, args.out)
 
 
 def main() -> None:
@@ -254,6 +255,8 @@ def main() -> None:
     parser.add_argument("--presets", nargs="+", default=["syn-small"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--samples-per-class", type=int, default=1024)
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=list(SEQ_LENS))
+    parser.add_argument("--out", type=Path, default=OUT, help="output folder (docs/fidelity)")
     parser.add_argument("--reuse", action="store_true",
                         help="map: reuse docs/fidelity/map_<preset>.json when present")
     args = parser.parse_args()
