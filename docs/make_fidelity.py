@@ -164,8 +164,19 @@ def map_preset(name: str, args) -> dict:
         row = {"seq_len": T, "entropy_finite_t": H_t.tolist(), "entropy_sgd": H_sgd.tolist(),
                "trend_finite_t": [trend_shares(h) for h in H_t],
                "trend_sgd": trend_shares(H_sgd),
-               **{f"gap_{k}": v.tolist() for k, v in gaps.items()},
-               "wall_time": time.perf_counter() - start}
+               **{f"gap_{k}": v.tolist() for k, v in gaps.items()}}
+        if T in args.long_sgd:
+            H_long = np.empty((n, n))
+            for iy, ey in enumerate(RATES):
+                for iz, ez in enumerate(RATES):
+                    ens = sgd_ensemble(data, ey, ez, 10 * HORIZON_STEPS, BATCH, T,
+                                       seeds=args.seeds, momentum=MOMENTUM, progress=False)
+                    members = np.stack([m.z_active[-1] for m in ens.trajectories])
+                    H_long[iy, iz] = float(distinct_entropy(data, members).mean())
+            row["entropy_sgd_10x"] = H_long.tolist()
+            row["trend_sgd_10x"] = trend_shares(H_long)
+            print(f"{name} T={T}: SGD trend at 10x {row['trend_sgd_10x']}", flush=True)
+        row["wall_time"] = time.perf_counter() - start
         result["rows"].append(row)
         rel = {k: float(np.median(gaps[k] / gaps["range"])) for k in ("exact", "finite_t",
                                                                         "reduced")}
@@ -211,6 +222,11 @@ def plot_map(results: list[dict], out: Path) -> None:
             ax = axes[row_i, col]
             ax.plot(x[:-1], [r["trend_sgd"][k] for r in rows], "s-", color="k",
                     label=f"SGD ({res['seeds']} seeds) @1x")
+            long = [(x[i], r["trend_sgd_10x"][k]) for i, r in enumerate(rows)
+                    if "trend_sgd_10x" in r]
+            if long:
+                ax.plot([p[0] for p in long], [p[1] for p in long], "s", color="k",
+                        markerfacecolor="none", markersize=9, label="SGD @10x")
             for h, style in enumerate(("-", "--", ":")):
                 mult = ("1x", "10x", "100x")[h]
                 t_shares = [r["trend_finite_t"][h][k] for r in rows] \
@@ -257,6 +273,8 @@ def main() -> None:
     parser.add_argument("--samples-per-class", type=int, default=1024)
     parser.add_argument("--seq-lens", type=int, nargs="+", default=list(SEQ_LENS))
     parser.add_argument("--out", type=Path, default=OUT, help="output folder (docs/fidelity)")
+    parser.add_argument("--long-sgd", type=int, nargs="*", default=[128], metavar="T",
+                        help="map: also run SGD to 10x the horizon (1000 steps) at these T")
     parser.add_argument("--reuse", action="store_true",
                         help="map: reuse docs/fidelity/map_<preset>.json when present")
     args = parser.parse_args()
