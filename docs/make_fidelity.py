@@ -198,11 +198,11 @@ def plot_map(results: list[dict], out: Path) -> None:
     colours = {"exact": "C0", "finite_t": "C1", "reduced": "C2", "sgd": "k"}
     labels = {"exact": "Level E", "finite_t": "Level T", "reduced": "Level R",
               "sgd": "SGD"}
-    seq_lens = [r["seq_len"] for r in results[0]["rows"]]
+    seq_lens = sorted(r["seq_len"] for r in results[0]["rows"])
     x = np.arange(len(seq_lens) + 1)
     ticks = [str(T) for T in seq_lens] + ["inf"]
     for col, res in enumerate(results):
-        rows = res["rows"]
+        rows = sorted(res["rows"], key=lambda r: r["seq_len"])
         ax = axes[0, col]
         for level in ("exact", "finite_t", "reduced"):
             rel = [np.asarray(r[f"gap_{level}"]) / np.asarray(r["gap_range"]) for r in rows]

@@ -102,6 +102,23 @@ def test_sample_size_one_of_a_deterministic_sequence_is_level_e():
     assert np.allclose(finite.rhs(0, y), exact.rhs(0, y), rtol=1e-13, atol=1e-15)
 
 
+def test_rhs_is_minus_the_sgd_batch_gradient_over_the_whole_sample():
+    """Level T's field is exactly the training code's mean-loss gradient on a batch made
+    of the sampled sequences (uniform weights: pi_n / N = 1 / (K N))."""
+    from odeflow.training import Batch, batch_loss_gradient
+
+    data = odeflow.DataModel.preset("syn-small")
+    field = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=50, seed=0)
+    y = np.random.default_rng(1).normal(scale=0.5, size=field.size)
+    counts = field.sample.active_counts()
+    tokens = np.array([np.repeat(np.arange(field.L), k) for k in counts])
+    grad_Y, grad_Z = batch_loss_gradient(data, *field.split(y),
+                                         Batch(field.sample.class_index, tokens))
+    dY, dZ = field.split(field.rhs(0.0, y))
+    assert np.abs(dY + grad_Y).max() <= 1e-14 * np.abs(dY).max()
+    assert np.abs(dZ + grad_Z).max() <= 1e-14 * np.abs(dZ).max()
+
+
 @pytest.mark.parametrize("seed", range(2))
 def test_analytic_jacobian_matches_finite_differences(seed):
     rng = np.random.default_rng(seed)
