@@ -254,6 +254,32 @@ def plot_map(results: list[dict], out: Path) -> None:
     print(f"wrote {out / 'fidelity_map.png'}")
 
 
+def fmt_shares(shares) -> str:
+    """``(eta_Z share, eta_Y share)`` as ``0.92/0.67``."""
+    return f"{shares[0]:.2f}/{shares[1]:.2f}"
+
+
+def summary(args) -> None:
+    """Markdown tables of the map JSONs (for docs/fidelity.md)."""
+    for name in args.presets:
+        res = json.loads((args.out / f"map_{name}.json").read_text())
+        print(f"\n{name} (M = {res['vocab_size']}, K = {res['classes']}, N = "
+              f"{res['samples_per_class']}, {res['seeds']} seeds)\n")
+        print("| T | gap E | gap T | gap R | s.e. | SGD 1x | SGD 10x | Level T 1x | 10x | 100x |")
+        print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for r in sorted(res["rows"], key=lambda r: r["seq_len"]):
+            rng = np.asarray(r["gap_range"])
+            med = {k: float(np.median(np.asarray(r[f"gap_{k}"]) / rng))
+                   for k in ("exact", "finite_t", "reduced", "se")}
+            long = fmt_shares(r["trend_sgd_10x"]) if "trend_sgd_10x" in r else "-"
+            print(f"| {r['seq_len']} | {med['exact']:.3f} | {med['finite_t']:.3f} | "
+                  f"{med['reduced']:.3f} | {med['se']:.3f} | {fmt_shares(r['trend_sgd'])} | "
+                  f"{long} | " + " | ".join(fmt_shares(x) for x in r["trend_finite_t"]) + " |")
+        for level in ("exact", "reduced"):
+            print(f"| {level} | | | | | | | " + " | ".join(
+                fmt_shares(x) for x in res[f"trend_{level}"]) + " |")
+
+
 def fidelity_map(args) -> None:
     results = []
     for name in args.presets:
@@ -267,7 +293,7 @@ def fidelity_map(args) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("part", choices=("convergence", "protocol", "map"))
+    parser.add_argument("part", choices=("convergence", "protocol", "map", "summary"))
     parser.add_argument("--presets", nargs="+", default=["syn-small"])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--samples-per-class", type=int, default=1024)
@@ -278,7 +304,8 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true",
                         help="map: reuse docs/fidelity/map_<preset>.json when present")
     args = parser.parse_args()
-    {"convergence": convergence, "protocol": protocol, "map": fidelity_map}[args.part](args)
+    {"convergence": convergence, "protocol": protocol, "map": fidelity_map,
+     "summary": summary}[args.part](args)
 
 
 if __name__ == "__main__":
