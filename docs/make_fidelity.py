@@ -38,10 +38,10 @@ import odeflow
 from odeflow.analysis import (
     distance_to_exact,
     distance_to_sgd,
-    distinct_entropy,
     flow_time,
     sample_size_error,
 )
+from odeflow.analysis.measures import distinct_entropy
 from odeflow.io import atomic_write_text
 from odeflow.training import sgd_ensemble
 
