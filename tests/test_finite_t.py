@@ -109,14 +109,25 @@ def test_rhs_is_minus_the_sgd_batch_gradient_over_the_whole_sample():
 
     data = odeflow.DataModel.preset("syn-small")
     field = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=50, seed=0)
-    y = np.random.default_rng(1).normal(scale=0.5, size=field.size)
+    assert np.array_equal(field.columns, data.active_tokens)
+    L, q = data.active_tokens.size, data.query_tokens.size
+    rng = np.random.default_rng(1)
+    y = rng.normal(scale=0.5, size=field.size)
+    Yl, z = field.split(y)
+    cols = np.searchsorted(data.active_tokens, field.logit_token)
+
+    def dense_logits(values):
+        out = np.zeros((q, L))
+        out[field.logit_query, cols] = values
+        return out
+
     counts = field.sample.active_counts()
-    tokens = np.array([np.repeat(np.arange(field.L), k) for k in counts])
-    grad_Y, grad_Z = batch_loss_gradient(data, *field.split(y),
+    tokens = np.array([np.repeat(np.arange(L), k) for k in counts])
+    grad_Y, grad_Z = batch_loss_gradient(data, Yl, dense_logits(z),
                                          Batch(field.sample.class_index, tokens))
-    dY, dZ = field.split(field.rhs(0.0, y))
+    dY, dz = field.split(field.rhs(0.0, y))
     assert np.abs(dY + grad_Y).max() <= 1e-14 * np.abs(dY).max()
-    assert np.abs(dZ + grad_Z).max() <= 1e-14 * np.abs(dZ).max()
+    assert np.abs(dense_logits(dz) + grad_Z).max() <= 1e-14 * np.abs(dz).max()
 
 
 @pytest.mark.parametrize("seed", range(2))

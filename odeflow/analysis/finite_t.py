@@ -206,7 +206,7 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
             raise ValidationError("levels", f"unknown level {name!r}; choose from {SGD_LEVELS}")
     ens = sgd_ensemble(data, eta_y, eta_z, steps, batch_size, seq_len, seeds=seeds,
                        momentum=momentum, record_every=record_every, progress=progress)
-    t = flow_time(ens.t, momentum)
+    t = ens.t  # the trainer records step k at flow time k / (1 - mu)
     opts = _flow_options(eta_y, eta_z, t, rtol, atol, None)
     flows = {}
     for name in levels:
