@@ -198,20 +198,22 @@ def plot_map(results: list[dict], out: Path) -> None:
     colours = {"exact": "C0", "finite_t": "C1", "reduced": "C2", "sgd": "k"}
     labels = {"exact": "Level E", "finite_t": "Level T", "reduced": "Level R",
               "sgd": "SGD"}
-    seq_lens = sorted(r["seq_len"] for r in results[0]["rows"])
-    x = np.arange(len(seq_lens) + 1)
+    seq_lens = sorted({r["seq_len"] for res in results for r in res["rows"]})
+    x_inf = len(seq_lens)
     ticks = [str(T) for T in seq_lens] + ["inf"]
     for col, res in enumerate(results):
         rows = sorted(res["rows"], key=lambda r: r["seq_len"])
+        xs = np.array([seq_lens.index(r["seq_len"]) for r in rows])
+        x = np.append(xs, x_inf)
         ax = axes[0, col]
         for level in ("exact", "finite_t", "reduced"):
             rel = [np.asarray(r[f"gap_{level}"]) / np.asarray(r["gap_range"]) for r in rows]
             med = [np.median(v) for v in rel]
-            ax.plot(x[:-1], med, "o-", color=colours[level], label=labels[level])
-            ax.fill_between(x[:-1], [v.min() for v in rel], [v.max() for v in rel],
+            ax.plot(xs, med, "o-", color=colours[level], label=labels[level])
+            ax.fill_between(xs, [v.min() for v in rel], [v.max() for v in rel],
                             color=colours[level], alpha=0.15)
         se = [np.median(np.asarray(r["gap_se"]) / np.asarray(r["gap_range"])) for r in rows]
-        ax.plot(x[:-1], se, ":", color="k", label="SGD mean s.e.")
+        ax.plot(xs, se, ":", color="k", label="SGD mean s.e.")
         ax.set_yscale("log")
         ax.set_title(f"{res['preset']} (M = {res['vocab_size']}, K = {res['classes']})")
         if col == 0:
@@ -220,7 +222,7 @@ def plot_map(results: list[dict], out: Path) -> None:
         for row_i, (k, name) in enumerate(((0, "eta_Z: entropy falls"),
                                            (1, "eta_Y: entropy rises")), start=1):
             ax = axes[row_i, col]
-            ax.plot(x[:-1], [r["trend_sgd"][k] for r in rows], "s-", color="k",
+            ax.plot(xs, [r["trend_sgd"][k] for r in rows], "s-", color="k",
                     label=f"SGD ({res['seeds']} seeds) @1x")
             long = [(x[i], r["trend_sgd_10x"][k]) for i, r in enumerate(rows)
                     if "trend_sgd_10x" in r]
@@ -233,7 +235,7 @@ def plot_map(results: list[dict], out: Path) -> None:
                     + [res["trend_exact"][h][k]]
                 ax.plot(x, t_shares, style, marker="o", color=colours["finite_t"],
                         label=f"Level T {mult}")
-                ax.plot(x[-1], res["trend_exact"][h][k], marker="D", linestyle="none",
+                ax.plot(x_inf, res["trend_exact"][h][k], marker="D", linestyle="none",
                         color=colours["exact"], label=f"Level E {mult}" if h == 0 else None)
                 ax.axhline(res["trend_reduced"][h][k], color=colours["reduced"],
                            linestyle=style, linewidth=1,
@@ -247,7 +249,7 @@ def plot_map(results: list[dict], out: Path) -> None:
             if col == len(results) - 1 and row_i == 1:
                 ax.legend(fontsize=6, ncol=2)
     for ax in axes[-1]:
-        ax.set_xticks(x, ticks)
+        ax.set_xticks(np.arange(x_inf + 1), ticks)
     fig.tight_layout()
     out.mkdir(exist_ok=True)
     fig.savefig(out / "fidelity_map.png", dpi=110)
