@@ -16,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from odeflow.errors import ValidationError
+from odeflow.io import atomic_write
 
 #: The Okabe-Ito colour-blind-safe palette (Okabe and Ito, 2008), by name.
 OKABE_ITO = {
@@ -115,15 +116,30 @@ def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str | None = None,
         ax.legend(**legend_kw)
 
 
+#: Largest figure odeflow renders, in pixels (about 400 MB of RGBA).
+MAX_PIXELS = 10**8
+
+
 def save_figure(fig: Figure, path, dpi: int = 130) -> Path:
-    """Write ``fig`` to ``path`` (format from the suffix: ``.png``, ``.pdf``, ``.svg``)."""
+    """Write ``fig`` to ``path`` (format from the suffix: ``.png``, ``.pdf``, ``.svg``).
+
+    Written through :func:`odeflow.io.atomic_write` (symlinks followed, no
+    debris, an unwritable path is a ValidationError). ``dpi`` is refused when
+    the image would exceed :data:`MAX_PIXELS`.
+    """
     path = Path(path)
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in ("png", "pdf", "svg"):
         raise ValidationError("out", f"must end in .png, .pdf or .svg, got {str(path)!r}")
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=dpi)
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or not 0 < dpi < float("inf"):
+        raise ValidationError("dpi", f"must be a finite number > 0, got {dpi!r}")
+    width, height = fig.get_size_inches()
+    pixels = width * height * float(dpi) ** 2
+    if pixels > MAX_PIXELS:
+        largest = int((MAX_PIXELS / (width * height)) ** 0.5)
+        raise ValidationError("dpi", f"{dpi!r} makes a {width * dpi:.0f} x {height * dpi:.0f} "
+                              f"pixel image; at most {largest} for this figure")
+    atomic_write(path, lambda fh: fig.savefig(fh, format=suffix, dpi=dpi), field="out")
     return path
 
 
