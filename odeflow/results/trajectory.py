@@ -417,7 +417,11 @@ class Trajectory:
 
     # ---------------------------------------------------------------- files
     def save(self, path) -> Path:
-        """Write ``.npz`` (arrays + JSON metadata), atomically (temp file + rename)."""
+        """Write ``.npz`` (arrays + JSON metadata) through :func:`odeflow.io.atomic_write_npz`.
+
+        Atomic (temp file + rename), symlinks followed, non-regular targets and
+        unwritable folders refused with a ValidationError; no pickle.
+        """
         arrays = {"t": self.t, "z_base": self.z_base}
         if self._z_dense is not None:
             arrays["z_active"] = self._z_dense
@@ -438,26 +442,161 @@ class Trajectory:
 
     @classmethod
     def load(cls, path) -> Trajectory:
-        """Read a file written by :meth:`save`."""
+        """Read a file written by :meth:`save`, checked as a format.
+
+        Raises
+        ------
+        ValidationError
+            (field ``path``) for anything that is not an intact odeflow
+            trajectory: not an ``.npz`` archive, corrupt or truncated, missing
+            or extra arrays, arrays of the wrong type or of shapes inconsistent
+            with the stored data model, non-finite values, an unknown format
+            version or a damaged metadata record. Nothing is unpickled.
+        """
+        arrays, metadata = read_result_file(path, FILE_FORMAT)
+        where = f"{str(path)!r}"
         try:
-            with np.load(path, allow_pickle=False) as npz:
-                arrays = {k: npz[k] for k in npz.files}
-        except (OSError, ValueError) as exc:
-            raise ValidationError("path", f"cannot read trajectory {str(path)!r}: {exc}") from None
-        try:
-            metadata = json.loads(str(arrays.pop("metadata")))
-        except KeyError:
-            raise ValidationError("path", f"{str(path)!r} is not an odeflow trajectory") from None
-        if metadata.get("format") != FILE_FORMAT:
-            raise ValidationError("path", f"unknown format {metadata.get('format')!r}")
+            data = DataModel.from_dict(metadata["data"])
+        except ValidationError as exc:
+            raise ValidationError("path", f"{where}: the stored data model is invalid "
+                                  f"({exc})") from None
+        layout = metadata.get("decoder_layout", "lumped")
+        if layout not in ("lumped", "full"):
+            raise ValidationError("path", f"{where}: the metadata record is damaged "
+                                  f"(decoder_layout {layout!r:.40})")
+        _check_trajectory_arrays(arrays, data, layout, where)
         series = {k[len("series__"):]: v for k, v in arrays.items() if k.startswith("series__")}
         if "z_active" in arrays:
             z, index = arrays["z_active"], None
         else:
             z, index = arrays["z_by_logit"].T, (arrays["logit_query"], arrays["logit_token"])
-        return cls(DataModel.from_dict(metadata["data"]), arrays["t"], z,
-                    arrays["z_base"], decoder_lumped=arrays.get("decoder_lumped"),
-                    logit_index=index,
-                    series=series, stats=metadata["stats"], meta=metadata["meta"],
-                    decoder_layout=metadata.get("decoder_layout", "lumped"),
-                    decoder_base=arrays.get("decoder_base"))
+        return cls(data, arrays["t"], z, arrays["z_base"],
+                   decoder_lumped=arrays.get("decoder_lumped"), logit_index=index,
+                   series=series, stats=metadata["stats"], meta=metadata["meta"],
+                   decoder_layout=layout, decoder_base=arrays.get("decoder_base"))
+
+
+def _check_trajectory_arrays(arrays: dict, data: DataModel, layout: str, where: str) -> None:
+    """Shapes and index ranges of a trajectory file's arrays against its data model."""
+    t = arrays["t"]
+    n = t.shape[0] if t.ndim == 1 else -1
+    q, L, M = data.query_tokens.size, data.active_tokens.size, data.vocab_size
+    R = M if layout == "full" else np.asarray(data.output_multiplicity).size
+    expected = {"t": (n,), "z_base": (q, M)}
+    if "z_active" in arrays:
+        expected["z_active"] = (n, q, L)
+    else:
+        for name in ("z_by_logit", "logit_query", "logit_token"):
+            if name not in arrays:
+                raise ValidationError("path", f"{where}: array {name!r} is missing (and no "
+                                      "'z_active')")
+        P = arrays["logit_query"].shape[0] if arrays["logit_query"].ndim == 1 else -1
+        expected.update({"z_by_logit": (P, n), "logit_query": (P,), "logit_token": (P,)})
+    if "decoder_lumped" in arrays:
+        expected["decoder_lumped"] = (n, R, L)
+    if "decoder_base" in arrays:
+        expected["decoder_base"] = (M, M)
+    for name, value in arrays.items():
+        if name.startswith("series__"):
+            if value.ndim == 0 or value.shape[0] != n:
+                raise ValidationError("path", f"{where}: array {name!r} has shape "
+                                      f"{value.shape}; expected {n} times on its first axis")
+        elif name not in expected:
+            raise ValidationError("path", f"{where}: unexpected array {name!r}; not an "
+                                  "odeflow trajectory")
+    for name, shape in expected.items():
+        if arrays[name].shape != shape:
+            raise ValidationError("path", f"{where}: array {name!r} has shape "
+                                  f"{arrays[name].shape}, inconsistent with the stored data "
+                                  f"model (expected {shape})")
+    if n < 1 or np.any(np.diff(t) < 0):
+        raise ValidationError("path", f"{where}: the times 't' are empty or not increasing")
+    if "logit_query" in expected:
+        rows, tokens = arrays["logit_query"], arrays["logit_token"]
+        if rows.dtype.kind not in "iu" or tokens.dtype.kind not in "iu" \
+                or np.any((rows < 0) | (rows >= q)) \
+                or not np.all(np.isin(tokens, data.active_tokens)):
+            raise ValidationError("path", f"{where}: 'logit_query'/'logit_token' do not index "
+                                  "query tokens and active tokens of the stored data model")
+
+
+#: Arrays every odeflow trajectory file holds (besides ``metadata``).
+REQUIRED_ARRAYS = {"odeflow-trajectory": ("t", "z_base")}
+
+
+def read_result_file(path, file_format: str) -> tuple[dict, dict]:
+    """Arrays and metadata of an odeflow result file, checked to be intact.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    file_format : str
+        The expected ``"<kind>/<version>"`` tag, e.g. ``"odeflow-trajectory/1"``.
+
+    Returns
+    -------
+    (arrays, metadata) : (dict of str -> ndarray, dict)
+        Every array numeric and finite; ``metadata`` a dict with ``format``,
+        ``data``, ``stats`` and ``meta``.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``path``, for a file that is not such a result (no raw decoder
+        exception ever escapes; nothing is unpickled).
+    """
+    where = f"{str(path)!r}"
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except (OSError, TypeError, ValueError) as exc:
+        raise ValidationError("path", f"cannot read {where}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
+    if magic != b"PK\x03\x04":
+        raise ValidationError("path", f"{where} is not an odeflow result file (not an .npz "
+                              "archive)")
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except MemoryError:
+        raise ValidationError("path", f"{where}: an array is too large to load; the file is "
+                              "damaged or not an odeflow result") from None
+    except Exception as exc:  # zip, zlib, npy-header and EOF errors of a damaged file
+        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        if "pickle" in reason.lower():  # numpy's refusal of an object array
+            reason = "it holds an object array, which odeflow never writes and never loads"
+        raise ValidationError("path", f"{where} is damaged or not an odeflow result file "
+                              f"({reason})") from None
+    if "metadata" not in arrays:
+        raise ValidationError("path", f"{where} is not an odeflow result file (no metadata)")
+    record = arrays.pop("metadata")
+    try:
+        if record.dtype.kind != "U" or record.shape != ():
+            raise ValueError("not a text record")
+        metadata = json.loads(str(record))
+    except (ValueError, RecursionError) as exc:
+        raise ValidationError("path", f"{where}: the metadata record is damaged "
+                              f"({str(exc)[:200]})") from None
+    if not isinstance(metadata, dict):
+        raise ValidationError("path", f"{where}: the metadata record is damaged (not an object)")
+    found = metadata.get("format")
+    kind, _, _ = file_format.partition("/")
+    if not isinstance(found, str) or found.partition("/")[0] != kind:
+        raise ValidationError("path", f"{where} is not an {kind} file (format {found!r:.80})")
+    if found != file_format:
+        raise ValidationError("path", f"{where} has format version {found!r:.80}; this odeflow "
+                              f"reads {file_format!r}")
+    for key, kind_of in (("data", dict), ("stats", dict), ("meta", dict)):
+        if not isinstance(metadata.get(key), kind_of):
+            raise ValidationError("path", f"{where}: the metadata record is damaged ({key!r} "
+                                  "is missing or not an object)")
+    for name in REQUIRED_ARRAYS.get(kind, ()):
+        if name not in arrays:
+            raise ValidationError("path", f"{where}: array {name!r} is missing")
+    for name, value in arrays.items():
+        if value.dtype.kind not in "fiu" or value.dtype.kind == "b":
+            raise ValidationError("path", f"{where}: array {name!r} has type {value.dtype}; "
+                                  "expected numbers")
+        if not np.all(np.isfinite(value)):
+            raise ValidationError("path", f"{where}: array {name!r} holds non-finite values")
+    return arrays, metadata
