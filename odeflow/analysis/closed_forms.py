@@ -29,6 +29,8 @@ argument and the offending value.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from scipy.special import wrightomega
 
@@ -53,11 +55,31 @@ _SERIES_SWITCH = 1e-4
 _NEWTON_STEPS = 2
 
 
+def _guarded(function):
+    """Run a closed form with floating-point warnings off, whatever ``np.seterr`` says.
+
+    Intermediate underflow and overflow are handled in the formulas; every
+    result is checked by :func:`_out` (finite, or a ValidationError), so a
+    caller's ``np.errstate(all="raise")`` cannot turn them into a raw
+    FloatingPointError.
+    """
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with np.errstate(all="ignore"):
+            return function(*args, **kwargs)
+
+    return wrapper
+
+
 # ---------------------------------------------------------------------------
 # validation helpers
 # ---------------------------------------------------------------------------
 def _to_array(name: str, value) -> np.ndarray:
-    arr = np.asarray(value)
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:  # ragged nesting
+        raise ValidationError(name, f"must be a number or a rectangular array, got "
+                              f"{name}={value!r:.80} ({str(exc).split('.')[0]})") from None
     if arr.dtype == object or arr.dtype.kind == "b" or not np.isrealobj(arr):
         raise ValidationError(name, f"must be real, got {name}={value!r}")
     try:
@@ -115,11 +137,38 @@ def _unit_feature(name: str, value) -> np.ndarray:
     return arr
 
 
-def _out(x: np.ndarray):
-    """Return a numpy scalar for 0-d results, the array otherwise."""
+#: Largest finite double, the range every result must fit in.
+_BIG = float(np.finfo(float).max)
+
+
+def _broadcast(**arrays) -> list[np.ndarray]:
+    """``np.broadcast_arrays`` whose shape mismatch is a ValidationError naming the arguments."""
+    try:
+        return np.broadcast_arrays(*arrays.values())
+    except ValueError:
+        shapes = ", ".join(f"{k}{np.shape(v)}" for k, v in arrays.items())
+        raise ValidationError(", ".join(arrays), f"shapes do not broadcast together: {shapes}"
+                              ) from None
+
+
+def _out(x: np.ndarray, field: str = "arguments", what: str = "the result", hint: str = "",
+         args: dict | None = None):
+    """A numpy scalar for 0-d results, the array otherwise; never inf or NaN.
+
+    A result outside double precision is refused with a ValidationError naming
+    ``field``, the offending arguments and the representable range.
+    """
     x = np.asarray(x, dtype=float)
-    if np.any(np.isnan(x)):  # defensive: never hand back a silent NaN
-        raise FloatingPointError("closed form produced NaN; please report the arguments")
+    bad = ~np.isfinite(x)
+    if np.any(bad):
+        index = tuple(int(i) for i in np.argwhere(bad)[0]) if x.ndim else ()
+        shown = ""
+        if args:
+            shown = " at " + ", ".join(
+                f"{k}={np.asarray(v)[index].item() if np.ndim(v) else np.asarray(v).item()!r}"
+                for k, v in args.items())
+        raise ValidationError(field, f"{what} is {x[index].item()!r}{shown}: outside double "
+                              f"precision (|value| <= {_BIG:.4g}){'; ' + hint if hint else ''}")
     return x[()]
 
 
@@ -128,13 +177,15 @@ def _margin_args(t, M, eta_y, pi):
     M = _vocab(M)
     eta_y = _positive("eta_y", eta_y)
     pi = _weight(pi)
-    return np.broadcast_arrays(t, M, eta_y, pi)
+    return _broadcast(t=t, M=M, eta_y=eta_y, pi=pi)
 
 
 def _margin(t, M, eta_y, pi) -> np.ndarray:
     """h(t) for validated, broadcast float arrays (see decoder_margin)."""
-    with np.errstate(over="ignore"):
+    with np.errstate(over="ignore", divide="ignore"):
         u = eta_y * pi * t  # = eta_y pi M t / M, the slope-1 variable
+        # an intermediate product that underflowed (eta_y pi < 1e-308): redo it in logs
+        u = np.where((u == 0) & (t > 0), np.exp(np.log(eta_y) + np.log(pi) + np.log(t)), u)
         At = u * M  # eta_y pi M t
     if not np.all(np.isfinite(At)):
         bad = np.ravel(t[~np.isfinite(At)])[0].item()
@@ -171,6 +222,7 @@ def _gamma_from_h(h: np.ndarray, M: np.ndarray) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # CF1
 # ---------------------------------------------------------------------------
+@_guarded
 def decoder_margin(t, M, eta_y, pi):
     """Decoder logit margin ``h(t)`` of the reduced flow (Lemma 6, Eqns 44-45).
 
@@ -216,6 +268,7 @@ def decoder_margin(t, M, eta_y, pi):
 # ---------------------------------------------------------------------------
 # CF2
 # ---------------------------------------------------------------------------
+@_guarded
 def speed_control(t, M, eta_y, pi):
     """Speed-control coefficient ``gamma(t) = h (M - 1) / (exp(h) + M - 1)``.
 
@@ -244,6 +297,7 @@ def speed_control(t, M, eta_y, pi):
     return _out(_gamma_from_h(_margin(t, M, eta_y, pi), M))
 
 
+@_guarded
 def speed_control_early(t, M, eta_y, pi):
     """Early-time asymptote ``gamma ~ eta_y pi t (M - 1) / M`` (Lemma 9, Theorem 1(b)).
 
@@ -259,9 +313,12 @@ def speed_control_early(t, M, eta_y, pi):
     numpy.float64 or numpy.ndarray
     """
     t, M, eta_y, pi = _margin_args(t, M, eta_y, pi)
-    return _out(eta_y * pi * t * ((M - 1.0) / M))
+    with np.errstate(over="ignore"):
+        value = eta_y * pi * t * ((M - 1.0) / M)
+    return _out(value, "t", "gamma_early", args={"t": t, "eta_y": eta_y, "pi": pi})
 
 
+@_guarded
 def speed_control_late(t, M, eta_y, pi):
     """Late-time asymptote ``gamma ~ (M - 1) ln(eta_y pi M t) / (eta_y pi M t)``.
 
@@ -290,9 +347,14 @@ def speed_control_late(t, M, eta_y, pi):
     t = _positive("t", t)
     t, M, eta_y, pi = _margin_args(t, M, eta_y, pi)
     log_At = np.log(eta_y) + np.log(pi) + np.log(M) + np.log(t)
-    return _out(((M - 1.0) / M) * log_At / (eta_y * pi * t))
+    # ln(A t) / (eta_y pi t) with the denominator as exp(-sum of logs): no underflow to 0
+    with np.errstate(over="ignore"):
+        value = ((M - 1.0) / M) * log_At * np.exp(-(np.log(eta_y) + np.log(pi) + np.log(t)))
+    return _out(value, "t", "gamma_late", hint="the late-time asymptote is for t >> t_0",
+                args={"t": t, "M": M, "eta_y": eta_y, "pi": pi})
 
 
+@_guarded
 def transition_time(M, eta_y, pi):
     """Crossover time ``t_0`` at which ``exp(h) = M - 1`` (Lemma 9, Theorem 1(b)).
 
@@ -312,12 +374,19 @@ def transition_time(M, eta_y, pi):
     M = _vocab(M)
     eta_y = _positive("eta_y", eta_y)
     pi = _weight(pi)
-    return _out(((M - 2.0) + (M - 1.0) * np.log1p(M - 2.0)) / (eta_y * pi * M))
+    M, eta_y, pi = _broadcast(M=M, eta_y=eta_y, pi=pi)
+    # (M - 2 + (M - 1) ln(M - 1)) / M first (always finite), then the rates one at a time
+    per_token = (M - 2.0) / M + ((M - 1.0) / M) * np.log1p(M - 2.0)
+    with np.errstate(over="ignore"):
+        value = per_token / eta_y / pi
+    return _out(value, "eta_y", "t_0", hint="eta_y * pi is too small",
+                args={"M": M, "eta_y": eta_y, "pi": pi})
 
 
 # ---------------------------------------------------------------------------
 # CF3
 # ---------------------------------------------------------------------------
+@_guarded
 def gamma_integral(t, M, eta_y, pi):
     """``Gamma(t) = int_0^t gamma(s) ds = (M - 1) h(t)^2 / (2 M eta_y pi)`` (Eqn 128).
 
@@ -334,12 +403,20 @@ def gamma_integral(t, M, eta_y, pi):
     """
     t, M, eta_y, pi = _margin_args(t, M, eta_y, pi)
     h = _margin(t, M, eta_y, pi)
-    return _out(((M - 1.0) / M) * h * h / (2.0 * eta_y * pi))
+    with np.errstate(over="ignore"):
+        value = _gamma_integral(h, M, eta_y, pi)
+    return _out(value, "t", "Gamma(t)", args={"t": t, "M": M, "eta_y": eta_y, "pi": pi})
+
+
+def _gamma_integral(h, M, eta_y, pi):
+    """(M - 1) h^2 / (2 M eta_y pi), as (h / eta_y)(h / pi): no 0/0 when h^2 underflows."""
+    return (0.5 * (M - 1.0) / M) * (h / eta_y) * (h / pi)
 
 
 # ---------------------------------------------------------------------------
 # CF4, CF5
 # ---------------------------------------------------------------------------
+@_guarded
 def relative_gain(chi_l, f0_l, f0_lprime):
     """Relative gain ``r_{l/l'|n}(t) = (fhat_l(0)^2 / fhat_l'(0)^2 - 1) chi_l(t)`` (Eqn 11).
 
@@ -364,11 +441,15 @@ def relative_gain(chi_l, f0_l, f0_lprime):
     _require("chi_l", chi_l, chi_l > -1, "> -1")
     f0_l = _unit_feature("f0_l", f0_l)
     f0_lprime = _unit_feature("f0_lprime", f0_lprime)
-    # (f^2/g^2 - 1) written without cancellation.
-    factor = (f0_l - f0_lprime) * (f0_l + f0_lprime) / (f0_lprime * f0_lprime)
-    return _out(factor * chi_l)
+    chi_l, f0_l, f0_lprime = _broadcast(chi_l=chi_l, f0_l=f0_l, f0_lprime=f0_lprime)
+    # (f^2/g^2 - 1) = ((f - g)/g) ((f + g)/g): no cancellation, no underflow of g^2
+    with np.errstate(over="ignore", invalid="ignore"):
+        value = ((f0_l - f0_lprime) / f0_lprime) * ((f0_l + f0_lprime) / f0_lprime) * chi_l
+    return _out(value, "chi_l", "r", args={"chi_l": chi_l, "f0_l": f0_l,
+                                           "f0_lprime": f0_lprime})
 
 
+@_guarded
 def dominant_bounds(B, f0_l0, log=False):
     """Bounds ``exp(2 fhat_l0(0)^2 B) <= 1 + chi_l0 <= exp(2 B)`` (Eqn 12).
 
@@ -392,13 +473,16 @@ def dominant_bounds(B, f0_l0, log=False):
     """
     B = _nonnegative("B", B)
     f0_l0 = _unit_feature("f0_l0", f0_l0)
-    B, f0_l0 = np.broadcast_arrays(B, f0_l0)
-    lo_log = 2.0 * f0_l0 * f0_l0 * B
-    hi_log = 2.0 * B
-    if log:
-        return _out(lo_log), _out(hi_log)
+    B, f0_l0 = _broadcast(B=B, f0_l0=f0_l0)
     with np.errstate(over="ignore"):
-        return _out(np.exp(lo_log)), _out(np.exp(hi_log))
+        lo_log = 2.0 * f0_l0 * f0_l0 * B
+        hi_log = 2.0 * B
+    if log:
+        return _out(lo_log, "B", "2 B", args={"B": B}), _out(hi_log, "B", "2 B", args={"B": B})
+    hint = f"exp(2 B) needs B <= {np.log(_BIG) / 2:.6g}; pass log=True for larger B"
+    with np.errstate(over="ignore"):
+        return (_out(np.exp(lo_log), "B", "exp(2 f^2 B)", hint, {"B": B, "f0_l0": f0_l0}),
+                _out(np.exp(hi_log), "B", "exp(2 B)", hint, {"B": B}))
 
 
 # ---------------------------------------------------------------------------
@@ -410,19 +494,25 @@ def _snap_log1pq(t, M, eta_y, eta_z, pi, a, zc0):
     eta_z = _positive("eta_z", eta_z)
     a = _nonnegative("a", a)
     zc0 = _finite("zc0", zc0)
-    t, M, eta_y, pi, eta_z, a, zc0 = np.broadcast_arrays(t, M, eta_y, pi, eta_z, a, zc0)
+    t, M, eta_y, pi, eta_z, a, zc0 = _broadcast(t=t, M=M, eta_y=eta_y, pi=pi, eta_z=eta_z,
+                                                a=a, zc0=zc0)
     h = _margin(t, M, eta_y, pi)
-    Gamma = ((M - 1.0) / M) * h * h / (2.0 * eta_y * pi)
-    with np.errstate(over="ignore", under="ignore", divide="ignore"):
+    with np.errstate(over="ignore", under="ignore", divide="ignore", invalid="ignore"):
+        Gamma = _gamma_integral(h, M, eta_y, pi)
         q_direct = 2.0 * a * eta_z * Gamma * np.exp(2.0 * zc0)
-        log_q = np.log(2.0 * a * eta_z) + np.log(Gamma) + 2.0 * zc0
+        # every factor in log space, so that no product overflows before the log
+        log_Gamma = (np.log(0.5 * (M - 1.0) / M) + 2.0 * np.log(h) - np.log(eta_y)
+                     - np.log(pi))
+        log_q = np.log(2.0) + np.log(a) + np.log(eta_z) + log_Gamma + 2.0 * zc0
         representable = (q_direct > 1e-290) | (q_direct == 0.0)
         direct = np.isfinite(q_direct) & (np.abs(zc0) < 300.0) & representable
         log1p_direct = np.log1p(np.where(direct, q_direct, 0.0))
         L = np.where(direct, log1p_direct, np.logaddexp(0.0, log_q))
+        L = np.where(a == 0.0, 0.0, L)  # q = 0 exactly, whatever Gamma is
     return L, zc0, pi
 
 
+@_guarded
 def snap_common_logit(t, M, eta_y, eta_z, pi, a, zc0):
     """Common-token logit ``z_c(t)`` in the setting of Theorem 4 (Eqns 13, 124).
 
@@ -448,9 +538,10 @@ def snap_common_logit(t, M, eta_y, eta_z, pi, a, zc0):
     numpy.float64 or numpy.ndarray
     """
     L, zc0, _ = _snap_log1pq(t, M, eta_y, eta_z, pi, a, zc0)
-    return _out(zc0 - 0.5 * L)
+    return _out(zc0 - 0.5 * L, "t", "z_c(t)")
 
 
+@_guarded
 def snap_B(t, M, eta_y, eta_z, pi, a, zc0):
     """``B_n(t) = (pi/2) ln(1 + 2 a eta_z exp(2 z_c(0)) Gamma(t))`` (Thm 4, Eqns 14, 129).
 
@@ -469,4 +560,4 @@ def snap_B(t, M, eta_y, eta_z, pi, a, zc0):
     numpy.float64 or numpy.ndarray
     """
     L, _, pi = _snap_log1pq(t, M, eta_y, eta_z, pi, a, zc0)
-    return _out(0.5 * pi * L)
+    return _out(0.5 * pi * L, "t", "B(t)")
