@@ -43,6 +43,21 @@ SOLVE_BLAS_THREADS = 1
 #: Method of ``method="auto"`` for states above :data:`DENSE_JACOBIAN_LIMIT`
 #: (memory linear in the state; chosen by ``benchmarks/bench_scale.py``).
 LARGE_STATE_METHOD = "RK45"
+#: Default budget of right-hand-side evaluations of one solve (``max_nfev``); the
+#: solves of docs/benchmarks.md need 500-3,000. A solve that exhausts it raises
+#: SolveError saying where in t it stopped, instead of running for hours.
+MAX_NFEV = 100_000
+#: Smallest ``atol`` accepted: below it the solvers' squared error norms overflow
+#: for states near zero and the step size collapses (measured: LSODA on a
+#: 6-token model never finishes at atol = 1e-200, finishes in 766 evaluations at 1e-100).
+MIN_ATOL = 1e-100
+
+
+class _BudgetExhausted(Exception):
+    """Raised inside the right-hand side when the evaluation budget is used up."""
+
+    def __init__(self, t):
+        self.t = t
 
 
 def default_t_eval(t0: float, t_end: float, per_decade: int = 40, max_points: int = 600):
@@ -175,7 +190,8 @@ class _Progress:
 
 def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
           t_span=(0.0, 1e4), t_eval=None, method: str = "auto", rtol: float = 1e-8,
-          atol: float = 1e-10, z0=None, progress: bool | None = None, **flow_options):
+          atol: float = 1e-10, z0=None, progress: bool | None = None,
+          max_nfev: int | None = None, **flow_options):
     """Integrate the training dynamics of a data model with scipy.
 
     Parameters
@@ -204,6 +220,9 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
         Initial logits (``Z(0)``; zero by default).
     progress : bool, optional
         Show a progress bar; by default only when stderr is a terminal.
+    max_nfev : int, optional
+        Budget of right-hand-side evaluations (:data:`MAX_NFEV` by default);
+        exhausting it raises :class:`SolveError` naming the ``t`` reached.
     **flow_options
         Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
         ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
@@ -226,6 +245,11 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     t0, t_end = _check_span(t_span)
     rtol = validate_positive(rtol, "rtol")
     atol = validate_positive(atol, "atol")
+    if atol < MIN_ATOL:
+        raise ValidationError("atol", f"must be >= {MIN_ATOL:g}, got {atol!r} (below it the "
+                              "error norms of the integrators overflow and the step size "
+                              "collapses)")
+    max_nfev = _check_budget(max_nfev)
     t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
     field = FLOWS[flow](data, eta_y, eta_z, z0=z0, **flow_options)
@@ -239,7 +263,13 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
         progress = sys.stderr.isatty()
     bar = _Progress(t0, t_end, progress, desc=f"{flow} flow ({method})")
 
+    calls = {"n": 0, "t": t0}
+
     def rhs(t, y):
+        calls["n"] += 1
+        calls["t"] = t
+        if calls["n"] > max_nfev:
+            raise _BudgetExhausted(t)
         bar.update(t)
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             out = field.rhs(t, y)
@@ -248,13 +278,25 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
         return out
 
     start = time.perf_counter()
+    what = f"{flow} flow ({method})"
     try:
         with threadpool_limits(limits=SOLVE_BLAS_THREADS, user_api="blas"):
             sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
                             t_eval=t_eval, rtol=rtol, atol=atol, **kwargs)
     except FloatingPointError as exc:
-        raise SolveError(f"{flow} flow ({method}): floating-point error in the right-hand "
+        raise SolveError(f"{what}: floating-point error in the right-hand "
                          f"side: {exc}", {"method": method, "rhs_calls": field.nfev}) from None
+    except _BudgetExhausted as exc:
+        advice = "method='Radau' or 'LSODA', " if method not in IMPLICIT else ""
+        raise SolveError(
+            f"{what}: stopped at t = {exc.t:.6g} of t_end = {t_end:g} after max_nfev = "
+            f"{max_nfev} right-hand-side evaluations (stiff, or tolerances too tight; try "
+            f"{advice}looser rtol/atol, smaller learning rates or a larger max_nfev)",
+            {"method": method, "rhs_calls": field.nfev, "status": -1}) from None
+    except (ValueError, ArithmeticError) as exc:  # scipy's own checks inside the integrator
+        raise SolveError(f"{what} failed near t = {calls['t']:.6g}: "
+                         f"{type(exc).__name__}: {exc}",
+                         {"method": method, "rhs_calls": field.nfev, "status": -1}) from None
     finally:
         bar.close()
     stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
@@ -271,6 +313,15 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
     return traj
+
+
+def _check_budget(max_nfev) -> int:
+    if max_nfev is None:
+        return MAX_NFEV
+    if isinstance(max_nfev, bool) or not isinstance(max_nfev, (int, np.integer)) \
+            or max_nfev < 1:
+        raise ValidationError("max_nfev", f"must be an integer >= 1, got {max_nfev!r:.80}")
+    return int(max_nfev)
 
 
 def _check_flow_options(flow: str, options: dict) -> None:
