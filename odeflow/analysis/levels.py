@@ -257,5 +257,9 @@ def format_table(results: list[LevelComparison]) -> str:
         if with_sgd:
             vals += [r.sgd_gap.get(k, nan) for k in ("exact", "finite_t", "reduced",
                                                       "standard_error")]
-        lines.append("  ".join(f"{v:13.4g}" for v in vals))
+        cells = [f"{v:13.4g}" for v in vals]
+        for j in (8, 9):  # a transition time not reached by t_end (stored as nan)
+            if vals[j] != vals[j]:
+                cells[j] = f"{'> t_end':>13s}"
+        lines.append("  ".join(cells))
     return "\n".join(lines)

@@ -4,13 +4,15 @@ Each command lives in its own module under ``odeflow.cli`` with a
 ``register(subparsers)`` function that adds its parser and sets ``func``
 (returning the exit code); every such module is picked up, ``run`` first. Errors in the
 user's input print ``odeflow: error: <field>: <why>`` and exit 2; a failed solve
-exits 3.
+exits 3. One rule for every command: user input ends in exit 0, 2 or 3 with one
+line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -44,11 +46,26 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except ValidationError as exc:
-        print(f"odeflow: error: {exc}", file=sys.stderr)
+        print(f"odeflow: error: {one_line(exc)}", file=sys.stderr)
         return 2
     except SolveError as exc:
-        print(f"odeflow: solve failed: {exc}", file=sys.stderr)
+        print(f"odeflow: solve failed: {one_line(exc)}", file=sys.stderr)
         return 3
+    except MemoryError:
+        print(f"odeflow: error: {args.command}: the input asks for more memory than this "
+              "machine has", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `odeflow run | head`: the reader left, nothing to report
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+
+
+def one_line(exc: BaseException) -> str:
+    """The message of ``exc`` on one line (newlines of nested messages folded)."""
+    return " ".join(str(exc).split())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -50,13 +50,32 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: Upper limits of the counts, so that a typo cannot start a run of days or allocate
+#: a batch larger than memory (sequences per batch times their length).
+LIMITS = {"steps": 10**6, "seeds": 1000, "batch_size": 10**5, "seq_len": 10**5,
+          "tokens_per_batch": 10**7}
+
+
+def _bounded(value: int, name: str) -> int:
+    if value > LIMITS[name]:
+        raise ValidationError(name, f"must be <= {LIMITS[name]:,}, got {value:,}")
+    return value
+
+
 def _steps(args) -> int:
     if args.steps is not None:
-        return check_count(args.steps, "steps")
+        return _bounded(check_count(args.steps, "steps"), "steps")
     if args.t_end is not None:
         if not args.t_end > 0 or not np.isfinite(args.t_end):
             raise ValidationError("t_end", f"must be finite and > 0, got {args.t_end!r}")
-        return max(1, round(args.t_end / (args.dt if args.run == "gradient_ascent" else 1.0)))
+        dt = args.dt if args.run == "gradient_ascent" else 1.0
+        if not (dt > 0 and np.isfinite(dt)):
+            raise ValidationError("dt", f"must be finite and > 0, got {dt!r}")
+        steps = args.t_end / dt
+        if not steps <= LIMITS["steps"]:
+            raise ValidationError("t_end", f"t_end / dt = {steps:.4g} steps; at most "
+                                  f"{LIMITS['steps']:,}")
+        return max(1, round(steps))
     return DEFAULTS["steps"]
 
 
@@ -75,6 +94,15 @@ def run(args) -> int:
     batch_size = DEFAULTS["batch_size"] if args.batch_size is None else args.batch_size
     seq_len = DEFAULTS["seq_len"] if args.seq_len is None else args.seq_len
     seeds = DEFAULTS["seeds"] if args.seeds is None else args.seeds
+    for name, value in (("batch_size", batch_size), ("seq_len", seq_len), ("seeds", seeds)):
+        _bounded(check_count(value, name), name)
+    if batch_size * seq_len > LIMITS["tokens_per_batch"]:
+        raise ValidationError("batch_size", f"batch_size * seq_len = {batch_size * seq_len:,} "
+                              f"tokens per batch; at most {LIMITS['tokens_per_batch']:,}")
+    if args.table:
+        for name, values in (("seq_lens", args.seq_lens), ("batch_sizes", args.batch_sizes)):
+            for value in values:
+                _bounded(check_count(value, name), name.rstrip("s"))
     progress = False if args.no_progress else None
     if args.table:
         rows = gap_table(data, eta_y, eta_z, steps, seq_lens=args.seq_lens,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.numerics import normalised_features
 from odeflow.solver import METHODS, solve
 
 
@@ -27,8 +28,12 @@ def register(sub) -> None:
 
 
 def log_spaced_rows(t: np.ndarray, rows: int) -> np.ndarray:
-    """Indices of ``t = 0`` and of about ``rows - 1`` log-spaced times after it."""
-    targets = np.geomspace(max(t[1], 1e-12), t[-1], max(rows, 2) - 1) if t.size > 1 else []
+    """Indices of ``t = 0`` and of about ``rows - 1`` log-spaced times after it.
+
+    At most one row per stored time, however large ``rows`` is.
+    """
+    count = min(max(int(rows), 2), t.size + 1) - 1
+    targets = np.geomspace(max(t[1], 1e-12), t[-1], count) if t.size > 1 else []
     return np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
 
 
@@ -36,23 +41,26 @@ def summary_table(traj, rows: int = 8) -> str:
     """Objective and attention at log-spaced times.
 
     For each class: attention on its top distinct token (largest ``c_{l|n}``)
-    and the total attention on the common tokens.
+    and the total attention on the common tokens. Computed over the active
+    tokens only, so the memory used does not grow with the vocabulary size.
     """
     data = traj.data
     idx = log_spaced_rows(traj.t, rows)
-    common = data.common_tokens()
+    active = data.active_tokens
+    common = np.searchsorted(active, data.common_tokens())
     header = ["t"]
     has_objective = traj.decoder_lumped is not None
     if has_objective:
         header.append("J")
-        J = traj.objective
+        J = traj.objective[idx]
     cols = []
-    for n in data.next_tokens:
-        distinct = data.distinct_tokens(n)
-        f = traj.attention(n)
+    for i, n in enumerate(data.next_tokens):
+        f, _ = normalised_features(data.active_log_probs[i],
+                                   traj.z_active[idx][:, data.class_query_index[i], :])
+        distinct = np.searchsorted(active, data.distinct_tokens(n))
         if distinct.size:
-            top = distinct[np.argmax(data.probs(n)[distinct])]
-            header.append(f"f[{n}][{top}] top distinct")
+            top = distinct[np.argmax(data.active_probs[i][distinct])]
+            header.append(f"f[{n}][{active[top]}] top distinct")
             cols.append(f[:, top])
         if common.size:
             header.append(f"f[{n}] common")
@@ -60,11 +68,11 @@ def summary_table(traj, rows: int = 8) -> str:
         if len(cols) >= 6:
             break
     lines = ["  ".join(f"{h:>14s}" for h in header)]
-    for i in idx:
+    for row, i in enumerate(idx):
         vals = [f"{traj.t[i]:14.4g}"]
         if has_objective:
-            vals.append(f"{J[i]:14.6f}")
-        vals += [f"{c[i]:14.6f}" for c in cols]
+            vals.append(f"{J[row]:14.6f}")
+        vals += [f"{c[row]:14.6f}" for c in cols]
         lines.append("  ".join(vals))
     return "\n".join(lines)
 
@@ -90,17 +98,18 @@ def run(args) -> int:
                  t_span=(0.0, options["t_end"]), method=options["method"],
                  rtol=options["rtol"], atol=options["atol"],
                  progress=False if args.no_progress else None)
+    # Results first: the file is written before anything derived from it is printed.
+    out = args.out or f"results/{label}-{options['flow']}.npz"
+    path = traj.save(out)
     s = traj.stats
     print(f"odeflow run: {label}, flow={options['flow']}, eta_y={options['eta_y']:g}, "
           f"eta_z={options['eta_z']:g}, t in [0, {options['t_end']:g}]")
     print(f"  data: {data!r}")
     print(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} njev={s['njev']} "
           f"nlu={s['nlu']} wall={s['wall_time']:.3f}s ({s['message']})")
+    print(f"saved {path}")
     if options["flow"] == "snap":
         print(snap_table(traj, args.rows))
     else:
         print(summary_table(traj, args.rows))
-    out = args.out or f"results/{label}-{options['flow']}.npz"
-    path = traj.save(out)
-    print(f"saved {path}")
     return 0

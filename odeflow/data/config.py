@@ -25,6 +25,7 @@ import sys
 
 from odeflow.data.model import DataModel, validate_positive
 from odeflow.errors import ValidationError
+from odeflow.io import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -35,6 +36,11 @@ else:  # pragma: no cover
 RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
             "rtol": float, "atol": float}
 
+#: Top-level keys of a config without a ``[data]`` table (the data model's own keys + run).
+TOP_LEVEL = ("classes", "normalize", "run", "vocab_size")
+#: Top-level keys of a config whose data model sits in a ``[data]`` table.
+TOP_LEVEL_WITH_DATA = ("data", "run")
+
 
 def parse_config(text: str) -> tuple[DataModel, dict]:
     """Parse TOML text into ``(data_model, run_options)``; errors name the field."""
@@ -44,29 +50,43 @@ def parse_config(text: str) -> tuple[DataModel, dict]:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ValidationError("config", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ValidationError("config", "nested too deeply to parse") from None
     run = doc.pop("run", {})
     if not isinstance(run, dict):
         raise ValidationError("run", "must be a table")
     options = {}
     for key, value in run.items():
         if key not in RUN_KEYS:
-            raise ValidationError(f"run.{key}", f"unknown key; allowed: {sorted(RUN_KEYS)}")
+            raise ValidationError(f"run.{key if key.strip() else repr(key)}",
+                                  f"unknown key {key!r}; allowed: {sorted(RUN_KEYS)}")
         if RUN_KEYS[key] is float:
             options[key] = validate_positive(value, f"run.{key}")
         elif not isinstance(value, str):
             raise ValidationError(f"run.{key}", f"must be a string, got {value!r}")
         else:
             options[key] = value
-    if "data" in doc and "vocab_size" not in doc:
+    if "data" in doc:
+        extra = sorted(set(doc) - {"data"})
+        if extra:
+            key = extra[0]
+            raise ValidationError(key if key.strip() else repr(key),
+                                  f"unknown top-level key {key!r} beside [data]; a config "
+                                  f"holds {list(TOP_LEVEL_WITH_DATA)}")
         doc = doc["data"]
-    return DataModel.from_dict(doc), options
+    else:
+        extra = sorted(set(doc) - set(TOP_LEVEL))
+        if extra:
+            key = extra[0]
+            raise ValidationError(key if key.strip() else repr(key),
+                                  f"unknown top-level key {key!r}; allowed: {list(TOP_LEVEL)} "
+                                  f"(or {list(TOP_LEVEL_WITH_DATA)})")
+    try:
+        return DataModel.from_dict(doc), options
+    except RecursionError:
+        raise ValidationError("config", "nested too deeply") from None
 
 
 def load_config(path) -> tuple[DataModel, dict]:
     """Read a configuration file; see :func:`parse_config`."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ValidationError("config", f"cannot read {str(path)!r}: {exc.strerror}") from None
-    return parse_config(text)
+    return parse_config(read_text(path, "config"))

@@ -402,7 +402,10 @@ class DataModel:
             raise ValidationError("data model", f"must be a table, got {type(d).__name__}")
         unknown = set(d) - {"vocab_size", "classes", "normalize"}
         if unknown:
-            raise ValidationError(sorted(unknown)[0], "unknown key in data model")
+            key = sorted(map(str, unknown))[0]
+            raise ValidationError(key if key.strip() else repr(key),
+                                  f"unknown key {key!r} in data model; allowed: "
+                                  "['classes', 'normalize', 'vocab_size']")
         if "vocab_size" not in d:
             raise ValidationError("vocab_size", "is missing")
         normalize = d.get("normalize", False)
@@ -418,7 +421,10 @@ class DataModel:
                 raise ValidationError(name, "must be a table")
             unknown = set(entry) - {"next_token", "query_token", "tokens", "probs", "weight"}
             if unknown:
-                raise ValidationError(f"{name}.{sorted(unknown)[0]}", "unknown key")
+                key = sorted(map(str, unknown))[0]
+                raise ValidationError(f"{name}.{key if key.strip() else repr(key)}",
+                                      f"unknown key {key!r}; allowed: ['next_token', 'probs', "
+                                      "'query_token', 'tokens', 'weight']")
             for key in ("next_token", "query_token", "probs"):
                 if key not in entry:
                     raise ValidationError(f"{name}.{key}", "is missing")
@@ -475,6 +481,8 @@ class DataModel:
             d = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ValidationError("toml", f"not valid TOML: {exc}") from None
+        except RecursionError:
+            raise ValidationError("toml", "nested too deeply to parse") from None
         if "data" in d and isinstance(d["data"], Mapping) and "vocab_size" not in d:
             d = d["data"]
         return cls.from_dict(d)
@@ -488,12 +496,9 @@ class DataModel:
     @classmethod
     def from_toml(cls, path) -> DataModel:
         """Read a data model from a TOML file (schema of :meth:`from_dict`)."""
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise ValidationError("config", f"cannot read {str(path)!r}: {exc.strerror}") from None
-        return cls.from_toml_string(text)
+        from odeflow.io import read_text
+
+        return cls.from_toml_string(read_text(path, "config"))
 
     @classmethod
     def preset(cls, name: str) -> DataModel:

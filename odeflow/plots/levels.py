@@ -20,6 +20,11 @@ LEVEL_STYLES = {"exact": ("-", 2.2, "Level E (Eqns 3-4)"),
                 "sgd": (":", 1.6, "SGD")}
 
 
+#: Most SGD steps the figure runs (``t_end`` of ``odeflow plot levels``): beyond it the
+#: figure would take hours.
+MAX_STEPS = 100_000
+
+
 def sgd_available() -> bool:
     """Whether :func:`odeflow.training.train_sgd` can be imported."""
     try:
@@ -101,6 +106,9 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
             raise ValidationError("tokens", f"token {tok} is outside [0, {data.vocab_size})")
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
         raise ValidationError("steps", f"must be an integer >= 1, got {steps!r}")
+    if steps > MAX_STEPS:
+        raise ValidationError("steps", f"must be <= {MAX_STEPS:,} (SGD steps, from t_end), "
+                              f"got {steps:,}")
     t_end = float(steps)
     validate_positive(eta_y, "eta_y")
     validate_positive(eta_z, "eta_z")

@@ -169,8 +169,12 @@ def plot_scan_snap(data: DataModel | None = None, eta_ys=(0.1, 0.3, 1.0, 3.0),
               label=r"left panel (vary $\eta_Y$)")
     ax_r.plot([], [], marker="s", color="white", markeredgecolor="black", linestyle="none",
               label=r"middle panel (vary $\eta_Z$)")
-    ax_r.set_xscale("log")
-    ax_r.set_yscale("log")
+    if ratios:
+        ax_r.set_xscale("log")
+        ax_r.set_yscale("log")
+    else:  # nothing to place on log axes: say why instead of failing to draw
+        ax_r.text(0.5, 0.5, f"no curve reaches its $t_0$ before $t = {t_end:g}$",
+                  ha="center", va="center", transform=ax_r.transAxes, fontsize="small")
     finish_axes(ax_r, r"$\eta_Z / \eta_Y$", rf"$B_n(t_0)$, class $n = {n}$",
                 r"$B_n(t_0)$ depends on $\eta_Z/\eta_Y$ only (Fig. 9)", loc="upper left")
     source = "Level R (Theorem 1)" if flow == "reduced" else "Sec. 6 system"
