@@ -39,7 +39,13 @@ except ModuleNotFoundError as exc:  # pragma: no cover
 from odeflow.data import DataModel, SequenceClass
 
 __all__ = [
+    "CLOSED_FORM_ARITY",
+    "CLI_VERBS",
     "InvalidInput",
+    "cli_argv",
+    "closed_form_calls",
+    "corrupted_bytes",
+    "tampered_result_arrays",
     "data_models",
     "initial_logits",
     "invalid_data_model_args",
@@ -1038,3 +1044,214 @@ def invalid_solve_arguments(draw, data: DataModel, kinds: Sequence[str] | None =
             kwargs[slot] = big
         field = slot
     return InvalidInput(kwargs, field, kind)
+
+
+# ------------------------------------------------------------------- fuzzing
+#: Floats a careless or hostile user passes: extremes, subnormals, non-finite.
+_EXTREME_FLOATS = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 5e-324, 1e-308, 1e-200, 1e-12, 1.0, 2.0, 1e12, 1e200, 1e299,
+                     1.7976931348623157e308, -1.0, math.inf, -math.inf, math.nan]),
+    st.floats(-1e3, 1e3))
+
+#: Arity of every public closed form (``odeflow.analysis.closed_forms``).
+CLOSED_FORM_ARITY = {"decoder_margin": 4, "speed_control": 4, "speed_control_early": 4,
+                     "speed_control_late": 4, "transition_time": 3, "gamma_integral": 4,
+                     "relative_gain": 3, "dominant_bounds": 2, "snap_common_logit": 7,
+                     "snap_B": 7}
+
+
+def _closed_form_argument():
+    scalar = st.one_of(_EXTREME_FLOATS, st.integers(-10, 10**6), st.booleans(),
+                       st.sampled_from(["1", None, 1j]))
+    arrays = st.lists(_EXTREME_FLOATS, min_size=0, max_size=3)
+    ragged = st.just([1.0, [2.0, 3.0]])
+    return st.one_of(_EXTREME_FLOATS, _EXTREME_FLOATS, _EXTREME_FLOATS, scalar, arrays, ragged)
+
+
+@st.composite
+def closed_form_calls(draw):
+    """``(name, args)``: a closed form and arguments of every kind (extreme, wrong, ragged).
+
+    Each argument is mostly an extreme float (subnormal, huge, non-finite,
+    zero) and sometimes an integer, a bool, text, ``None``, a complex number,
+    a short list or a ragged nested list.
+    """
+    name = draw(st.sampled_from(sorted(CLOSED_FORM_ARITY)))
+    args = tuple(draw(_closed_form_argument()) for _ in range(CLOSED_FORM_ARITY[name]))
+    return name, args
+
+
+@st.composite
+def corrupted_bytes(draw, original: bytes):
+    """A damaged copy of a file's bytes: truncated, bytes flipped or overwritten, junk inserted,
+    emptied, or replaced by unrelated content (text, a pickle-like header)."""
+    data = bytearray(original)
+    kind = draw(st.sampled_from(["truncate", "flip", "overwrite", "insert", "empty",
+                                 "unrelated"]))
+    if kind == "truncate":
+        return bytes(data[:draw(st.integers(0, max(len(data) - 1, 0)))])
+    if kind == "flip":
+        for _ in range(draw(st.integers(1, 8))):
+            i = draw(st.integers(0, len(data) - 1))
+            data[i] ^= draw(st.integers(1, 255))
+        return bytes(data)
+    if kind == "overwrite":
+        i = draw(st.integers(0, len(data) - 1))
+        junk = draw(st.binary(min_size=1, max_size=64))
+        data[i:i + len(junk)] = junk
+        return bytes(data)
+    if kind == "insert":
+        i = draw(st.integers(0, len(data)))
+        return bytes(data[:i] + draw(st.binary(min_size=1, max_size=64)) + data[i:])
+    if kind == "empty":
+        return b""
+    return draw(st.one_of(st.binary(max_size=256), st.just(b"\x80\x04\x95junk."),
+                          st.text(max_size=64).map(str.encode)))
+
+
+@st.composite
+def tampered_result_arrays(draw, arrays: dict, metadata: dict):
+    """One structural fault in the arrays or the JSON metadata of a result file.
+
+    Parameters
+    ----------
+    arrays : dict of str -> ndarray
+        The arrays of an intact file (without ``metadata``).
+    metadata : dict
+        Its metadata record.
+
+    Returns
+    -------
+    SearchStrategy[dict]
+        Arrays to write with ``np.savez`` (``metadata`` as a 0-d text array),
+        with one of: an array dropped, added, reshaped, retyped (text, bool,
+        complex) or holding a NaN / inf; the metadata not JSON, not an object,
+        a key dropped or retyped, an unknown format version, or a data model
+        with a changed vocabulary or class.
+    """
+    import copy
+    import json
+
+    out = {k: np.array(v) for k, v in arrays.items()}
+    meta = copy.deepcopy(metadata)
+    text = None
+    names = sorted(out)
+    kind = draw(st.sampled_from(["drop", "add", "reshape", "retype", "nonfinite", "json",
+                                 "not-object", "drop-key", "retype-key", "version", "vocab",
+                                 "class"]))
+    name = draw(st.sampled_from(names))
+    if kind == "drop":
+        del out[name]
+    elif kind == "add":
+        out[draw(st.sampled_from(["extra", "series__extra", "decoder_lumped"]))] = \
+            np.zeros(draw(st.sampled_from([(), (1,), (3, 2), (0,)])))
+    elif kind == "reshape":
+        value = out[name].ravel()
+        shapes = [(value.size,), (1, value.size), (), (0,), (value.size + 1,)]
+        shape = draw(st.sampled_from(shapes))
+        out[name] = np.resize(value, shape) if shape else np.array(value[:1].sum())
+    elif kind == "retype":
+        out[name] = draw(st.sampled_from([out[name].astype(str), out[name].astype(bool),
+                                          out[name].astype(complex)]))
+    elif kind == "nonfinite":
+        value = out[name].astype(float)
+        if value.size:
+            value.flat[draw(st.integers(0, value.size - 1))] = draw(
+                st.sampled_from([np.nan, np.inf, -np.inf]))
+        out[name] = value
+    elif kind == "json":
+        text = draw(st.sampled_from(["", "{", "not json", "[1, 2", '{"format": }']))
+    elif kind == "not-object":
+        text = json.dumps(draw(st.sampled_from([[], 1, "odeflow", None])))
+    elif kind == "drop-key":
+        meta.pop(draw(st.sampled_from(sorted(meta))), None)
+    elif kind == "retype-key":
+        meta[draw(st.sampled_from(sorted(meta)))] = draw(st.sampled_from([None, 1, "x", []]))
+    elif kind == "version":
+        meta["format"] = draw(st.sampled_from(["odeflow-trajectory/2", "odeflow-snap/1", "", 7,
+                                               "odeflow-trajectory/0"]))
+    elif kind == "vocab":
+        meta["data"]["vocab_size"] = draw(st.sampled_from([meta["data"]["vocab_size"] + 1,
+                                                           1, 0, -3, "30", 10**30]))
+    else:
+        classes = meta["data"]["classes"]
+        if len(classes) > 1 and draw(st.booleans()):
+            classes.pop()
+        else:
+            classes[0]["query_token"] = int(classes[0]["query_token"]) + 1
+    out["metadata"] = np.array(json.dumps(meta) if text is None else text)
+    return out
+
+
+#: Verbs the CLI fuzzers cover, and the flags they draw from.
+CLI_VERBS = ("run", "compare-levels", "compare", "plot", "verify")
+
+
+def _cli_number():
+    return st.one_of(
+        st.sampled_from(["0", "-1", "1e-3", "0.5", "1", "10", "1e12", "1e300", "5e-324",
+                         "inf", "-inf", "nan", "1e999", "abc", "", "99999999999999999999"]),
+        st.floats(allow_nan=True, allow_infinity=True).map(repr),
+        st.integers(-10**25, 10**25).map(str))
+
+
+@st.composite
+def cli_argv(draw, verb: str, files: dict | None = None):
+    """An argument vector for ``odeflow VERB ...`` as a careless or hostile user types it.
+
+    Flags of the verb with values drawn from extreme numbers (``0``, ``inf``,
+    ``nan``, ``1e999``, 20-digit integers, subnormals), text and odd lists
+    (``0.1,,0.2``); ``files`` maps names to paths the fuzzer prepared (e.g.
+    ``{"config": [...], "out": [...]}``: broken configs, directories, ``/``).
+    Costly inputs are bounded: ``--t-end`` is at most 10 unless drawn from the
+    extreme list.
+    """
+    files = files or {}
+    argv = [verb]
+    flags = {
+        "run": ["--t-end", "--eta-y", "--eta-z", "--rtol", "--atol", "--rows", "--flow",
+                "--method", "--preset", "--config", "--out"],
+        "compare-levels": ["--t-end", "--eta-y", "--eta-z", "--ratios", "--rtol", "--atol",
+                           "--preset", "--config"],
+        "compare": ["--steps", "--t-end", "--eta-y", "--eta-z", "--seeds", "--batch-size",
+                    "--seq-len", "--dt", "--run", "--record-every", "--momentum", "--rows",
+                    "--preset", "--config"],
+        "plot": ["--t-end", "--eta-y", "--eta-z", "--dpi", "--flow", "--preset", "--config",
+                 "--out", "--format"],
+        "verify": ["--rtol", "--atol", "--method", "--tolerance", "--t-max", "--seed",
+                   "--only"],
+    }[verb]
+    if verb == "plot":
+        argv.append(draw(st.sampled_from(["margin", "entropy", "scan-snap", "levels",
+                                          "relative-gain", "attention-map", "all", "nope"])))
+    chosen = draw(st.lists(st.sampled_from(flags), max_size=5, unique=True))
+    for flag in chosen:
+        key = flag.lstrip("-")
+        if key in files and files[key]:
+            value = draw(st.sampled_from(list(files[key])))
+        elif key in ("flow",):
+            value = draw(st.sampled_from(["exact", "reduced", "snap", "EXACT", "", "sgd"]))
+        elif key in ("method",):
+            value = draw(st.sampled_from(["auto", "LSODA", "RK23", "Radau", "BDF", "x"]))
+        elif key == "run":
+            value = draw(st.sampled_from(["sgd", "gradient_ascent", "x"]))
+        elif key == "preset":
+            value = draw(st.sampled_from(["syn-small", "nope", ""]))
+        elif key == "ratios":
+            value = draw(st.one_of(st.sampled_from(["0.1,,0.2", ",", "", "1,nan", "inf",
+                                                    "0.1,1", "-1", "1e-300,1e300"]),
+                                   st.lists(_cli_number(), max_size=3).map(",".join)))
+        elif key == "only":
+            value = draw(st.sampled_from(["CF1", "cf3", "CF9", ""]))
+        elif key == "format":
+            value = draw(st.sampled_from(["png", "svg", "gif"]))
+        elif key in ("out", "config"):
+            value = draw(st.sampled_from(["", "/", ".", "x.toml"]))
+        elif key in ("t-end", "t-max", "steps"):
+            value = draw(st.one_of(st.sampled_from(["0.01", "0.5", "1", "3", "10"]),
+                                   _cli_number()))
+        else:
+            value = draw(_cli_number())
+        argv += [flag, value]
+    return argv

@@ -49,3 +49,14 @@ def monotone_violation(series: np.ndarray, increasing: bool = True) -> float:
     steps = np.diff(np.asarray(series, dtype=float), axis=0)
     worst = -steps if increasing else steps
     return float(max(0.0, np.max(worst))) if worst.size else 0.0
+
+
+#: Examples per fuzzer under the thorough profile (at least).
+THOROUGH_FUZZ = 2000
+
+
+def fuzz_examples(n: int) -> int:
+    """``n`` examples per fuzzer under the default profile, >= THOROUGH_FUZZ under thorough."""
+    if settings.default.max_examples > settings.get_profile("default").max_examples:
+        return max(THOROUGH_FUZZ, examples(n))
+    return n
