@@ -127,3 +127,24 @@ def test_metadata_inconsistent_with_arrays(tmp_path, saved):
     refused(rewrite(tmp_path, arrays, metadata), "'z_base' has shape")
     metadata["data"]["vocab_size"] = -1
     refused(rewrite(tmp_path, arrays, metadata), "stored data model is invalid")
+
+
+def test_snap_result_round_trips_and_is_checked(tmp_path):
+    from odeflow import SnapResult
+
+    snap_model = DataModel(6, [SequenceClass(4, 1, {0: 0.5, 2: 0.5}),
+                               SequenceClass(5, 1, {0: 0.5, 3: 0.5})])
+    result = solve(snap_model, flow="snap", t_span=(0.0, 10.0), progress=False)
+    path = result.save(tmp_path / "snap.npz")
+    loaded = SnapResult.load(path)
+    np.testing.assert_array_equal(loaded.B, result.B)
+    assert loaded.data is not None and loaded.meta["a"] == result.meta["a"]
+    refused_snap = pytest.raises(ValidationError, match="is not an odeflow-snap file")
+    traj_path = solve(SMALL, t_span=(0.0, 1.0), progress=False).save(tmp_path / "t.npz")
+    with refused_snap:
+        SnapResult.load(traj_path)
+    refused(path, "is not an odeflow-trajectory file")
+    arrays, metadata = contents(path)
+    arrays["B"] = arrays["B"][:-1]
+    with pytest.raises(ValidationError, match="'B' has shape"):
+        SnapResult.load(rewrite(tmp_path, arrays, metadata))

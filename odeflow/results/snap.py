@@ -13,8 +13,15 @@ import math
 import numpy as np
 from scipy.special import expit
 
+from odeflow.data import DataModel
+from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz
-from odeflow.results.trajectory import jsonable
+from odeflow.results.trajectory import jsonable, read_result_file
+
+#: Format tag written into saved snap results.
+SNAP_FORMAT = "odeflow-snap/1"
+#: Arrays of a snap result file, in the order of :class:`SnapResult`'s arguments.
+SNAP_ARRAYS = ("t", "margin", "common_logit", "B", "gamma_integral")
 
 
 class SnapResult:
@@ -62,10 +69,40 @@ class SnapResult:
         arrays = {"t": self.t, "margin": self.margin, "common_logit": self.common_logit,
                   "B": self.B, "gamma_integral": self.gamma_integral,
                   "metadata": np.array(json.dumps({
-                      "format": "odeflow-snap/1", "stats": jsonable(self.stats),
+                      "format": SNAP_FORMAT, "stats": jsonable(self.stats),
                       "meta": jsonable(self.meta),
                       "data": None if self.data is None else self.data.to_dict()}))}
         return atomic_write_npz(path, arrays)
+
+    @classmethod
+    def load(cls, path) -> SnapResult:
+        """Read a file written by :meth:`save`, checked as a format.
+
+        Raises
+        ------
+        ValidationError
+            (field ``path``) for anything that is not an intact odeflow snap
+            result (see :meth:`odeflow.Trajectory.load`).
+        """
+        arrays, metadata = read_result_file(path, SNAP_FORMAT)
+        where = f"{str(path)!r}"
+        if set(arrays) != set(SNAP_ARRAYS):
+            raise ValidationError("path", f"{where}: arrays {sorted(arrays)}; an odeflow snap "
+                                  f"result holds {list(SNAP_ARRAYS)}")
+        n = arrays["t"].shape
+        for name in SNAP_ARRAYS:
+            if arrays[name].ndim != 1 or arrays[name].shape != n or not n[0]:
+                raise ValidationError("path", f"{where}: array {name!r} has shape "
+                                      f"{arrays[name].shape}; expected {n} (one value per time)")
+        data = metadata["data"]
+        if data is not None:
+            try:
+                data = DataModel.from_dict(data)
+            except ValidationError as exc:
+                raise ValidationError("path", f"{where}: the stored data model is invalid "
+                                      f"({exc})") from None
+        return cls(*(arrays[name] for name in SNAP_ARRAYS), stats=metadata["stats"],
+                   meta=metadata["meta"], data=data)
 
     @property
     def gamma(self) -> np.ndarray:

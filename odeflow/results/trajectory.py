@@ -587,6 +587,8 @@ def read_result_file(path, file_format: str) -> tuple[dict, dict]:
         raise ValidationError("path", f"{where} has format version {found!r:.80}; this odeflow "
                               f"reads {file_format!r}")
     for key, kind_of in (("data", dict), ("stats", dict), ("meta", dict)):
+        if key == "data" and kind == "odeflow-snap" and metadata.get(key, 0) is None:
+            continue  # a snap result solved from parameters, without a data model
         if not isinstance(metadata.get(key), kind_of):
             raise ValidationError("path", f"{where}: the metadata record is damaged ({key!r} "
                                   "is missing or not an object)")

@@ -19,11 +19,12 @@ import io
 import json
 import os
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, event, example, given, settings
 
 from odeflow import DataModel, SequenceClass, Trajectory, ValidationError, solve
 from odeflow.analysis import closed_forms as cf
@@ -70,8 +71,10 @@ def test_closed_forms_finite_or_validation_error(call):
             value = getattr(cf, name)(*args)
         except ValidationError as exc:
             assert str(exc).startswith(exc.field + ":")
+            event("ValidationError")
             return
     assert _all_finite(value), f"{name}{args} = {value!r}"
+    event("finite result")
 
 
 # ------------------------------------------------------------- result files
@@ -94,7 +97,9 @@ def _check_load(path) -> None:
         traj = Trajectory.load(path)
     except ValidationError as exc:
         assert exc.field == "path" and "pickle" not in str(exc).lower()
+        event("ValidationError")
         return
+    event("loaded")
     for value in (traj.t, traj.z_active, traj.z_base, traj.decoder_lumped,
                   *traj.series.values()):
         assert value is None or np.all(np.isfinite(value))
@@ -170,13 +175,27 @@ def _bounded(argv: list[str]) -> list[str]:
     return argv + extra
 
 
+#: If set, every CLI example appends "verb, exit code or exception, seconds, argv" here
+#: (to count examples, raw exceptions and slow examples of a thorough run).
+FUZZ_LOG = os.environ.get("ODEFLOW_FUZZ_LOG")
+
+
 def check_cli(argv: list[str]) -> None:
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = main(argv)
-        except SystemExit as exc:  # argparse: usage errors (2) and --help (0)
-            code = exc.code
+    start = time.perf_counter()
+    code = "raw-exception"
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as exc:  # argparse: usage errors (2) and --help (0)
+                code = exc.code
+    finally:
+        if FUZZ_LOG:
+            with open(FUZZ_LOG, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps([argv[0], code, round(time.perf_counter() - start, 3),
+                                     argv]) + "\n")
+    event(f"exit {code}")
     assert code in (0, 1, 2, 3), (argv, code)
     if code == 1:  # only `verify` uses 1, for a failed check (its documented meaning)
         assert argv[0] == "verify", (argv, err.getvalue())
