@@ -153,6 +153,12 @@ def test_plot_huge_dpi(tmp_path, capsys):
     assert not (tmp_path / "m.png").exists()
 
 
+def test_plot_tiny_dpi(tmp_path, capsys):
+    code, _, err = cli(capsys, "plot", "attention-map", "--dpi", "5", "--t-end", "2",
+                       "--out", str(tmp_path / "a.png"))
+    assert code == 2 and "dpi: must be a finite number >= 10" in one_error_line(err)
+
+
 def test_plot_scan_snap_short_t_end(tmp_path, capsys):
     code, _, err = cli(capsys, "plot", "scan-snap", "--t-end", "1", "--out",
                        str(tmp_path / "s.png"))

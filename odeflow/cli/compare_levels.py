@@ -7,6 +7,7 @@ import json
 
 from odeflow.analysis.levels import compare_levels_over_ratios, format_table
 from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.data import validate_positive
 from odeflow.errors import ValidationError
 
 
@@ -52,7 +53,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     data, options, label = resolve(args)
-    eta_y = options["eta_y"]
+    eta_y = validate_positive(options["eta_y"], "eta_y")
+    if not args.ratios:
+        validate_positive(options["eta_z"], "eta_z")
     ratios = _parse_ratios(args.ratios) if args.ratios else [options["eta_z"] / eta_y]
     if args.sgd_seeds < 0:
         raise ValidationError("sgd_seeds", f"must be >= 0, got {args.sgd_seeds}")

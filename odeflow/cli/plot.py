@@ -98,9 +98,11 @@ def run(args) -> int:
 
     matplotlib.use("Agg")
     from odeflow.plots import FIGURES, make_figure, save_figure
+    from odeflow.plots.style import MIN_DPI
 
-    if args.dpi <= 0:
-        raise ValidationError("dpi", f"must be > 0, got {args.dpi!r}")
+    if args.dpi < MIN_DPI:  # refused before any figure is computed
+        raise ValidationError("dpi", f"must be a finite number >= {MIN_DPI} (below it the text "
+                              f"cannot be rendered), got {args.dpi!r}")
     if args.name == "sweep":
         return _plot_sweep(args)
     if args.store:

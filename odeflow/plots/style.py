@@ -118,6 +118,8 @@ def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str | None = None,
 
 #: Largest figure odeflow renders, in pixels (about 400 MB of RGBA).
 MAX_PIXELS = 10**8
+#: Smallest resolution: at dpi 5 FreeType refuses the labels' size ("invalid ppem").
+MIN_DPI = 10
 
 
 def save_figure(fig: Figure, path, dpi: int = 130) -> Path:
@@ -131,8 +133,10 @@ def save_figure(fig: Figure, path, dpi: int = 130) -> Path:
     suffix = path.suffix.lower().lstrip(".")
     if suffix not in ("png", "pdf", "svg"):
         raise ValidationError("out", f"must end in .png, .pdf or .svg, got {str(path)!r}")
-    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) or not 0 < dpi < float("inf"):
-        raise ValidationError("dpi", f"must be a finite number > 0, got {dpi!r}")
+    if isinstance(dpi, bool) or not isinstance(dpi, (int, float)) \
+            or not MIN_DPI <= dpi < float("inf"):
+        raise ValidationError("dpi", f"must be a finite number >= {MIN_DPI} (below it the text "
+                              f"cannot be rendered), got {dpi!r}")
     width, height = fig.get_size_inches()
     pixels = width * height * float(dpi) ** 2
     if pixels > MAX_PIXELS:

@@ -234,6 +234,7 @@ def test_cli_run(argv):
 @settings(max_examples=fuzz_examples(10), suppress_health_check=SUPPRESS)
 @given(argv=cli_argv("compare-levels", FILES).map(_bounded))
 @example(argv=["compare-levels", "--ratios", "0.1,,0.2", "--t-end", "1"])
+@example(argv=["compare-levels", "--eta-y", "0", "--t-end", "2"])
 def test_cli_compare_levels(argv):
     with _sandbox():
         check_cli(argv)
@@ -251,6 +252,7 @@ def test_cli_compare(argv):
 @settings(max_examples=fuzz_examples(8), suppress_health_check=SUPPRESS)
 @given(argv=cli_argv("plot", FILES).map(_bounded))
 @example(argv=["plot", "margin", "--dpi", "100000", "--out", "m.png"])
+@example(argv=["plot", "attention-map", "--dpi", "5", "--t-end", "2"])
 @example(argv=["plot", "scan-snap", "--t-end", "1", "--out", "s.png"])
 @example(argv=["plot", "levels", "--eta-z", "1e12", "--t-end", "10", "--out", "l.png"])
 @example(argv=["plot", "levels", "--eta-z", "1e4", "--t-end", "1e10", "--out", "l.png"])
