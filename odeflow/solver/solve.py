@@ -69,6 +69,8 @@ def default_t_eval(t0: float, t_end: float, per_decade: int = 40, max_points: in
     lo = max(min(1e-2, (t_end - t0) / 100.0), t0 if t0 > 0 else 0.0)
     if lo <= 0:
         lo = (t_end - t0) / 100.0
+    if not lo > t0:  # a span so short (e.g. t_end = 5e-324) that span / 100 underflows
+        return np.array([t0, t_end])
     decades = max(math.log10(t_end / lo), 1.0)
     n = int(min(max_points, max(50, per_decade * decades)))
     grid = np.geomspace(lo, t_end, n)

@@ -224,6 +224,7 @@ def _small_budget():
 @example(argv=["run", "--out", "/", "--t-end", "1", "--no-progress"])
 @example(argv=["run", "--rows", "99999999999999999999", "--t-end", "1", "--no-progress"])
 @example(argv=["run", "--atol", "5e-324", "--t-end", "1", "--no-progress"])
+@example(argv=["run", "--t-end", "5e-324", "--no-progress"])
 @example(argv=["run", "--eta-z", "1e12", "--t-end", "1e-3", "--method", "RK23",
                "--no-progress"])
 def test_cli_run(argv):
@@ -235,6 +236,7 @@ def test_cli_run(argv):
 @given(argv=cli_argv("compare-levels", FILES).map(_bounded))
 @example(argv=["compare-levels", "--ratios", "0.1,,0.2", "--t-end", "1"])
 @example(argv=["compare-levels", "--eta-y", "0", "--t-end", "2"])
+@example(argv=["compare-levels", "--t-end", "5e-324"])
 def test_cli_compare_levels(argv):
     with _sandbox():
         check_cli(argv)
