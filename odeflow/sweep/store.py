@@ -221,8 +221,9 @@ def write_netcdf(ds, path: Path) -> Path:
     """Write ``ds`` to ``path`` (netCDF-4 via h5netcdf) atomically."""
     try:
         import h5netcdf  # noqa: F401
+        import h5py  # noqa: F401  (h5netcdf's writer; an extra of h5netcdf since 1.4)
     except ImportError:  # pragma: no cover
-        raise ValidationError("format", "netCDF output needs h5netcdf: "
+        raise ValidationError("format", "netCDF output needs h5netcdf and h5py: "
                               "pip install 'odeflow[sweep]'") from None
     out = ds.copy()
     out["error"] = out["error"].astype(str)
