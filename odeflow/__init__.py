@@ -26,7 +26,14 @@ from odeflow.analysis.verify import verify
 from odeflow.data import PRESETS, DataModel, SequenceClass, load_config, sequence_classes
 from odeflow.errors import SolveError, ValidationError
 from odeflow.results import SnapResult, Trajectory
-from odeflow.solver import solve, solve_batch, solve_snap
+from odeflow.solver import (
+    events,
+    margin_crossover,
+    snap_transition,
+    solve,
+    solve_batch,
+    solve_snap,
+)
 from odeflow.training import Protocol, gradient_ascent, sgd_ensemble, train, train_sgd
 
 __version__ = "0.1.0"
@@ -34,6 +41,6 @@ __version__ = "0.1.0"
 __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "SolveError",
            "Trajectory",
            "ValidationError", "__version__", "closed_forms", "compare_levels", "compare_runs",
-           "compare_to_flow", "diagnostics", "gradient_ascent", "load_config", "sequence_classes",
-           "sgd_ensemble", "solve", "solve_batch", "solve_snap", "sweep", "train", "train_sgd",
+           "compare_to_flow", "diagnostics", "events", "gradient_ascent", "load_config", "margin_crossover", "sequence_classes",
+           "sgd_ensemble", "snap_transition", "solve", "solve_batch", "solve_snap", "sweep", "train", "train_sgd",
            "verify"]

@@ -118,6 +118,14 @@ class VectorField(ABC):
         """Sparsity pattern of ``dF/dy`` for finite-difference Jacobians, or None."""
         return None
 
+    def margins(self, y: np.ndarray) -> np.ndarray:
+        """Decoder logit margin ``h_n`` of each class at state ``y`` (Eqn 44), shape (K,).
+
+        Used by the ready events of :mod:`odeflow.solver.events`. Levels that
+        carry a decoder override it.
+        """
+        raise ValidationError("events", f"flow {self.name!r} has no decoder margin")
+
     @abstractmethod
     def trajectory(self, t: np.ndarray, states: np.ndarray, stats: dict):
         """Build a :class:`~odeflow.results.Trajectory` from states of shape (n, size)."""

@@ -195,6 +195,23 @@ class ExactFlow(VectorField):
         own = U[np.arange(U.shape[0]), self.own]
         return float(np.sum(self.pi * (own - lse)))
 
+    def margins(self, y: np.ndarray) -> np.ndarray:
+        """Margin ``h_n = u_nn - mean_{j != n} u_nj`` of each class, ``u = Y f^_n`` (Eqn 44).
+
+        The logit of the correct next token minus the mean logit of the other
+        ``M - 1`` outputs (the convention of
+        :func:`odeflow.analysis.diagnostics.empirical_margin`, which equals
+        Level R's ``h_n`` for orthogonal features); for a table of sampled
+        sub-classes (Level T), the weighted mean over each class's entries.
+        """
+        Yt = y[: self._ny].reshape(self.C, self.R)
+        U = self.ops.rows_times(self.ops.features(y[self._ny:]), Yt)
+        own = U[np.arange(U.shape[0]), self.own]
+        others = (U @ self.multiplicity - own) / (self.data.vocab_size - 1)
+        row, n = self.table.next_row, self.table.next_tokens.size
+        return (np.bincount(row, self.pi * (own - others), minlength=n)
+                / np.bincount(row, self.pi, minlength=n))
+
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 3-4 (Lemma 1) on the state."""
         self.nfev += 1

@@ -234,6 +234,10 @@ class ReducedFlow(VectorField):
         return {"margin": h, "s": s, "one_minus_s": one_minus_s, "features": F,
                 "mix": V, "drive": w}
 
+    def margins(self, y: np.ndarray) -> np.ndarray:
+        """The margins ``h_n`` carried in the state (Eqn 44), shape (K,)."""
+        return np.array(y[self._sl_h])
+
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 44, 10, 98 and 128 on the flat state."""
         self.nfev += 1

@@ -194,6 +194,10 @@ class SnapFlow(VectorField):
     def initial_state(self) -> np.ndarray:
         return np.array([0.0, self.zc0, 0.0, 0.0])
 
+    def margins(self, y: np.ndarray) -> np.ndarray:
+        """The one margin ``h`` shared by every class (Sec. 6), shape (1,)."""
+        return np.array([y[0]])
+
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """CF6: ``(dh, dz_c, dB, dGamma)/dt``."""
         self.nfev += 1

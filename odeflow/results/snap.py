@@ -16,6 +16,7 @@ from scipy.special import expit
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz
+from odeflow.results.solution import SolverOutput
 from odeflow.results.trajectory import jsonable, read_result_file
 
 #: Format tag written into saved snap results.
@@ -24,7 +25,7 @@ SNAP_FORMAT = "odeflow-snap/1"
 SNAP_ARRAYS = ("t", "margin", "common_logit", "B", "gamma_integral")
 
 
-class SnapResult:
+class SnapResult(SolverOutput):
     """Time series of the Sec. 6 system (what ``solve(..., flow="snap")`` returns).
 
     Attributes

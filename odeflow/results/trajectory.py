@@ -17,6 +17,7 @@ from odeflow.data import DataModel
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz
 from odeflow.numerics import lumped_objective, normalised_features
+from odeflow.results.solution import SolverOutput
 
 #: Default largest full decoder array (bytes) :meth:`Trajectory.full_decoder` builds.
 DECODER_BYTES_LIMIT = 256 * 2**20
@@ -38,7 +39,7 @@ def jsonable(value):
     return value
 
 
-class Trajectory:
+class Trajectory(SolverOutput):
     """Time series of the dynamics, with un-lumping accessors.
 
     Parameters

@@ -2,10 +2,14 @@
 
 - :mod:`odeflow.solver.solve`: :func:`solve`, :func:`solve_batch` (many
   learning-rate points as one state), method choice, output grid.
+- :mod:`odeflow.solver.events`: ready events (:func:`snap_transition`,
+  :func:`margin_crossover`) bound to the chosen level's field.
 - :mod:`odeflow.solver.snap`: :func:`solve_snap`, keyword front door to the
   Sec. 6 system.
 """
 
+from odeflow.solver import events
+from odeflow.solver.events import FieldEvent, margin_crossover, snap_transition
 from odeflow.solver.snap import solve_snap
 from odeflow.solver.solve import (
     DENSE_JACOBIAN_LIMIT,
@@ -20,6 +24,6 @@ from odeflow.solver.solve import (
     solve_batch,
 )
 
-__all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "IMPLICIT", "LARGE_STATE_METHOD",
-           "METHODS", "choose_method", "default_t_eval", "jacobian_options", "solve",
+__all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "FieldEvent", "IMPLICIT",
+           "LARGE_STATE_METHOD", "METHODS", "events", "margin_crossover", "snap_transition", "choose_method", "default_t_eval", "jacobian_options", "solve",
            "solve_batch", "solve_snap"]

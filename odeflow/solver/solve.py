@@ -23,6 +23,7 @@ from odeflow.data import as_real_array, as_real_number, validate_positive
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields import FLOWS
 from odeflow.fields.base import VectorField
+from odeflow.solver.events import bind_events
 
 #: Methods of solve_ivp that odeflow accepts.
 METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
@@ -193,7 +194,8 @@ class _Progress:
 def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
           t_span=(0.0, 1e4), t_eval=None, method: str = "auto", rtol: float = 1e-8,
           atol: float = 1e-10, z0=None, progress: bool | None = None,
-          max_nfev: int | None = None, **flow_options):
+          max_nfev: int | None = None, dense_output: bool = False, events=None,
+          **flow_options):
     """Integrate the training dynamics of a data model with scipy.
 
     Parameters
@@ -225,6 +227,16 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     max_nfev : int, optional
         Budget of right-hand-side evaluations (:data:`MAX_NFEV` by default);
         exhausting it raises :class:`SolveError` naming the ``t`` reached.
+    dense_output : bool, default False
+        Keep ``solve_ivp``'s continuous solution as ``traj.sol`` (``sol(t)`` is
+        the raw state at any ``t`` in the span), as in ``solve_ivp``.
+    events : callable, FieldEvent or list of them, optional
+        Passed to ``solve_ivp``: plain functions ``event(t, y)`` of the raw
+        state (with ``terminal`` / ``direction`` attributes), or ready events of
+        :mod:`odeflow.solver.events` such as :func:`~odeflow.solver.events.snap_transition`
+        (the maximum of ``gamma``, Theorem 1b). Results in ``traj.t_events``
+        and ``traj.y_events``; a terminal event ends the solve early
+        (``traj.status == 1``).
     **flow_options
         Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
         ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
@@ -233,7 +245,9 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     -------
     Trajectory
         With ``stats`` = ``{method, nfev, njev, nlu, status, message,
-        wall_time, rhs_calls, jac_calls}``.
+        wall_time, rhs_calls, jac_calls}`` and ``solve_ivp``'s fields
+        ``success``, ``status``, ``message``, ``y`` (raw state), ``sol``,
+        ``t_events``, ``y_events`` (:class:`~odeflow.results.solution.SolverOutput`).
 
     Raises
     ------
@@ -261,6 +275,11 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
         raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
                               f"{list(METHODS)}")
     kwargs = jacobian_options(field, method)
+    if not isinstance(dense_output, bool):
+        raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
+    event_functions, event_names = bind_events(events, field)
+    if event_functions:
+        kwargs["events"] = event_functions
     if progress is None:
         progress = sys.stderr.isatty()
     bar = _Progress(t0, t_end, progress, desc=f"{flow} flow ({method})")
@@ -284,7 +303,8 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     try:
         with threadpool_limits(limits=SOLVE_BLAS_THREADS, user_api="blas"):
             sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
-                            t_eval=t_eval, rtol=rtol, atol=atol, **kwargs)
+                            t_eval=t_eval, rtol=rtol, atol=atol, dense_output=dense_output,
+                            **kwargs)
     except FloatingPointError as exc:
         raise SolveError(f"{what}: floating-point error in the right-hand "
                          f"side: {exc}", {"method": method, "rhs_calls": field.nfev}) from None
@@ -314,6 +334,8 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
         raise SolveError(f"{flow} flow ({method}): the solution is not finite", stats)
     traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
+    traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
+                         sol.y_events if event_functions else None, event_names)
     return traj
 
 

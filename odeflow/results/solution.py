@@ -1,0 +1,76 @@
+"""What every solve result carries in ``scipy.integrate.solve_ivp``'s terms.
+
+:class:`SolverOutput` is mixed into :class:`~odeflow.results.Trajectory` and
+:class:`~odeflow.results.SnapResult`, so a scipy user finds the names of
+``solve_ivp``'s ``OdeResult`` on them: ``success``, ``status``, ``message``,
+``y`` (the raw state), ``sol`` (dense output), ``t_events`` and ``y_events``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odeflow.errors import ValidationError
+
+
+class SolverOutput:
+    """``solve_ivp``'s result fields on an odeflow result.
+
+    Attributes
+    ----------
+    y : ndarray of shape (n_state, n), or None
+        The raw flat state of the vector field at ``t``, as ``solve_ivp``
+        returns it (layout: the field's ``split``). ``None`` for a result read
+        from a file: files keep the named arrays, not the raw state.
+    sol : scipy.integrate.OdeSolution or None
+        Dense output, ``sol(t)`` the raw state at any ``t`` in the span; only
+        when solved with ``dense_output=True``.
+    t_events, y_events : list of ndarray, or None
+        Per event passed to :func:`odeflow.solve`, the times at which it fired
+        and the raw states there (``None`` when no events were given).
+    event_names : tuple of str
+        A name per event (``"snap_transition"`` for the ready event, the
+        function's ``__name__`` otherwise).
+    """
+
+    y = None
+    sol = None
+    t_events = None
+    y_events = None
+    event_names: tuple = ()
+
+    @property
+    def status(self) -> int:
+        """``solve_ivp``'s status: 0 reached the end, 1 a terminal event stopped it."""
+        return int(self.stats.get("status", 0))
+
+    @property
+    def success(self) -> bool:
+        """True when the solver reached the end or a terminal event (``status >= 0``).
+
+        :func:`odeflow.solve` raises :class:`~odeflow.errors.SolveError` instead of
+        returning a failed solve, so a result in hand is always a success; the
+        flag is here for code written against ``solve_ivp``.
+        """
+        return self.status >= 0
+
+    @property
+    def message(self) -> str:
+        """``solve_ivp``'s termination message."""
+        return str(self.stats.get("message", ""))
+
+    def attach_solution(self, y, sol=None, t_events=None, y_events=None,
+                        event_names=()) -> None:
+        """Keep the raw output of ``solve_ivp`` (called by :func:`odeflow.solve`)."""
+        self.y = y
+        self.sol = sol
+        self.t_events = None if t_events is None else [np.asarray(a) for a in t_events]
+        self.y_events = None if y_events is None else [np.asarray(a) for a in y_events]
+        self.event_names = tuple(event_names)
+
+    def event_times(self, name: str = "snap_transition") -> np.ndarray:
+        """Times at which the event called ``name`` fired (empty if it never did)."""
+        if self.t_events is None or name not in self.event_names:
+            raise ValidationError("name", f"no event {name!r} in this solve; events: "
+                                  f"{list(self.event_names) or 'none'}")
+        return self.t_events[self.event_names.index(name)]
