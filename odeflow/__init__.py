@@ -39,8 +39,8 @@ from odeflow.training import Protocol, gradient_ascent, sgd_ensemble, train, tra
 __version__ = "0.1.0"
 
 __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "SolveError",
-           "Trajectory",
-           "ValidationError", "__version__", "closed_forms", "compare_levels", "compare_runs",
-           "compare_to_flow", "diagnostics", "events", "gradient_ascent", "load_config", "margin_crossover", "sequence_classes",
-           "sgd_ensemble", "snap_transition", "solve", "solve_batch", "solve_snap", "sweep", "train", "train_sgd",
-           "verify"]
+           "Trajectory", "ValidationError", "__version__", "closed_forms", "compare_levels",
+           "compare_runs", "compare_to_flow", "diagnostics", "events", "gradient_ascent",
+           "load_config", "margin_crossover", "sequence_classes", "sgd_ensemble",
+           "snap_transition", "solve", "solve_batch", "solve_snap", "sweep", "train",
+           "train_sgd", "verify"]

@@ -25,5 +25,6 @@ from odeflow.solver.solve import (
 )
 
 __all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "FieldEvent", "IMPLICIT",
-           "LARGE_STATE_METHOD", "METHODS", "events", "margin_crossover", "snap_transition", "choose_method", "default_t_eval", "jacobian_options", "solve",
-           "solve_batch", "solve_snap"]
+           "LARGE_STATE_METHOD", "METHODS", "choose_method", "default_t_eval", "events",
+           "jacobian_options", "margin_crossover", "snap_transition", "solve", "solve_batch",
+           "solve_snap"]
