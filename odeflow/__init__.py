@@ -35,8 +35,7 @@ from odeflow.solver import (
     solve_snap,
 )
 from odeflow.training import Protocol, gradient_ascent, sgd_ensemble, train, train_sgd
-
-__version__ = "0.1.0"
+from odeflow.version import __version__
 
 __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "SolveError",
            "Trajectory", "ValidationError", "__version__", "closed_forms", "compare_levels",

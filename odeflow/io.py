@@ -274,3 +274,29 @@ def read_text(path, field: str = "config") -> str:
     except (OSError, ValueError, TypeError) as exc:
         raise ValidationError(field, f"cannot read {str(path)!r:.200}: "
                               f"{getattr(exc, 'strerror', None) or exc}") from None
+
+
+def provenance(seeds: dict | None = None) -> dict:
+    """Where a saved result came from, for its metadata.
+
+    Returns
+    -------
+    dict
+        ``odeflow``, ``numpy``, ``scipy`` and ``python`` versions, ``created``
+        (UTC, ISO 8601), ``command`` (the process's command line) and
+        ``seeds`` (the random seeds of the run, if any).
+    """
+    import datetime
+    import platform
+    import sys
+
+    import numpy
+    import scipy
+
+    from odeflow.version import __version__
+
+    return {"odeflow": __version__, "numpy": numpy.__version__, "scipy": scipy.__version__,
+            "python": platform.python_version(),
+            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"),
+            "command": [str(a) for a in sys.argv], "seeds": dict(seeds or {})}

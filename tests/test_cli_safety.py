@@ -149,7 +149,7 @@ def test_rows_never_exceed_the_stored_times(tmp_path, capsys):
 def test_plot_huge_dpi(tmp_path, capsys):
     code, _, err = cli(capsys, "plot", "margin", "--dpi", "100000", "--out",
                        str(tmp_path / "m.png"))
-    assert code == 2 and one_error_line(err).startswith("odeflow: error: dpi:")
+    assert code == 2 and one_error_line(err).startswith("odeflow: error: --dpi:")
     assert not (tmp_path / "m.png").exists()
 
 

@@ -113,4 +113,5 @@ def test_cli_compare_table_json(capsys):
 ])
 def test_cli_compare_bad_input_exits_2(capsys, argv, field):
     assert main(["compare", "--no-progress", *argv]) == 2
-    assert f"odeflow: error: {field}:" in capsys.readouterr().err
+    flag = "--" + field.replace("_", "-")  # typed on the command line: named as the flag
+    assert f"odeflow: error: {flag}:" in capsys.readouterr().err

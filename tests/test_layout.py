@@ -21,7 +21,7 @@ ROOT = PACKAGE.parent
 #: Layer of each top-level subpackage or module; a module may import only from
 #: its own layer or lower ones (the front ends and odeflow/__init__ may import anything).
 LAYERS = {
-    "errors": 0, "numerics": 0, "io": 0,
+    "errors": 0, "numerics": 0, "io": 0, "version": 0,
     "data": 1,
     "results": 2,
     "fields": 3,
@@ -165,7 +165,8 @@ def test_the_layers_are_folders():
                    "cli", "plots"):
         assert (PACKAGE / folder / "__init__.py").is_file(), folder
     flat = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert flat == ["__init__", "__main__", "errors", "io", "numerics", "testing"], flat
+    assert flat == ["__init__", "__main__", "errors", "io", "numerics", "testing",
+                    "version"], flat
 
 
 @pytest.mark.parametrize("name", ["solve", "Trajectory", "DataModel", "SequenceClass",

@@ -103,4 +103,4 @@ def test_cli_level_t_columns(capsys):
     out = capsys.readouterr().out
     assert "gap T-SGD" in out and len(out.strip().splitlines()) == 3
     assert main(["compare-levels", "--t-end", "20", "--seq-len", "1"]) == 2
-    assert "seq_len" in capsys.readouterr().err
+    assert "--seq-len" in capsys.readouterr().err

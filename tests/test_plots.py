@@ -223,7 +223,7 @@ def test_cli_plot_one_figure(tmp_path, capsys):
     assert cli_main(["plot", "margin", "--t-end", "100", "--out", str(out)]) == 0
     assert out.read_bytes()[:4] == b"%PDF"
     assert cli_main(["plot", "entropy", "--eta-y", "1", "--out", str(tmp_path / "e.png")]) == 2
-    assert "eta_y" in capsys.readouterr().err
+    assert "--eta-y" in capsys.readouterr().err
 
 
 def test_cli_plot_all(tmp_path):

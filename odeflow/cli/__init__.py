@@ -17,6 +17,7 @@ import pkgutil
 import sys
 
 from odeflow.errors import SolveError, ValidationError
+from odeflow.version import __version__
 
 
 def command_modules() -> list[str]:
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="odeflow",
         description="Training dynamics of a 1-layer transformer (Scan and Snap) as ODEs.")
+    parser.add_argument("--version", action="version", version=f"odeflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_modules():
         module = importlib.import_module(f"{__name__}.{name}")
@@ -38,6 +40,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
@@ -46,8 +49,11 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except ValidationError as exc:
-        print(f"odeflow: error: {one_line(exc)}", file=sys.stderr)
+        print(f"odeflow: error: {one_line(exc, cli_field(exc.field, argv))}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"odeflow: {args.command} interrupted", file=sys.stderr)
+        return 130
     except SolveError as exc:
         print(f"odeflow: solve failed: {one_line(exc)}", file=sys.stderr)
         return 3
@@ -63,9 +69,28 @@ def main(argv=None) -> int:
         return 0
 
 
-def one_line(exc: BaseException) -> str:
-    """The message of ``exc`` on one line (newlines of nested messages folded)."""
-    return " ".join(str(exc).split())
+def cli_field(field: str, argv) -> str:
+    """The flag a field came from when the user typed it (``eta_y`` -> ``--eta-y``).
+
+    ``field`` itself when no such flag is on the command line (the value came
+    from a config file or a default), or when it names part of a flag's value
+    (``--flag (field)``).
+    """
+    name = field.split(".", 1)[0].split("[", 1)[0]
+    flag = "--" + name.replace("_", "-")
+    if not any(a == flag or a.startswith(flag + "=") for a in argv):
+        return field
+    return flag if name == field else f"{flag} ({field})"
+
+
+def one_line(exc: BaseException, field: str | None = None) -> str:
+    """The message of ``exc`` on one line (newlines of nested messages folded).
+
+    With ``field``, a :class:`ValidationError` is shown under that name.
+    """
+    text = f"{field}: {exc.reason}" if field is not None and hasattr(exc, "reason") \
+        else str(exc)
+    return " ".join(text.split())
 
 
 if __name__ == "__main__":  # pragma: no cover

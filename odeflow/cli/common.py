@@ -5,19 +5,32 @@ from __future__ import annotations
 import argparse
 
 from odeflow.data import DEFAULT_PRESET, PRESETS, load_config, make_preset
+from odeflow.errors import ValidationError
+
+#: Learning rates and end time used when neither a flag nor a config's [run] table sets them.
+DATA_DEFAULTS = {"eta_y": 1.0, "eta_z": 0.1, "t_end": 1e4}
 
 
-def add_data_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--preset | --config``, ``--eta-y``, ``--eta-z``, ``--t-end``."""
+def add_data_arguments(parser: argparse.ArgumentParser, defaults: dict | None = None,
+                       t_end_help: str = "end time") -> None:
+    """``--preset | --config``, ``--eta-y``, ``--eta-z``, ``--t-end``.
+
+    ``defaults`` (merged over :data:`DATA_DEFAULTS`) are the values the command
+    really uses, shown in the help; pass the same dict to :func:`resolve`.
+    """
+    shown = {**DATA_DEFAULTS, **(defaults or {})}
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME",
                         help=f"built-in data model ({', '.join(sorted(PRESETS))}); "
                              f"default {DEFAULT_PRESET}")
     source.add_argument("--config", metavar="FILE.toml",
                         help="data model (and optional [run] table) in TOML")
-    parser.add_argument("--eta-y", type=float, metavar="X", help="decoder learning rate (1.0)")
-    parser.add_argument("--eta-z", type=float, metavar="X", help="attention learning rate (0.1)")
-    parser.add_argument("--t-end", type=float, metavar="T", help="end time (1e4)")
+    parser.add_argument("--eta-y", type=float, metavar="X",
+                        help=f"decoder learning rate ({shown['eta_y']:g})")
+    parser.add_argument("--eta-z", type=float, metavar="X",
+                        help=f"attention learning rate ({shown['eta_z']:g})")
+    t_end = "" if shown["t_end"] is None else f" ({shown['t_end']:g})"
+    parser.add_argument("--t-end", type=float, metavar="T", help=f"{t_end_help}{t_end}")
 
 
 def resolve(args, defaults: dict | None = None):
@@ -26,8 +39,7 @@ def resolve(args, defaults: dict | None = None):
     Precedence: command-line flag, then the config's ``[run]`` table, then
     ``defaults``.
     """
-    options = {"eta_y": 1.0, "eta_z": 0.1, "t_end": 1e4}
-    options.update(defaults or {})
+    options = {**DATA_DEFAULTS, **(defaults or {})}
     if args.config:
         data, from_file = load_config(args.config)
         options.update(from_file)
@@ -40,3 +52,10 @@ def resolve(args, defaults: dict | None = None):
         if value is not None:
             options[key] = value
     return data, options, label
+
+
+def check_rows(rows) -> int:
+    """``--rows``: a count >= 0 (0 prints no table)."""
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        raise ValidationError("rows", f"must be a whole number >= 0, got {rows!r}")
+    return rows

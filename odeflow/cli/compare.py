@@ -7,8 +7,9 @@ import json
 import numpy as np
 
 from odeflow.analysis.compare import RUNS, compare_runs, format_gap_table, gap_table
-from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.cli.common import add_data_arguments, check_rows, resolve
 from odeflow.errors import ValidationError
+from odeflow.io import atomic_write_text
 from odeflow.training.common import check_count
 
 #: Defaults of the command; ``eta_z = 5`` so that the logits move within a few hundred steps.
@@ -24,7 +25,9 @@ def register(sub) -> None:
                     "(step k is t = k) and print the logit gap max|z_flow - z_run| / range(z_flow) "
                     "and the largest total-variation distance between attention maps. With "
                     "--table, tabulate the gap over sequence lengths and batch sizes.")
-    add_data_arguments(p)
+    add_data_arguments(p, {"eta_y": DEFAULTS["eta_y"], "eta_z": DEFAULTS["eta_z"], "t_end": None},
+                       t_end_help="flow time to compare up to (steps = T / dt; default "
+                                  f"{DEFAULTS['steps']} steps)")
     p.add_argument("--steps", type=int, metavar="N",
                    help=f"training steps ({DEFAULTS['steps']}); --t-end T means T/dt steps")
     p.add_argument("--run", choices=RUNS, default="sgd", help="process to compare (sgd)")
@@ -44,8 +47,11 @@ def register(sub) -> None:
                    help="sequence lengths of the table (16 64 256)")
     p.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128], metavar="B",
                    help="batch sizes of the table (16 128)")
-    p.add_argument("--rows", type=int, default=8, help="rows of the printed time table (8)")
+    p.add_argument("--rows", type=int, default=8, help="rows of the printed time table "
+                   "(8; 0: none)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.add_argument("--out", metavar="FILE.json", help="also write the figures as JSON to "
+                   "FILE (written before anything is printed)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -81,13 +87,21 @@ def _steps(args) -> int:
 
 def _time_rows(cmp, rows: int) -> str:
     t = cmp.t
-    idx = np.unique(np.linspace(0, t.size - 1, max(rows, 2)).round().astype(int))
+    idx = np.unique(np.linspace(0, t.size - 1, min(rows, t.size)).round().astype(int))
     lines = [f"{'t':>10s}  {'z gap':>10s}  {'attention TV':>12s}"]
     lines += [f"{t[i]:10.4g}  {cmp.z_gap[i]:10.4f}  {cmp.attention_tv[i]:12.5f}" for i in idx]
     return "\n".join(lines)
 
 
+def _save(args, figures: dict) -> None:
+    """Results first: ``--out`` is written before anything is printed."""
+    if args.out:
+        path = atomic_write_text(args.out, json.dumps(figures, indent=2) + "\n", field="out")
+        print(f"saved {path}")
+
+
 def run(args) -> int:
+    rows_shown = check_rows(args.rows)
     data, options, label = resolve(args, {k: DEFAULTS[k] for k in ("eta_y", "eta_z")})
     eta_y, eta_z = options["eta_y"], options["eta_z"]
     steps = _steps(args)
@@ -108,9 +122,11 @@ def run(args) -> int:
         rows = gap_table(data, eta_y, eta_z, steps, seq_lens=args.seq_lens,
                          batch_sizes=args.batch_sizes, seeds=seeds, momentum=args.momentum,
                          record_every=args.record_every, progress=progress)
+        figures = {"data": label, "eta_y": eta_y, "eta_z": eta_z, "steps": steps,
+                   "rows": rows}
+        _save(args, figures)
         if args.json:
-            print(json.dumps({"data": label, "eta_y": eta_y, "eta_z": eta_z, "steps": steps,
-                              "rows": rows}, indent=2))
+            print(json.dumps(figures, indent=2))
             return 0
         print(f"odeflow compare --table: {label}, eta_y={eta_y:g}, eta_z={eta_z:g}, "
               f"{steps} steps, {seeds} seeds per cell")
@@ -119,8 +135,10 @@ def run(args) -> int:
     cmp = compare_runs(data, eta_y, eta_z, steps, run=args.run, batch_size=batch_size,
                        seq_len=seq_len, seeds=seeds, momentum=args.momentum, dt=args.dt,
                        record_every=args.record_every, progress=progress)
+    figures = {"data": label, **cmp.summary()}
+    _save(args, figures)
     if args.json:
-        print(json.dumps({"data": label, **cmp.summary()}, indent=2))
+        print(json.dumps(figures, indent=2))
         return 0
     if args.run == "sgd":
         what = (f"sgd ({seeds} seed{'s' if seeds != 1 else ''}, batch {batch_size}, "
@@ -130,7 +148,8 @@ def run(args) -> int:
     print(f"odeflow compare: {label}, {what} vs exact flow, eta_y={eta_y:g}, eta_z={eta_z:g}, "
           f"{steps} steps")
     print(f"  range of the flow's logits: {cmp.z_range:.4g}")
-    print(_time_rows(cmp, args.rows))
+    if rows_shown:
+        print(_time_rows(cmp, rows_shown))
     print(f"  max z gap {cmp.max_z_gap:.4f} (single runs: mean {np.mean(cmp.member_z_gap):.4f}), "
           f"max attention TV {cmp.max_attention_tv:.5f}")
     return 0

@@ -79,18 +79,29 @@ def _plot_sweep(args) -> int:
     return 0
 
 
-def _options(args) -> dict:
-    data = None
+def _sources(args) -> tuple:
+    """``(data model or None, the config's [run] table)`` from ``--config`` / ``--preset``."""
     if args.config:
         from odeflow.data import load_config
 
-        data, _ = load_config(args.config)
-    elif args.preset:
+        return load_config(args.config)
+    if args.preset:
         from odeflow.data import make_preset
 
-        data = make_preset(args.preset)
-    return {"data": data, "eta_y": args.eta_y, "eta_z": args.eta_z, "t_end": args.t_end,
-            "flow": args.flow}
+        return make_preset(args.preset), {}
+    return None, {}
+
+
+def _options(args, data, run_table: dict, accepts) -> dict:
+    """A figure's options: the flag if given, else the config's ``[run]`` value where the
+    figure takes that option (like every other verb), else the figure's own default."""
+    options = {"data": data}
+    for key in ("eta_y", "eta_z", "t_end", "flow"):
+        value = getattr(args, key)
+        if value is None and key in accepts:
+            value = run_table.get(key)
+        options[key] = value
+    return options
 
 
 def run(args) -> int:
@@ -107,13 +118,14 @@ def run(args) -> int:
         return _plot_sweep(args)
     if args.store:
         raise ValidationError("store", "only for 'odeflow plot sweep'")
-    options = _options(args)
+    data, run_table = _sources(args)
     if args.name == "all":
         if args.out:
             raise ValidationError("out", "use --outdir with 'all'")
         outdir = Path(args.outdir or "figures")
         failed = []
         for name, spec in FIGURES.items():
+            options = _options(args, data, run_table, spec.accepts)
             taken = {k: v for k, v in options.items() if k in spec.accepts}
             try:
                 _draw(name, taken, outdir / f"{name}.{args.format}", args.dpi, make_figure,
@@ -124,6 +136,7 @@ def run(args) -> int:
         return 2 if failed else 0
     if args.outdir:
         raise ValidationError("outdir", "only for 'all'; use --out FILE for one figure")
+    options = _options(args, data, run_table, FIGURES[args.name].accepts)
     _draw(args.name, options, Path(args.out or f"{args.name}.png"), args.dpi, make_figure,
           save_figure)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.cli.common import add_data_arguments, check_rows, resolve
 from odeflow.numerics import normalised_features
 from odeflow.solver import METHODS, solve
 
@@ -22,7 +22,8 @@ def register(sub) -> None:
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (1e-10)")
     p.add_argument("--out", metavar="PATH", help="result file (.npz); default "
                    "results/<data>-<flow>.npz")
-    p.add_argument("--rows", type=int, default=8, help="rows of the printed table (8)")
+    p.add_argument("--rows", type=int, default=8, help="rows of the printed table (8; 0: no "
+                   "table)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -30,9 +31,12 @@ def register(sub) -> None:
 def log_spaced_rows(t: np.ndarray, rows: int) -> np.ndarray:
     """Indices of ``t = 0`` and of about ``rows - 1`` log-spaced times after it.
 
-    At most one row per stored time, however large ``rows`` is.
+    At most one row per stored time, however large ``rows`` is; none for
+    ``rows = 0`` and only ``t = 0`` for ``rows = 1``.
     """
-    count = min(max(int(rows), 2), t.size + 1) - 1
+    if rows <= 1:
+        return np.arange(min(max(int(rows), 0), t.size))
+    count = min(int(rows), t.size + 1) - 1
     targets = np.geomspace(max(t[1], 1e-12), t[-1], count) if t.size > 1 else []
     return np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
 
@@ -89,6 +93,7 @@ def snap_table(result, rows: int = 8) -> str:
 
 
 def run(args) -> int:
+    rows = check_rows(args.rows)
     data, options, label = resolve(args, {"flow": "exact", "method": "auto",
                                           "rtol": 1e-8, "atol": 1e-10})
     for key in ("flow", "method", "rtol", "atol"):
@@ -100,7 +105,7 @@ def run(args) -> int:
                  progress=False if args.no_progress else None)
     # Results first: the file is written before anything derived from it is printed.
     out = args.out or f"results/{label}-{options['flow']}.npz"
-    path = traj.save(out)
+    path = traj.save(out, field="out")
     s = traj.stats
     print(f"odeflow run: {label}, flow={options['flow']}, eta_y={options['eta_y']:g}, "
           f"eta_z={options['eta_z']:g}, t in [0, {options['t_end']:g}]")
@@ -108,8 +113,10 @@ def run(args) -> int:
     print(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} njev={s['njev']} "
           f"nlu={s['nlu']} wall={s['wall_time']:.3f}s ({s['message']})")
     print(f"saved {path}")
+    if rows == 0:
+        return 0
     if options["flow"] == "snap":
-        print(snap_table(traj, args.rows))
+        print(snap_table(traj, rows))
     else:
-        print(summary_table(traj, args.rows))
+        print(summary_table(traj, rows))
     return 0

@@ -118,10 +118,14 @@ class SequenceClass:
         length-``M`` array is checked against the vocabulary size by
         :class:`DataModel`.
     normalize : bool, default False
-        Rescale ``probs`` to sum to one instead of rejecting them.
+        Rescale ``probs`` to sum to one instead of rejecting them; ``probs``
+        then holds the rescaled values.
 
     Attributes
     ----------
+    probs : ndarray or dict
+        ``c_{.|n}`` as validated, in the form it was given (array or
+        ``{token: probability}``), normalised when ``normalize=True``.
     support : ndarray of int
         Tokens with ``c_{l|n} > 0``, sorted.
     support_probs : ndarray
@@ -156,6 +160,10 @@ class SequenceClass:
         if values.size == 0:
             raise ValidationError("probs", "is empty")
         values = _check_distribution(values, "probs", self.normalize)
+        if isinstance(probs, Mapping):
+            set_(self, "probs", {int(k): float(v) for k, v in zip(tokens, values, strict=True)})
+        else:
+            set_(self, "probs", values)
         tokens = np.asarray(tokens, dtype=np.int64)
         order = np.argsort(tokens)
         tokens, values = tokens[order], values[order]

@@ -15,7 +15,7 @@ from scipy.special import expit
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz
+from odeflow.io import atomic_write_npz, provenance
 from odeflow.results.solution import SolverOutput
 from odeflow.results.trajectory import jsonable, read_result_file
 
@@ -65,15 +65,22 @@ class SnapResult(SolverOutput):
     def flow(self) -> str:
         return "snap"
 
-    def save(self, path):
-        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename)."""
+    def save(self, path, field: str = "path"):
+        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename).
+
+        ``meta["provenance"]`` (:func:`odeflow.io.provenance`) is added unless
+        the result already carries one (a loaded file keeps its origin).
+        ``field`` names the path in errors (``"out"`` for the CLI flag).
+        """
+        meta = {**self.meta}
+        meta.setdefault("provenance", provenance())
         arrays = {"t": self.t, "margin": self.margin, "common_logit": self.common_logit,
                   "B": self.B, "gamma_integral": self.gamma_integral,
                   "metadata": np.array(json.dumps({
                       "format": SNAP_FORMAT, "stats": jsonable(self.stats),
-                      "meta": jsonable(self.meta),
+                      "meta": jsonable(meta),
                       "data": None if self.data is None else self.data.to_dict()}))}
-        return atomic_write_npz(path, arrays)
+        return atomic_write_npz(path, arrays, field=field)
 
     @classmethod
     def load(cls, path) -> SnapResult:

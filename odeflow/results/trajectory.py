@@ -15,7 +15,7 @@ import numpy as np
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz
+from odeflow.io import atomic_write_npz, provenance
 from odeflow.numerics import lumped_objective, normalised_features
 from odeflow.results.solution import SolverOutput
 
@@ -417,12 +417,18 @@ class Trajectory(SolverOutput):
         return overlaps @ weights
 
     # ---------------------------------------------------------------- files
-    def save(self, path) -> Path:
+    def save(self, path, field: str = "path") -> Path:
         """Write ``.npz`` (arrays + JSON metadata) through :func:`odeflow.io.atomic_write_npz`.
 
         Atomic (temp file + rename), symlinks followed, non-regular targets and
-        unwritable folders refused with a ValidationError; no pickle.
+        unwritable folders refused with a ValidationError naming ``field``
+        (``"out"`` for the CLI flag); no pickle. ``meta["provenance"]``
+        (:func:`odeflow.io.provenance`: versions, UTC time, command line,
+        seeds) is added unless the trajectory already carries one.
         """
+        meta = {**self.meta}
+        seeds = {k: v for k, v in meta.items() if "seed" in k}
+        meta.setdefault("provenance", provenance(seeds))
         arrays = {"t": self.t, "z_base": self.z_base}
         if self._z_dense is not None:
             arrays["z_active"] = self._z_dense
@@ -437,9 +443,9 @@ class Trajectory(SolverOutput):
             arrays["decoder_base"] = self.decoder_base
         metadata = {"format": FILE_FORMAT, "data": self.data.to_dict(),
                     "decoder_layout": self.decoder_layout,
-                    "stats": jsonable(self.stats), "meta": jsonable(self.meta)}
+                    "stats": jsonable(self.stats), "meta": jsonable(meta)}
         arrays["metadata"] = np.array(json.dumps(metadata))
-        return atomic_write_npz(path, arrays)
+        return atomic_write_npz(path, arrays, field=field)
 
     @classmethod
     def load(cls, path) -> Trajectory:

@@ -52,6 +52,12 @@ MAX_NFEV = 100_000
 #: for states near zero and the step size collapses (measured: LSODA on a
 #: 6-token model never finishes at atol = 1e-200, finishes in 766 evaluations at 1e-100).
 MIN_ATOL = 1e-100
+#: Smallest ``rtol`` accepted: ``solve_ivp`` silently raises a smaller one to
+#: ``100 * eps`` (with a warning), so asking for less would be a false promise.
+MIN_RTOL = 100 * float(np.finfo(float).eps)
+#: Seconds between progress lines when stderr is not a terminal (CI logs, pipes):
+#: a solve shorter than this prints nothing.
+PROGRESS_LOG_SECONDS = 10.0
 
 
 class _BudgetExhausted(Exception):
@@ -163,28 +169,73 @@ def _check_t_eval(t_eval, t0, t_end) -> np.ndarray:
     return arr
 
 
-class _Progress:
-    """A tqdm bar over log-time, advanced from inside the right-hand side."""
+def check_tolerances(rtol, atol) -> tuple[float, float]:
+    """``(rtol, atol)`` as floats within the limits ``solve_ivp`` can honour.
 
-    def __init__(self, t0, t_end, enabled, desc):
+    ``rtol`` in ``[MIN_RTOL, 1)``: below ``100 eps`` ``solve_ivp`` raises it
+    silently, at 1 or more no digit is controlled. ``atol >= MIN_ATOL``.
+    """
+    rtol = validate_positive(rtol, "rtol")
+    if not MIN_RTOL <= rtol < 1.0:
+        raise ValidationError("rtol", f"must be in [{MIN_RTOL:.3g}, 1), got {rtol!r} (below "
+                              "100 eps solve_ivp cannot honour it; at 1 or more no digit "
+                              "is controlled)")
+    atol = validate_positive(atol, "atol")
+    if atol < MIN_ATOL:
+        raise ValidationError("atol", f"must be >= {MIN_ATOL:g}, got {atol!r} (below it the "
+                              "error norms of the integrators overflow and the step size "
+                              "collapses)")
+    return rtol, atol
+
+
+def progress_mode(progress) -> str | None:
+    """``"bar"``, ``"log"`` or None from :func:`solve`'s ``progress`` argument."""
+    if progress is None:
+        return "bar" if sys.stderr.isatty() else "log"
+    return "bar" if progress else None
+
+
+class _Progress:
+    """Progress of a solve over log-time, advanced from inside the right-hand side.
+
+    ``mode="bar"``: a tqdm bar showing the current ``t`` (on a terminal).
+    ``mode="log"``: a line on stderr every :data:`PROGRESS_LOG_SECONDS` (off a
+    terminal, so that a long solve in a log is not silent). ``None``: nothing.
+    """
+
+    def __init__(self, t0, t_end, mode, desc):
+        self.mode = mode
+        self.t0, self.t_end, self.desc = t0, t_end, desc
+        self.scale = math.log1p(t_end - t0) or 1.0
+        self.done = 0
+        self.calls = 0
         self.bar = None
-        if enabled:
+        if mode == "bar":
             from tqdm.auto import tqdm
 
             self.bar = tqdm(total=1000, desc=desc, unit="‰ log-t", leave=False,
                             bar_format="{desc}: {percentage:3.0f}%|{bar}| t={postfix}")
-            self.scale = math.log1p(t_end - t0)
-            self.t0 = t0
-            self.done = 0
+        self.start = self.next_line = time.monotonic()
+        self.next_line += PROGRESS_LOG_SECONDS
 
     def update(self, t):
-        if self.bar is None:
+        if self.mode is None:
             return
-        pos = int(1000 * math.log1p(max(t - self.t0, 0.0)) / self.scale)
-        if pos > self.done:
-            self.bar.update(min(pos, 1000) - self.done)
-            self.done = min(pos, 1000)
-            self.bar.set_postfix_str(f"{t:.3g}", refresh=False)
+        self.calls += 1
+        if self.bar is not None:
+            pos = int(1000 * math.log1p(max(t - self.t0, 0.0)) / self.scale)
+            if pos > self.done:
+                self.bar.update(min(pos, 1000) - self.done)
+                self.done = min(pos, 1000)
+                self.bar.set_postfix_str(f"{t:.3g}", refresh=False)
+            return
+        now = time.monotonic()
+        if now >= self.next_line:
+            self.next_line = now + PROGRESS_LOG_SECONDS
+            share = 100.0 * math.log1p(max(t - self.t0, 0.0)) / self.scale
+            print(f"odeflow: {self.desc}: t = {t:.4g} of {self.t_end:.4g} ({share:.0f}% of "
+                  f"log t), {self.calls:,} right-hand sides, {now - self.start:.0f} s",
+                  file=sys.stderr, flush=True)
 
     def close(self):
         if self.bar is not None:
@@ -223,7 +274,9 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     z0 : optional
         Initial logits (``Z(0)``; zero by default).
     progress : bool, optional
-        Show a progress bar; by default only when stderr is a terminal.
+        ``True``: a progress bar showing ``t``; ``False``: nothing. By default
+        a bar when stderr is a terminal, else a line on stderr every
+        :data:`PROGRESS_LOG_SECONDS` seconds of a long solve.
     max_nfev : int, optional
         Budget of right-hand-side evaluations (:data:`MAX_NFEV` by default);
         exhausting it raises :class:`SolveError` naming the ``t`` reached.
@@ -259,12 +312,7 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     if not isinstance(flow, str) or flow not in FLOWS:
         raise ValidationError("flow", f"unknown flow {flow!r}; choose one of {sorted(FLOWS)}")
     t0, t_end = _check_span(t_span)
-    rtol = validate_positive(rtol, "rtol")
-    atol = validate_positive(atol, "atol")
-    if atol < MIN_ATOL:
-        raise ValidationError("atol", f"must be >= {MIN_ATOL:g}, got {atol!r} (below it the "
-                              "error norms of the integrators overflow and the step size "
-                              "collapses)")
+    rtol, atol = check_tolerances(rtol, atol)
     max_nfev = _check_budget(max_nfev)
     t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
@@ -280,9 +328,7 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     event_functions, event_names = bind_events(events, field)
     if event_functions:
         kwargs["events"] = event_functions
-    if progress is None:
-        progress = sys.stderr.isatty()
-    bar = _Progress(t0, t_end, progress, desc=f"{flow} flow ({method})")
+    bar = _Progress(t0, t_end, progress_mode(progress), desc=f"{flow} flow ({method})")
 
     calls = {"n": 0, "t": t0}
 
@@ -417,8 +463,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
         raise ValidationError("params", f"must be a non-empty sequence of (eta_y, eta_z) "
                               f"pairs, got {params!r:.80}")
     t0, t_end = _check_span(t_span)
-    rtol = validate_positive(rtol, "rtol")
-    atol = validate_positive(atol, "atol")
+    rtol, atol = check_tolerances(rtol, atol)
     t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
     field = StackedField([FLOWS[flow](data, ey, ez, z0=z0, **flow_options)
@@ -430,9 +475,8 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
                               f"{list(METHODS)}")
     kwargs = jacobian_options(field, method)
     scale = math.sqrt(field.P)
-    if progress is None:
-        progress = sys.stderr.isatty()
-    bar = _Progress(t0, t_end, progress, desc=f"{flow} flow x {field.P} ({method})")
+    bar = _Progress(t0, t_end, progress_mode(progress),
+                    desc=f"{flow} flow x {field.P} ({method})")
 
     def rhs(t, y):
         bar.update(t)
