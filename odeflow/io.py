@@ -256,6 +256,23 @@ def atomic_write_npz(path, arrays: dict, field: str = "path") -> Path:
     return atomic_write(path, lambda fh: np.savez_compressed(fh, **arrays), field=field)
 
 
+def readable_file(path, field: str = "path") -> None:
+    """Refuse, before opening, a path that is not a regular file.
+
+    Opening a FIFO blocks until a writer comes and a device may never end, so
+    readers check first: a directory, FIFO, socket or device (or a symlink to
+    one) is a :class:`ValidationError` naming ``field``. A missing or
+    unreadable path is left to ``open`` (whose error the reader translates).
+    """
+    try:
+        info = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise ValidationError(field, f"{str(path)!r:.200} is {_describe(info.st_mode)}, "
+                              "not a file odeflow can read")
+
+
 def read_text(path, field: str = "config") -> str:
     """The UTF-8 text of ``path``; an unreadable or undecodable file is a ValidationError.
 
@@ -265,6 +282,7 @@ def read_text(path, field: str = "config") -> str:
     field : str
         Name used in the error.
     """
+    readable_file(path, field)
     try:
         with open(path, encoding="utf-8") as fh:
             return fh.read()

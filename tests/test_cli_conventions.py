@@ -180,3 +180,63 @@ def test_normalize_exposes_the_normalised_probabilities():
     c = odeflow.SequenceClass(3, 2, [2.0, 0.0, 6.0], normalize=True)
     np.testing.assert_array_equal(c.probs, [0.25, 0.0, 0.75])
     np.testing.assert_array_equal(c.support_probs, [0.25, 0.75])
+
+
+def test_run_refuses_an_impossible_out_before_solving(tmp_path, capsys, monkeypatch):
+    import odeflow.cli.run as run_module
+
+    def must_not_solve(*args, **kwargs):
+        raise AssertionError("solved although --out can never be written")
+
+    monkeypatch.setattr(run_module, "solve", must_not_solve)
+    code, _, err = cli(capsys, "run", "--out", str(tmp_path))
+    assert code == 2 and err.startswith("odeflow: error: --out: ") and "directory" in err
+
+
+def test_readers_refuse_a_fifo_instead_of_blocking(tmp_path, capsys):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(odeflow.ValidationError, match="is a FIFO"):
+        odeflow.Trajectory.load(fifo)
+    with pytest.raises(odeflow.ValidationError, match="is a FIFO"):
+        odeflow.SnapResult.load(fifo)
+    code, _, err = cli(capsys, "run", "--config", str(fifo))
+    assert code == 2 and "FIFO" in err
+
+
+# ------------------------------------------------ reliability reproducers at the API
+def test_atol_at_the_smallest_double_is_refused():
+    with pytest.raises(odeflow.ValidationError) as info:
+        odeflow.solve(odeflow.DataModel.preset("shared-query-small"), atol=5e-324)
+    assert info.value.field == "atol"
+
+
+def test_violent_rate_with_rk23_ends_in_a_result_or_a_solve_error():
+    try:
+        traj = odeflow.solve(SMALL, eta_z=1e12, t_span=(0.0, 1e-3), method="RK23",
+                             max_nfev=20_000)
+    except odeflow.SolveError as exc:
+        assert "max_nfev" in str(exc) or "failed" in str(exc)
+    else:
+        assert np.all(np.isfinite(traj.y))
+
+
+def test_budget_and_scipy_errors_become_solve_errors():
+    with pytest.raises(odeflow.SolveError, match=r"stopped at t = .* after max_nfev = 50"):
+        odeflow.solve(SMALL, t_span=(0.0, 1e6), max_nfev=50)
+    with pytest.raises(odeflow.SolveError, match=r"after max_nfev = 50"):
+        odeflow.solve_batch(SMALL, [(1.0, 0.1), (1.0, 1.0)], t_span=(0.0, 1e6), max_nfev=50)
+
+    def bad_event(t, y):
+        raise ValueError("an event that cannot be evaluated")
+
+    with pytest.raises(odeflow.SolveError, match="ValueError: an event"):
+        odeflow.solve(SMALL, t_span=(0.0, 10.0), events=bad_event)
+
+
+def test_plot_all_with_a_short_horizon(tmp_path, capsys):
+    code, out, err = cli(capsys, "plot", "all", "--t-end", "1", "--outdir", str(tmp_path))
+    assert code in (0, 2)
+    drawn = sorted(p.name for p in tmp_path.iterdir())
+    skipped = [line for line in err.splitlines() if "skipped" in line]
+    assert len(drawn) + len(skipped) == 6 and drawn

@@ -9,7 +9,7 @@ import numpy as np
 from odeflow.analysis.compare import RUNS, compare_runs, format_gap_table, gap_table
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_text
+from odeflow.io import atomic_write_text, writable_target
 from odeflow.training.common import check_count
 
 #: Defaults of the command; ``eta_z = 5`` so that the logits move within a few hundred steps.
@@ -102,6 +102,8 @@ def _save(args, figures: dict) -> None:
 
 def run(args) -> int:
     rows_shown = check_rows(args.rows)
+    if args.out:
+        writable_target(args.out, "out")  # refused before training, not after
     data, options, label = resolve(args, {k: DEFAULTS[k] for k in ("eta_y", "eta_z")})
     eta_y, eta_z = options["eta_y"], options["eta_z"]
     steps = _steps(args)

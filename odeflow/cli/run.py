@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
+from odeflow.io import writable_target
 from odeflow.numerics import normalised_features
 from odeflow.solver import METHODS, solve
 
@@ -99,12 +100,13 @@ def run(args) -> int:
     for key in ("flow", "method", "rtol", "atol"):
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
+    out = args.out or f"results/{label}-{options['flow']}.npz"
+    writable_target(out, "out")  # a target that can never be written is refused before solving
     traj = solve(data, flow=options["flow"], eta_y=options["eta_y"], eta_z=options["eta_z"],
                  t_span=(0.0, options["t_end"]), method=options["method"],
                  rtol=options["rtol"], atol=options["atol"],
                  progress=False if args.no_progress else None)
     # Results first: the file is written before anything derived from it is printed.
-    out = args.out or f"results/{label}-{options['flow']}.npz"
     path = traj.save(out, field="out")
     s = traj.stats
     print(f"odeflow run: {label}, flow={options['flow']}, eta_y={options['eta_y']:g}, "

@@ -15,7 +15,7 @@ import numpy as np
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz, provenance
+from odeflow.io import atomic_write_npz, provenance, readable_file
 from odeflow.numerics import lumped_objective, normalised_features
 from odeflow.results.solution import SolverOutput
 
@@ -553,6 +553,7 @@ def read_result_file(path, file_format: str) -> tuple[dict, dict]:
         exception ever escapes; nothing is unpickled).
     """
     where = f"{str(path)!r}"
+    readable_file(path, "path")
     try:
         with open(path, "rb") as fh:
             magic = fh.read(4)

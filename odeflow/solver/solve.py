@@ -242,6 +242,66 @@ class _Progress:
             self.bar.close()
 
 
+def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, what,
+               progress, blas_threads, dense_output=False):
+    """Run ``solve_ivp`` on ``field`` within the evaluation budget; ``(sol, stats)``.
+
+    The right-hand side is checked (floating-point errors raise, a non-finite
+    value is an error), the budget ``max_nfev`` ends the solve with
+    :class:`SolveError` naming the ``t`` reached, and ``solve_ivp``'s own
+    ``ValueError``/``ArithmeticError`` become :class:`SolveError`; a failed or
+    non-finite solution too. Never returns a failed solve.
+    """
+    bar = _Progress(t0, t_end, progress_mode(progress), desc=what)
+    calls = {"n": 0, "t": t0}
+
+    def rhs(t, y):
+        calls["n"] += 1
+        calls["t"] = t
+        if calls["n"] > max_nfev:
+            raise _BudgetExhausted(t)
+        bar.update(t)
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            out = field.rhs(t, y)
+        if not np.all(np.isfinite(out)):
+            raise FloatingPointError(f"non-finite right-hand side at t = {t:g}")
+        return out
+
+    start = time.perf_counter()
+    failed = {"method": method, "rhs_calls": field.nfev, "status": -1}
+    try:
+        with threadpool_limits(limits=blas_threads, user_api="blas"):
+            sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
+                            t_eval=t_eval, rtol=rtol, atol=atol, dense_output=dense_output,
+                            **kwargs)
+    except FloatingPointError as exc:
+        raise SolveError(f"{what}: floating-point error in the right-hand side: {exc}",
+                         failed) from None
+    except _BudgetExhausted as exc:
+        advice = "method='Radau' or 'LSODA', " if method not in IMPLICIT else ""
+        raise SolveError(
+            f"{what}: stopped at t = {exc.t:.6g} of t_end = {t_end:g} after max_nfev = "
+            f"{max_nfev} right-hand-side evaluations (stiff, or tolerances too tight; try "
+            f"{advice}looser rtol/atol, smaller learning rates or a larger max_nfev)",
+            failed) from None
+    except (ValueError, ArithmeticError) as exc:  # scipy's own checks inside the integrator
+        raise SolveError(f"{what} failed near t = {calls['t']:.6g}: "
+                         f"{type(exc).__name__}: {exc}", failed) from None
+    finally:
+        bar.close()
+    stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
+             "nlu": int(sol.nlu), "status": int(sol.status), "message": str(sol.message),
+             "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
+             "jac_calls": field.njev, "rtol": rtol, "atol": atol,
+             "analytic_jacobian": "jac" in kwargs}
+    if not sol.success:
+        reached = sol.t[-1] if len(sol.t) else t0
+        raise SolveError(f"{what} failed at t = {reached:g}: {sol.message}", stats)
+    if not np.all(np.isfinite(sol.y)):
+        raise SolveError(f"{what}: the solution is not finite", stats)
+    return sol, stats
+
+
 def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
           t_span=(0.0, 1e4), t_eval=None, method: str = "auto", rtol: float = 1e-8,
           atol: float = 1e-10, z0=None, progress: bool | None = None,
@@ -328,56 +388,10 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     event_functions, event_names = bind_events(events, field)
     if event_functions:
         kwargs["events"] = event_functions
-    bar = _Progress(t0, t_end, progress_mode(progress), desc=f"{flow} flow ({method})")
-
-    calls = {"n": 0, "t": t0}
-
-    def rhs(t, y):
-        calls["n"] += 1
-        calls["t"] = t
-        if calls["n"] > max_nfev:
-            raise _BudgetExhausted(t)
-        bar.update(t)
-        with np.errstate(over="raise", invalid="raise", divide="raise"):
-            out = field.rhs(t, y)
-        if not np.all(np.isfinite(out)):
-            raise FloatingPointError(f"non-finite right-hand side at t = {t:g}")
-        return out
-
-    start = time.perf_counter()
-    what = f"{flow} flow ({method})"
-    try:
-        with threadpool_limits(limits=SOLVE_BLAS_THREADS, user_api="blas"):
-            sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
-                            t_eval=t_eval, rtol=rtol, atol=atol, dense_output=dense_output,
-                            **kwargs)
-    except FloatingPointError as exc:
-        raise SolveError(f"{what}: floating-point error in the right-hand "
-                         f"side: {exc}", {"method": method, "rhs_calls": field.nfev}) from None
-    except _BudgetExhausted as exc:
-        advice = "method='Radau' or 'LSODA', " if method not in IMPLICIT else ""
-        raise SolveError(
-            f"{what}: stopped at t = {exc.t:.6g} of t_end = {t_end:g} after max_nfev = "
-            f"{max_nfev} right-hand-side evaluations (stiff, or tolerances too tight; try "
-            f"{advice}looser rtol/atol, smaller learning rates or a larger max_nfev)",
-            {"method": method, "rhs_calls": field.nfev, "status": -1}) from None
-    except (ValueError, ArithmeticError) as exc:  # scipy's own checks inside the integrator
-        raise SolveError(f"{what} failed near t = {calls['t']:.6g}: "
-                         f"{type(exc).__name__}: {exc}",
-                         {"method": method, "rhs_calls": field.nfev, "status": -1}) from None
-    finally:
-        bar.close()
-    stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
-             "nlu": int(sol.nlu), "status": int(sol.status), "message": str(sol.message),
-             "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
-             "jac_calls": field.njev, "rtol": rtol, "atol": atol,
-             "analytic_jacobian": "jac" in kwargs, "n_state": field.size}
-    if not sol.success:
-        reached = sol.t[-1] if len(sol.t) else t0
-        raise SolveError(f"{flow} flow ({method}) failed at t = {reached:g}: {sol.message}",
-                         stats)
-    if not np.all(np.isfinite(sol.y)):
-        raise SolveError(f"{flow} flow ({method}): the solution is not finite", stats)
+    sol, stats = _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev,
+                            f"{flow} flow ({method})", progress, SOLVE_BLAS_THREADS,
+                            dense_output)
+    stats["n_state"] = field.size
     traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
     traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
@@ -407,7 +421,7 @@ def _check_flow_options(flow: str, options: dict) -> None:
 def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=None,
                 method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10, z0=None,
                 progress: bool | None = None, blas_threads: int | None = 1,
-                **flow_options) -> list:
+                max_nfev: int | None = None, **flow_options) -> list:
     """Integrate one flow of one data model at many learning-rate points as one state.
 
     The ``P`` points are stacked into one state
@@ -432,6 +446,9 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
         count ``1/sqrt(P)``; the stacked solve therefore runs at ``rtol /
         sqrt(P)`` and ``atol / sqrt(P)`` so that each point's own RMS error
         stays within ``rtol, atol``.
+    max_nfev : int, optional
+        Budget of right-hand-side evaluations of the stacked solve, as for
+        :func:`solve`.
     blas_threads : int or None, default 1
         BLAS threads during the solve (:func:`threadpoolctl.threadpool_limits`);
         None keeps the library's default. The stacked products are many tiny
@@ -464,6 +481,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
                               f"pairs, got {params!r:.80}")
     t0, t_end = _check_span(t_span)
     rtol, atol = check_tolerances(rtol, atol)
+    max_nfev = _check_budget(max_nfev)
     t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
     field = StackedField([FLOWS[flow](data, ey, ez, z0=z0, **flow_options)
@@ -475,31 +493,10 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
                               f"{list(METHODS)}")
     kwargs = jacobian_options(field, method)
     scale = math.sqrt(field.P)
-    bar = _Progress(t0, t_end, progress_mode(progress),
-                    desc=f"{flow} flow x {field.P} ({method})")
-
-    def rhs(t, y):
-        bar.update(t)
-        with np.errstate(over="raise", invalid="raise", divide="raise"):
-            return field.rhs(t, y)
-
-    start = time.perf_counter()
-    try:
-        with threadpool_limits(limits=blas_threads, user_api="blas"):
-            sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
-                            t_eval=t_eval, rtol=rtol / scale, atol=atol / scale, **kwargs)
-    except FloatingPointError as exc:
-        raise SolveError(f"{flow} flow x {field.P} ({method}): floating-point error in the "
-                         f"right-hand side: {exc}", {"method": method}) from None
-    finally:
-        bar.close()
-    stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
-             "nlu": int(sol.nlu), "status": int(sol.status), "message": str(sol.message),
-             "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
-             "jac_calls": field.njev, "rtol": rtol, "atol": atol, "batch_size": field.P,
-             "analytic_jacobian": "jac" in kwargs, "n_state": field.n}
-    if not sol.success or not np.all(np.isfinite(sol.y)):
-        raise SolveError(f"{flow} flow x {field.P} ({method}) failed: {sol.message}", stats)
+    sol, stats = _integrate(field, t0, t_end, t_eval, method, rtol / scale, atol / scale,
+                            kwargs, max_nfev, f"{flow} flow x {field.P} ({method})", progress,
+                            blas_threads)
+    stats.update({"rtol": rtol, "atol": atol, "batch_size": field.P, "n_state": field.n})
     out = field.trajectory(sol.t, sol.y.T, stats)
     for traj in out:
         traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
