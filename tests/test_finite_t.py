@@ -206,3 +206,21 @@ def test_level_t_tends_to_level_e_like_the_sampling_error():
     # sqrt(100) = 10 predicted; accept 4..25 (a seeded sample, not an average)
     assert 4 < gaps[10**4] / gaps[10**6] < 25
     assert gaps[10**6] < 1e-3 * np.ptp(exact.z_active)
+
+
+def test_random_start_decoder_is_kept_unlumped_on_every_column():
+    """Level T from a random Y(0): the decoder stays un-lumped, and the columns of tokens
+    no sampled sequence contains keep their Y(0) (regression: they were zeroed, and the
+    trajectory claimed a lumped layout)."""
+    data = odeflow.DataModel.preset("syn-medium-1")
+    y0 = np.random.default_rng(3).uniform(-0.2, 0.2, (data.vocab_size, data.vocab_size))
+    traj = odeflow.solve(data, flow="finite_t", y0=y0, seq_len=4, samples_per_class=2,
+                         t_span=(0.0, 5.0), progress=False)
+    assert traj.decoder_layout == "full"
+    from odeflow.fields import FLOWS
+
+    field = FLOWS["finite_t"](data, 1.0, 0.1, seq_len=4, samples_per_class=2, y0=y0)
+    unsampled = np.setdiff1d(data.active_tokens, field.columns)
+    assert unsampled.size > 0  # the case the test is about
+    np.testing.assert_allclose(traj.decoder_at(0), y0, atol=1e-14)
+    np.testing.assert_allclose(traj.decoder_at(-1)[:, unsampled], y0[:, unsampled], atol=0)

@@ -264,9 +264,13 @@ def test_distinct_entropy_and_recall(small):
 def test_fig4_small_budget_falls_and_levels_share_the_axis():
     exp = paper.fig4(seeds=3, steps=12)
     assert np.allclose(exp.t, np.arange(13) * 10.0)
-    for level in ("E", "R"):
+    for level in ("E", "R", "T"):
         assert np.array_equal(exp.levels[level].t, exp.t)
         assert exp.level_loss(level)[0] == pytest.approx(math.log(34), abs=1e-12)
+    # Level T runs at the protocol's sequence length with the documented sample size
+    meta = exp.levels["T"].meta
+    assert meta["seq_len"] == paper.FIG4.seq_len == 128
+    assert meta["samples_per_class"] == paper.LEVEL_T_SAMPLES
     loss = exp.run.loss.mean(axis=0)
     assert loss[-1] < 0.1 * loss[0]
 
@@ -277,7 +281,8 @@ def test_fig6_small_budget_table():
     assert {r["eta_y"] for r in rows} == {0.5, 5.0, 3.0, 30.0}
     for r in rows:
         assert r["flow_time"] == pytest.approx(30.0)
-        assert np.isfinite([r["sgd_mean"], r["sgd_std"], r["level_E"], r["level_R"]]).all()
+        assert np.isfinite([r["sgd_mean"], r["sgd_std"], r["level_E"], r["level_R"],
+                            r["level_T"]]).all()
     summary = paper.trend_summary(rows, "sgd_mean")
     assert summary[0]["preset"] == "syn-medium-1"
     assert 0.0 <= summary[0]["falls_with_eta_z"] <= 1.0
@@ -326,15 +331,17 @@ def test_levels_from_the_runs_random_start():
     protocol = paper.FIG6.replace(steps=3, batch_size=16, seq_len=16)
     same = paper.experiment(data, protocol, seeds=2, same_start=True)
     zero = paper.experiment(data, protocol, seeds=2)
-    for level in ("E", "R"):
+    for level in ("E", "R", "T"):
         assert same.level_entropy[level][0] == pytest.approx(same.entropy[:, 0].mean(),
                                                              abs=1e-12)
         assert zero.level_entropy[level][0] != pytest.approx(same.entropy[:, 0].mean(),
                                                              abs=1e-6)
     y0 = np.zeros((data.vocab_size, data.vocab_size))
     y0[:, data.active_tokens] = same.run.initial_decoder(0)
-    start = same.levels["E"].decoder[0][:, data.active_tokens]
-    assert np.abs(start - y0[:, data.active_tokens]).max() < 1e-12
+    for level in ("E", "T"):
+        start = same.levels[level].decoder_at(0)[:, data.active_tokens]
+        assert np.abs(start - y0[:, data.active_tokens]).max() < 1e-12
+    assert same.levels["T"].meta["seq_len"] == protocol.seq_len == 16
 
 
 @pytest.mark.slow

@@ -7,15 +7,17 @@ prediction of the flows at the mapped flow time ``t = k / (1 - mu)``
 (:meth:`Protocol.flow_time`), solved from the zero start with the same rates:
 
 - Level E: ``odeflow.solve(..., flow="exact")`` (Eqns 3-4);
-- Level R: ``odeflow.solve(..., flow="reduced")`` (Theorem 1).
+- Level R: ``odeflow.solve(..., flow="reduced")`` (Theorem 1);
+- Level T: ``odeflow.solve(..., flow="finite_t")`` (spec section 8) at the
+  protocol's sequence length ``T`` with :data:`LEVEL_T_SAMPLES` sampled
+  sequences per class.
 
-:data:`LEVELS` is the hook for more levels (Level T, ``flow="finite_t"``,
-adds one entry with its options). From a zero start (Figs. 4-5) the flows
+:data:`LEVELS` lists them (name -> flow and options). From a zero start (Figs. 4-5) the flows
 start from the runs' initial state exactly. The Fig. 6 protocol starts from a
 uniform random ``Y(0), Z(0)``; the flows are solved from the zero start there
 unless ``same_start=True`` (``odeflow reproduce fig6 --same-start``): then Level
-E starts from each seed's ``Y(0), Z(0)`` (un-lumped decoder) and Level R from its
-``Z(0)``, at a cost (see :func:`experiment`). The tables say which.
+E and Level T start from each seed's ``Y(0), Z(0)`` (un-lumped decoder) and Level
+R from its ``Z(0)``, at a cost (see :func:`experiment`). The tables say which.
 """
 
 from __future__ import annotations
@@ -31,9 +33,15 @@ from odeflow.data.presets import SYN_MEDIUM_SIZES
 from odeflow.solver import solve
 from odeflow.training.protocol import Protocol, TrainingRun, train
 
+#: Sampled sequences per class of Level T beside the runs (its error in N at
+#: this size is measured in docs/fidelity.md).
+LEVEL_T_SAMPLES = 64
 #: Levels put beside the runs: name -> (flow, extra solve options). Level T
-#: (``flow="finite_t"``, with ``seq_len`` and ``samples_per_class``) plugs in here.
-LEVELS = {"E": ("exact", {}), "R": ("reduced", {})}
+#: takes ``seq_len`` from the protocol (:func:`level_predictions`).
+LEVELS = {"E": ("exact", {}), "R": ("reduced", {}),
+          "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0})}
+#: Levels that carry a decoder and so start from a run's ``Y(0)`` too.
+DECODER_LEVELS = ("exact", "finite_t")
 
 #: Fig. 4: syn-small, zero start, SGD with momentum 0.9, eta_Y = eta_Z = 1.
 FIG4 = Protocol(optimizer="sgd", eta_y=1.0, eta_z=1.0, momentum=0.9, init="zero",
@@ -56,15 +64,19 @@ def level_predictions(data: DataModel, protocol: Protocol, steps, levels=None,
 
     Returns ``{level name: Trajectory}``; the trajectories' ``t`` is
     ``protocol.flow_time(steps)``. ``z0`` (``(q, M)``) and ``y0`` (``(M, M)``)
-    give the initial state (zero by default); Level E takes both, Level R only
-    ``z0`` (its decoder state is the margin ``h`` from ``W(0) = 0``, Theorem 1).
+    give the initial state (zero by default); Levels E and T take both, Level R
+    only ``z0`` (its decoder state is the margin ``h`` from ``W(0) = 0``,
+    Theorem 1). Level T runs at the protocol's ``seq_len`` unless its options
+    say otherwise.
     """
     t = protocol.flow_time(steps)
     out = {}
     for name, (flow, options) in (LEVELS if levels is None else levels).items():
         start = {"z0": z0}
-        if y0 is not None and flow == "exact":
+        if y0 is not None and flow in DECODER_LEVELS:
             start["y0"] = y0
+        if flow == "finite_t":
+            options = {"seq_len": protocol.seq_len, **options}
         out[name] = solve(data, flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
                           t_span=(0.0, float(t[-1])), t_eval=t, rtol=rtol, atol=atol,
                           progress=False, **start, **options)

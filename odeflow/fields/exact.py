@@ -280,6 +280,14 @@ class ExactFlow(VectorField):
         cols = np.searchsorted(data.active_tokens, self.columns)
         Yt = states[:, : self._ny].reshape(n, self.C, self.R)
         Y = np.zeros((n, self.R, data.active_tokens.size))
+        if self.y0 is not None and cols.size < data.active_tokens.size:
+            # columns of the data model no entry of the table can write (e.g. tokens
+            # no sampled sequence of Level T contains) keep their Y(0) for ever
+            rows = self.output_tokens
+            if self.lumped and self.R > rows.size:
+                shared = np.setdiff1d(np.arange(data.vocab_size), rows)[0]
+                rows = np.append(rows, shared)
+            Y[:] = self.y0[np.ix_(rows, data.active_tokens)]
         Y[:, :, cols] = np.swapaxes(Yt, 1, 2)
         return Trajectory(data, t, states[:, self._ny:], self.z_base, decoder_lumped=Y,
                           logit_index=(self.logit_query, self.logit_token),

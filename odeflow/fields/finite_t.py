@@ -71,6 +71,9 @@ class FiniteTFlow(ExactFlow):
         ``N`` sequences per class.
     seed : int, default 0
         Seed of the sample (:func:`odeflow.data.sample_counts`).
+    y0 : array_like of shape (M, M), optional
+        Initial decoder, as for Level E (kept un-lumped when it breaks the
+        symmetry of the non-next rows, e.g. the paper's uniform start).
 
     Attributes
     ----------
@@ -83,11 +86,12 @@ class FiniteTFlow(ExactFlow):
 
     name = "finite_t"
 
-    def __init__(self, data, eta_y, eta_z, z0=None, seq_len=128, samples_per_class=64, seed=0):
+    def __init__(self, data, eta_y, eta_z, z0=None, seq_len=128, samples_per_class=64, seed=0,
+                 y0=None):
         if not isinstance(data, DataModel):
             super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
         sample = sample_counts(data, seq_len, samples_per_class, seed)
-        super().__init__(data, eta_y, eta_z, z0, table=sample_table(data, sample))
+        super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample))
         self.sample = sample
 
     def parameters(self) -> dict:
@@ -101,4 +105,6 @@ class FiniteTFlow(ExactFlow):
         return FiniteTTrajectory(base.data, base.t, base.z_carried, base.z_base,
                                  decoder_lumped=base.decoder_lumped, stats=base.stats,
                                  meta=base.meta, logit_index=(base.logit_query,
-                                                              base.logit_token))
+                                                              base.logit_token),
+                                 decoder_layout=base.decoder_layout,
+                                 decoder_base=base.decoder_base)

@@ -13,7 +13,8 @@ from odeflow.analysis.paper import RECALL_THRESHOLDS
 from odeflow.plots.style import finish_axes, label_log_ticks, panel_axes, series_colour
 
 LEVEL_STYLE = {"E": {"linestyle": "--", "color": "black", "label": "Level E (exact flow)"},
-               "R": {"linestyle": ":", "color": "#666666", "label": "Level R (reduced flow)"}}
+               "R": {"linestyle": ":", "color": "#666666", "label": "Level R (reduced flow)"},
+               "T": {"linestyle": "-.", "color": "#b8860b", "label": "Level T (finite-T flow)"}}
 
 
 def _step_axis(ax, protocol) -> None:
