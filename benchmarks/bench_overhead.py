@@ -3,12 +3,13 @@
 Prints (not a timed test) the cost of one right-hand side of Level E and
 Level R on this checkout's ``syn-small`` preset (the same data model, passed
 as a dict to both), for this checkout and for a checkout of the
-previous implementation (``--old``, default ``/work/base``), each measured in a
+previous implementation (``--old``: a folder or a git revision, default
+:data:`old_checkout.DEFAULT_OLD`), each measured in a
 fresh process (best of ``--repeat`` batches of calls), alternating old and new
 so that both see the same machine load; with and without one BLAS thread
 (``threadpoolctl``).
 
-Run: ``python benchmarks/bench_overhead.py [--old /work/base] [--repeat 7]``.
+Run: ``python benchmarks/bench_overhead.py [--old REV|DIR] [--repeat 7]``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from old_checkout import DEFAULT_OLD, old_checkout
 
 NEW = str(Path(__file__).resolve().parents[1])
 
@@ -61,10 +64,12 @@ def measure(root: str, repeat: int, model: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--old", default="/work/base", help="checkout of the previous code")
+    parser.add_argument("--old", default=DEFAULT_OLD, help="checkout folder or git revision "
+                        f"of the previous code ({DEFAULT_OLD})")
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--rounds", type=int, default=3, help="alternating old/new rounds")
     args = parser.parse_args()
+    args.old = old_checkout(args.old)
     sys.path.insert(0, NEW)
     import odeflow
 

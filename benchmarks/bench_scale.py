@@ -15,7 +15,7 @@ resident memory (``ru_maxrss``) is its own:
    wall time, method, nfev, peak memory.
 2. ``--case R10-old``: Level R, ``K = 10``: right-hand side and trajectory
    (DOP853, ``rtol = 1e-10``) against the previous dense implementation
-   (``--old`` checkout, default ``/work/base``), max abs difference.
+   (``--old``: a folder or a git revision, default ``15b421f``), max abs difference.
 3. ``--case E100``: Level E, ``K = 100``, to ``t = 1e8`` (auto).
 4. ``--case E1000``: Level E, ``K = 1000``, to ``t = 1e4`` (auto; output at
    ``t = 0`` and ``1e4`` only: one Level E state is 0.4 GB there).
@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from old_checkout import DEFAULT_OLD, old_checkout
 
 CASES = ("rhs", "R10-old", "R1000", "E100", "E1000")
 SETTINGS = {"eta_y": 1.0, "eta_z": 0.1, "rtol": 1e-8, "atol": 1e-10, "progress": False}
@@ -193,11 +194,12 @@ def run_case(name: str, old: str):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--case", choices=CASES)
-    parser.add_argument("--old", default="/work/base", help="checkout of the old main")
+    parser.add_argument("--old", default=DEFAULT_OLD, help="checkout folder or git revision "
+                        f"of the old main ({DEFAULT_OLD})")
     parser.add_argument("--json", action="store_true", help="print one JSON line per case")
     args = parser.parse_args()
     if args.case:
-        result = run_case(args.case, args.old)
+        result = run_case(args.case, old_checkout(args.old) if args.case == "R10-old" else args.old)
         print(json.dumps(result))
         return
     for name in CASES:
