@@ -11,24 +11,31 @@ each one to the store as it arrives.
 - ``dask`` uses a :class:`dask.distributed.Client` (given, or connected to a
   scheduler address and closed afterwards) and
   :func:`distributed.as_completed`. Workers need odeflow installed; only the
-  plan and the point values travel, no user code.
+  plan and the point values travel, no user code. Its batch size is automatic
+  unless given (:func:`auto_batch`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 from functools import lru_cache
 
 import numpy as np
 
-from odeflow.errors import SolveError, ValidationError
+from odeflow.errors import ValidationError
 from odeflow.sweep.outputs import failed_outputs, point_outputs
 from odeflow.sweep.spec import SweepSpec
 from odeflow.sweep.tasks import TASKS, point_times
 
 #: The backends by name.
 BACKENDS = ("processes", "serial", "dask")
+
+#: Automatic dask batches: about this many tasks per worker thread ...
+TASKS_PER_THREAD = 4
+#: ... and at most this many points per task (so points still stream to the store).
+MAX_AUTO_BATCH = 25
 
 
 @lru_cache(maxsize=8)
@@ -42,9 +49,13 @@ def _plan(plan_json: str) -> tuple:
 def compute_point(plan_json: str, values: dict) -> dict:
     """Run one point and return its named outputs (see :mod:`odeflow.sweep.outputs`).
 
-    A point that raises :class:`SolveError`, :class:`ValidationError` or an
-    arithmetic error is recorded with its error (status -1), not raised; any
-    other exception is a bug and propagates.
+    A point whose task raises any :class:`Exception` (a
+    :class:`~odeflow.errors.SolveError`, a
+    :class:`~odeflow.errors.ValidationError`, ``numpy.linalg.LinAlgError``, a
+    ``ValueError`` of scipy, ...) is recorded with its error,
+    ``"TypeName: message"`` (status -1), and the sweep goes on.
+    :class:`MemoryError` and the exceptions that are not :class:`Exception`
+    (``KeyboardInterrupt``, ``SystemExit``) propagate and stop the sweep.
     """
     spec, times, sizes = _plan(plan_json)
     kind = TASKS[values["task"]]
@@ -52,7 +63,9 @@ def compute_point(plan_json: str, values: dict) -> dict:
     try:
         own = point_times(kind.family, times, values[kind.horizon])
         return point_outputs(kind.run(data, values, own), times, sizes)
-    except (SolveError, ValidationError, ArithmeticError) as exc:
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 (any failure of a point is that point's result)
         return failed_outputs(exc, sizes)
 
 
@@ -121,17 +134,31 @@ class PointRunner:
             self.client.close()
         return False
 
-    def run(self, plan_json: str, points: list, batch: int = 1):
+    def batch_size(self, points: int, batch: int | None = None) -> int:
+        """Points per task for a run of ``points`` points: ``batch``, else the default.
+
+        The default is 1 for ``"serial"`` and ``"processes"`` and
+        :func:`auto_batch` over the cluster's worker threads for ``"dask"``.
+        """
+        if batch is not None:
+            return batch
+        if self.backend != "dask":
+            return 1
+        return auto_batch(points, _dask_threads(self.client))
+
+    def run(self, plan_json: str, points: list, batch: int | None = None):
         """Yield ``(index, outputs)`` for every ``(index, values)`` in ``points`` as they finish.
 
         ``batch`` points make one task of the ``processes`` and ``dask``
         backends: fewer, longer tasks cut the per-task cost of the backend, but
-        a batch's points reach the caller (and the store) together.
+        a batch's points reach the caller (and the store) together. ``None``:
+        :meth:`batch_size` (automatic on dask).
         """
         if self.backend == "serial":
             for index, values in points:
                 yield index, compute_point(plan_json, values)
             return
+        batch = self.batch_size(len(points), batch)
         batches = [points[i:i + batch] for i in range(0, len(points), batch)]
         work = [[values for _, values in part] for part in batches]
         if self.backend == "processes":
@@ -147,6 +174,28 @@ class PointRunner:
                     future.cancel()
         else:
             yield from _dask(self.client, plan_json, batches, work)
+
+
+def auto_batch(points: int, threads: int) -> int:
+    """The dask backend's default points per task for ``points`` points on ``threads``.
+
+    About :data:`TASKS_PER_THREAD` tasks per worker thread (so the load still
+    balances when points differ in cost), at most :data:`MAX_AUTO_BATCH` points
+    per task (so finished points keep streaming to the store):
+    ``clip(ceil(points / (4 threads)), 1, 25)``. A dask task costs 7-25 ms of
+    scheduling and transfer whatever it computes; a large grid gets 25 points a
+    task, a grid of fewer than ``4 threads`` points one point a task.
+    """
+    threads = max(1, int(threads))
+    return int(min(MAX_AUTO_BATCH, max(1, math.ceil(points / (TASKS_PER_THREAD * threads)))))
+
+
+def _dask_threads(client) -> int:
+    """Worker threads of ``client``'s cluster now (0 while no worker has joined)."""
+    try:
+        return int(sum(client.nthreads().values()))
+    except Exception:  # noqa: BLE001 (a scheduler that cannot say: assume one thread)
+        return 1
 
 
 def _unbatch(batch, results):

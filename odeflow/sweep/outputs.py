@@ -9,14 +9,23 @@ variable        dims (per point)    meaning
 ==============  ==================  ====================================================
 ``logits``      class, token        ``z_{psi(n), l}`` at the end (each class's query row)
 ``entropy``     time                distinct-token attention entropy (spec section 6)
-``J``           time                the objective of Eqn 2 (where a decoder is recorded)
+``J``           time                the objective of Eqn 2 (where a decoder is recorded;
+                                    ``adam``: the first and last step)
 ``B``           class, time         ``B_n(t)`` of Eqn 98 (reduced and snap flows)
 ``t0``          class               crossover time where ``exp(h) = M - 1`` (CF2)
 ``nfev``        -                   right-hand-side evaluations (steps for a run)
+``njev``        -                   Jacobian evaluations (flows; -1 for a run)
+``nlu``         -                   LU decompositions (flows; -1 for a run)
 ``status``      -                   ``solve_ivp`` status (0: reached the end; -1: failed)
+``wall_time``   -                   seconds of the solve or training run (NaN: not timed)
 ``error``       -                   ``""`` or the point's error, ``"SolveError: ..."``
 ``computed``    -                   how many times the point was computed and stored
 ==============  ==================  ====================================================
+
+``wall_time`` is the one output that differs from run to run (:data:`VARYING`);
+every other output is the same bit for bit on every backend. A store written
+before ``njev``, ``nlu`` and ``wall_time`` existed gets them (fill values for
+its points) when it is resumed (:func:`missing_variables`).
 """
 
 from __future__ import annotations
@@ -36,10 +45,16 @@ VARIABLES = {
     "B": (("class", "time"), "float64"),
     "t0": (("class",), "float64"),
     "nfev": ((), "int64"),
+    "njev": ((), "int64"),
+    "nlu": ((), "int64"),
     "status": ((), "int64"),
+    "wall_time": ((), "float64"),
     "error": ((), "str"),
     "computed": ((), "int64"),
 }
+
+#: Outputs that differ from run to run of the same point (timings).
+VARYING = ("wall_time",)
 
 #: Values of a point that has not been computed (and of an output a task does not define).
 FILL = {"float64": np.nan, "int64": -1, "str": ""}
@@ -58,7 +73,11 @@ ATTRS = {
     "t0": {"long_name": "crossover time t_0 where exp(h_n) = M - 1 (CF2)",
            "description": "NaN when the margin has not reached ln(M - 1) by the horizon"},
     "nfev": {"long_name": "right-hand-side evaluations (solve_ivp nfev; steps for runs)"},
+    "njev": {"long_name": "Jacobian evaluations (solve_ivp njev; -1 for runs)"},
+    "nlu": {"long_name": "LU decompositions (solve_ivp nlu; -1 for runs)"},
     "status": {"long_name": "solve_ivp status: 0 reached the end; -1 the point failed"},
+    "wall_time": {"long_name": "wall time of the point's solve or training run",
+                  "units": "s", "description": "varies from run to run; NaN when not timed"},
     "error": {"long_name": "error of a failed point ('' when it succeeded)"},
     "computed": {"long_name": "times this point was computed and stored (0: pending)"},
 }
@@ -93,6 +112,7 @@ def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
         out[name][..., cols] = np.asarray(series)[..., rows]
 
     stats = result.stats
+    put_stats(out, stats)
     out["nfev"] = np.int64(stats.get("nfev", stats.get("steps", -1)))
     out["status"] = np.int64(stats.get("status", 0))
     try:
@@ -111,6 +131,8 @@ def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
             pass
         if result.decoder_lumped is not None:
             put("J", result.objective)
+        elif "J" in result.series:  # a run that knows J only at some steps (adam)
+            put("J", result.series["J"])
         if "B" in result.series:
             out["B"][:K, cols] = result.series["B"][rows].T
     else:  # SnapResult: one B and one t_0 shared by every class
@@ -125,6 +147,22 @@ def failed_outputs(exc: BaseException, sizes: dict) -> dict:
     out = empty_outputs(sizes)
     out["status"] = np.int64(-1)
     stats = getattr(exc, "stats", {}) or {}
+    if not isinstance(stats, dict):
+        stats = {}
+    put_stats(out, stats)
     out["nfev"] = np.int64(stats.get("nfev", -1))
     out["error"] = f"{type(exc).__name__}: {exc}"
     return out
+
+
+def put_stats(out: dict, stats: dict) -> None:
+    """The solver statistics ``njev``, ``nlu``, ``wall_time`` of ``stats`` into ``out``."""
+    for name in ("njev", "nlu"):
+        out[name] = np.int64(stats.get(name, -1))
+    out["wall_time"] = np.float64(stats.get("wall_time", np.nan))
+
+
+def missing_variables(names) -> list:
+    """The outputs of :data:`VARIABLES` absent from a store holding ``names``, in order."""
+    have = set(names)
+    return [name for name in VARIABLES if name not in have]

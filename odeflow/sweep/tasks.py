@@ -10,7 +10,7 @@ kind is one registry entry, e.g. a new flow of :mod:`odeflow.fields`::
 
 or a new training run (a function ``(data, values, times) -> Trajectory``)::
 
-    register(TaskKind("adam", "run", run_adam, RUN_PARAMETERS, stochastic=True))
+    register(TaskKind("my_run", "run", run_my_run, RUN_PARAMETERS, stochastic=True))
 
 Only names travel to the workers (the worker looks the kind up here), so no
 user code is pickled.
@@ -27,8 +27,9 @@ import numpy as np
 
 from odeflow.data import validate_positive
 from odeflow.errors import ValidationError
+from odeflow.results import Trajectory
 from odeflow.solver import METHODS, solve
-from odeflow.training import gradient_ascent, train_sgd
+from odeflow.training import Protocol, gradient_ascent, train, train_sgd
 from odeflow.training.common import check_count, check_fraction
 
 #: How a parameter's values are checked and stored (the dtype of its coordinate).
@@ -116,6 +117,12 @@ RUN_PARAMETERS = (Parameter("eta_y", 1.0), Parameter("eta_z", 0.1),
 SGD_PARAMETERS = (Parameter("batch_size", 128, "count"), Parameter("seq_len", 128, "count"),
                   Parameter("momentum", 0.0, "fraction"))
 
+#: Further parameters of the Adam run (spec section 6: the paper's protocol,
+#: :func:`odeflow.training.train`; ``beta1``, ``beta2`` are ``Protocol.betas``).
+ADAM_PARAMETERS = (Parameter("batch_size", 128, "count"), Parameter("seq_len", 128, "count"),
+                   Parameter("beta1", 0.9, "fraction"), Parameter("beta2", 0.999, "fraction"),
+                   Parameter("eps", 1e-8))
+
 #: The task kinds by name.
 TASKS: dict[str, TaskKind] = {}
 
@@ -167,6 +174,49 @@ def run_sgd(data, values: dict, times: np.ndarray):
     return traj
 
 
+def adam_protocol(values: dict) -> Protocol:
+    """The :class:`~odeflow.training.Protocol` of one ``adam`` point (zero start, no decay)."""
+    return Protocol(optimizer="adam", eta_y=values["eta_y"], eta_z=values["eta_z"],
+                    betas=(values["beta1"], values["beta2"]), eps=values["eps"],
+                    batch_size=values["batch_size"], seq_len=values["seq_len"],
+                    steps=values["steps"])
+
+
+def run_adam(data, values: dict, times: np.ndarray):
+    """One point of ``adam``: the paper's training protocol with Adam (spec section 6).
+
+    One seed per point (the sweep's ``seed`` dimension), recorded every
+    ``record_every(times)`` steps; ``beta1``, ``beta2``, ``eps`` are Adam's
+    ``betas`` and ``eps`` (PyTorch's defaults 0.9, 0.999, 1e-8). The logits
+    (hence the entropy) are on every recorded step, but
+    :func:`~odeflow.training.train` keeps the decoder only at the start and the
+    end: ``J`` is known at step 0 and at the last step (NaN in between), and
+    ``t_0``, which needs the decoder's margin at every step, is NaN.
+    """
+    run = train(data, adam_protocol(values), seeds=[values["seed"]],
+                record_every=record_every(times), progress=False)
+    return training_trajectory(run)
+
+
+def training_trajectory(run, i: int = 0) -> Trajectory:
+    """Member ``i`` of a :class:`~odeflow.training.TrainingRun` on the step axis.
+
+    The objective ``J`` of Eqn 2 goes in ``series["J"]`` where the decoder is
+    known (the first and the last recorded step), NaN elsewhere.
+    """
+    traj = run.trajectory(i)
+    traj.t = np.asarray(run.steps, dtype=float)  # the sweep's run axis: the step count
+    J = np.full(traj.t.size, np.nan)
+    if run.lumped:
+        ends = [0, traj.t.size - 1]
+        known = Trajectory(run.data, traj.t[ends], run.z_active[i][ends], run.z_base[i],
+                           decoder_lumped=np.stack([run.decoder_initial[i],
+                                                    run.decoder_final[i]]))
+        J[ends] = known.objective
+    traj.series["J"] = J
+    return traj
+
+
 def record_every(times: np.ndarray) -> int:
     """The step spacing of a run's shared time grid (``0, r, 2r, ...``)."""
     return int(times[1] - times[0]) if times.size > 1 else 1
@@ -177,6 +227,8 @@ for _kind in (flow_task("exact"), flow_task("reduced"), flow_task("snap"),
                         Parameter("samples_per_class", 64, "count"), seeded=True),
               TaskKind("gradient_ascent", "run", run_gradient_ascent, RUN_PARAMETERS),
               TaskKind("sgd", "run", run_sgd, RUN_PARAMETERS + SGD_PARAMETERS,
+                       stochastic=True),
+              TaskKind("adam", "run", run_adam, RUN_PARAMETERS + ADAM_PARAMETERS,
                        stochastic=True)):
     register(_kind)
 
