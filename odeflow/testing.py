@@ -42,7 +42,10 @@ __all__ = [
     "CLOSED_FORM_ARITY",
     "CLI_VERBS",
     "InvalidInput",
+    "CLI_FLAGS",
     "cli_argv",
+    "cli_flags",
+    "cli_verbs",
     "closed_form_calls",
     "corrupted_bytes",
     "tampered_result_arrays",
@@ -60,6 +63,7 @@ __all__ = [
     "probability_vectors",
     "relabel_tokens",
     "state_vectors",
+    "sweep_config_texts",
     "toml_documents",
     "toml_values",
 ]
@@ -1184,8 +1188,57 @@ def tampered_result_arrays(draw, arrays: dict, metadata: dict):
     return out
 
 
-#: Verbs the CLI fuzzers cover, and the flags they draw from.
-CLI_VERBS = ("run", "compare-levels", "compare", "plot", "verify")
+def cli_verbs() -> tuple[str, ...]:
+    """The verbs the ``odeflow`` parser really has (from :func:`odeflow.cli.build_parser`)."""
+    import argparse
+
+    from odeflow.cli import build_parser
+
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return tuple(action.choices)
+    return ()  # pragma: no cover (the parser always has subcommands)
+
+
+def cli_flags(verb: str) -> set[str]:
+    """The option strings the parser of ``odeflow VERB`` accepts."""
+    import argparse
+
+    from odeflow.cli import build_parser
+
+    for action in build_parser()._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return {o for a in action.choices[verb]._actions for o in a.option_strings}
+    return set()  # pragma: no cover
+
+
+#: Verbs the CLI fuzzers cover: every verb of the real parser (a new command
+#: module is picked up here, and ``test_every_verb_has_a_fuzzer`` then asks for
+#: its fuzzer and its entry in :data:`CLI_FLAGS`).
+CLI_VERBS = cli_verbs()
+
+#: The flags :func:`cli_argv` draws from, per verb (each must exist in the verb's
+#: parser: see :func:`cli_flags`).
+CLI_FLAGS = {
+    "run": ["--t-end", "--eta-y", "--eta-z", "--rtol", "--atol", "--rows", "--flow",
+            "--method", "--preset", "--config", "--out"],
+    "compare-levels": ["--t-end", "--eta-y", "--eta-z", "--ratios", "--rtol", "--atol",
+                       "--preset", "--config"],
+    "compare": ["--steps", "--t-end", "--eta-y", "--eta-z", "--seeds", "--batch-size",
+                "--seq-len", "--dt", "--run", "--record-every", "--momentum", "--rows",
+                "--preset", "--config"],
+    "plot": ["--t-end", "--eta-y", "--eta-z", "--dpi", "--flow", "--preset", "--config",
+             "--out", "--format"],
+    "verify": ["--rtol", "--atol", "--method", "--tolerance", "--t-max", "--seed",
+               "--only"],
+    # the fuzzers keep --backend serial (no process pool, no dask cluster)
+    "sweep": ["--backend", "--scheduler", "--workers", "--batch", "--out", "--resume",
+              "--retry-failed", "--rows", "--no-progress"],
+    "reproduce": ["--seeds", "--steps", "--out", "--same-start", "--no-progress"],
+}
+
+#: Flags without a value.
+_SWITCHES = ("--resume", "--retry-failed", "--no-progress", "--same-start")
 
 
 def _cli_number():
@@ -1205,29 +1258,26 @@ def cli_argv(draw, verb: str, files: dict | None = None):
     (``0.1,,0.2``); ``files`` maps names to paths the fuzzer prepared (e.g.
     ``{"config": [...], "out": [...]}``: broken configs, directories, ``/``).
     Costly inputs are bounded: ``--t-end`` is at most 10 unless drawn from the
-    extreme list.
+    extreme list; ``reproduce`` draws ``--steps``/``--seeds`` of 1 or 2 or past
+    the command's limits. ``sweep`` takes its config from ``files["config"]``
+    (see :func:`sweep_config_texts`) and keeps the backend ``serial``.
     """
     files = files or {}
     argv = [verb]
-    flags = {
-        "run": ["--t-end", "--eta-y", "--eta-z", "--rtol", "--atol", "--rows", "--flow",
-                "--method", "--preset", "--config", "--out"],
-        "compare-levels": ["--t-end", "--eta-y", "--eta-z", "--ratios", "--rtol", "--atol",
-                           "--preset", "--config"],
-        "compare": ["--steps", "--t-end", "--eta-y", "--eta-z", "--seeds", "--batch-size",
-                    "--seq-len", "--dt", "--run", "--record-every", "--momentum", "--rows",
-                    "--preset", "--config"],
-        "plot": ["--t-end", "--eta-y", "--eta-z", "--dpi", "--flow", "--preset", "--config",
-                 "--out", "--format"],
-        "verify": ["--rtol", "--atol", "--method", "--tolerance", "--t-max", "--seed",
-                   "--only"],
-    }[verb]
+    flags = CLI_FLAGS[verb]
     if verb == "plot":
         argv.append(draw(st.sampled_from(["margin", "entropy", "scan-snap", "levels",
                                           "relative-gain", "attention-map", "all", "nope"])))
+    elif verb == "sweep":
+        argv.append(draw(st.sampled_from(list(files.get("config") or ["sweep.toml"]))))
+    elif verb == "reproduce":
+        argv.append(draw(st.sampled_from(["fig4", "fig5", "fig6", "fig7", "FIG4", ""])))
     chosen = draw(st.lists(st.sampled_from(flags), max_size=5, unique=True))
     for flag in chosen:
         key = flag.lstrip("-")
+        if flag in _SWITCHES:
+            argv.append(flag)
+            continue
         if key in files and files[key]:
             value = draw(st.sampled_from(list(files[key])))
         elif key in ("flow",):
@@ -1246,6 +1296,18 @@ def cli_argv(draw, verb: str, files: dict | None = None):
             value = draw(st.sampled_from(["CF1", "cf3", "CF9", ""]))
         elif key == "format":
             value = draw(st.sampled_from(["png", "svg", "gif"]))
+        elif key == "backend":
+            value = draw(st.sampled_from(["serial", "serial", "SERIAL", ""]))
+        elif key == "scheduler":
+            value = draw(st.sampled_from(["tcp://127.0.0.1:1", "", "nonsense"]))
+        elif verb == "sweep" and key in ("workers", "batch", "rows"):
+            value = draw(st.one_of(st.sampled_from(["1", "2", "3"]), _cli_number()))
+        elif verb == "reproduce" and key in ("steps", "seeds"):
+            # tiny valid counts, or counts past the limits (a valid large count is a
+            # long run, not a fuzz case)
+            past = "100001" if key == "steps" else "1001"
+            value = draw(st.sampled_from(["1", "2", "1", "0", "-3", past,
+                                          "99999999999999999999", "1e3", "1.5", "abc", ""]))
         elif key in ("out", "config"):
             value = draw(st.sampled_from(["", "/", ".", "x.toml"]))
         elif key in ("t-end", "t-max", "steps"):
@@ -1255,3 +1317,103 @@ def cli_argv(draw, verb: str, files: dict | None = None):
             value = draw(_cli_number())
         argv += [flag, value]
     return argv
+
+
+#: Sweep task kinds by family (the names of :data:`odeflow.sweep.TASKS`).
+_SWEEP_FLOWS = ("exact", "reduced", "snap", "finite_t")
+_SWEEP_RUNS = ("gradient_ascent", "sgd", "adam")
+
+#: Raw texts of sweep configs that are not a sweep config at all.
+_SWEEP_RAW = ("", "[sweep", "[sweep]\ntask = ", "sweep = 3", "[sweep]\ngrid = 3",
+              "[sweep]\nsettings = [1]", "[[sweep]]\ntask = 'exact'",
+              "a = " + "[" * 3000 + "]" * 3000, "[sweep]\ntask = 'exact'\n[sweep]\n",
+              "[sweep.grid]\neta_y = [" + "[" * 2000 + "]" * 2000 + "]")
+
+
+@st.composite
+def sweep_config_texts(draw) -> str | bytes:
+    """Text of a small ``odeflow sweep`` config (TOML), valid or broken.
+
+    Valid configs run in well under a second per point on the serial backend:
+    one task, a grid of at most 2 x 2 points, a short horizon (``t_end`` <= 2,
+    ``steps`` <= 3, batches of at most 4 sequences of length <= 8), the
+    ``syn-small`` preset or a small data model (:func:`data_models`). Broken ones
+    have a bad value in the grid or settings, an unknown or empty key (in
+    ``[sweep]``, its tables or the top level), a wrong task, a preset beside a
+    data model, bad ``store``/``format``/``backend`` entries, invalid or deeply
+    nested TOML, or bytes that are not UTF-8 (returned as ``bytes``).
+    """
+    import tomli_w
+
+    kind = draw(st.sampled_from(["valid"] * 7 + ["bad-value", "unknown-key", "top-level",
+                                                 "task", "both-data", "entries", "raw",
+                                                 "bytes"]))
+    if kind == "raw":
+        return draw(st.sampled_from(_SWEEP_RAW))
+    if kind == "bytes":
+        return draw(st.sampled_from([b"\xff\xfe[sweep]", b"[sweep]\ntask = '\xc3('",
+                                     b"\x00\x00\x00"]))
+    task = draw(st.sampled_from(_SWEEP_FLOWS + _SWEEP_RUNS))
+    flow = task in _SWEEP_FLOWS
+    horizon = "t_end" if flow else "steps"
+    horizons = [0.1, 0.5, 1.0, 2.0] if flow else [1, 2, 3]
+    settings = {horizon: draw(st.sampled_from(horizons))}
+    if task in ("sgd", "adam"):
+        settings.update(batch_size=draw(st.integers(1, 4)), seq_len=draw(st.integers(2, 8)))
+    if task == "finite_t":
+        settings.update(seq_len=draw(st.integers(2, 8)),
+                        samples_per_class=draw(st.integers(1, 4)))
+    names = draw(st.lists(st.sampled_from(["eta_y", "eta_z", horizon]), min_size=1,
+                          max_size=2, unique=True))
+    grid = {}
+    for name in names:
+        pool = horizons if name == horizon else [0.5, 1.0, 2.0]
+        grid[name] = draw(st.lists(st.sampled_from(pool), min_size=1, max_size=2,
+                                   unique=True))
+        settings.pop(name, None)
+    table = {"task": task, "grid": grid, "settings": settings}
+    if task in ("finite_t", "sgd", "adam") and draw(st.booleans()):
+        table["seeds"] = draw(st.sampled_from([[0], [0, 1]]))
+    doc = {}
+    if draw(st.booleans()):
+        table["preset"] = "syn-small"
+    elif draw(st.booleans()):
+        model = draw(data_models(max_classes=2, max_vocab=8)).to_dict()
+        doc.update({"data": model} if draw(st.booleans()) else model)
+    if kind == "bad-value":
+        where = draw(st.sampled_from(["grid", "settings", "seeds"]))
+        value = draw(st.sampled_from([[], [0], [-1.0], ["a"], [1.0, 1.0], "x", [math.inf],
+                                      [math.nan], [True], 0, [[1.0]], {"a": 1}]))
+        if where == "seeds":
+            table["seeds"] = value
+        else:
+            table[where][draw(st.sampled_from(["eta_y", "eta_z", horizon, "method"]))] = value
+    elif kind == "unknown-key":
+        where = draw(st.sampled_from(["sweep", "grid", "settings"]))
+        key = draw(st.sampled_from(["", " ", "nope", "eta-y", "seed", "task", "preset"]))
+        value = [1.0] if where == "grid" else 1
+        (table if where == "sweep" else table[where])[key] = value
+    elif kind == "top-level":
+        key = draw(st.sampled_from(["", "foo", "data", "run", "sweeps", "vocab_size",
+                                    "classes"]))
+        doc[key] = draw(st.sampled_from([1, {"x": 1}, {}, "text", [1, 2]]))
+    elif kind == "task":
+        table["task"] = draw(st.sampled_from(["nope", "", "EXACT", 3, ["exact"]]))
+        if draw(st.booleans()):
+            table["grid"]["task"] = draw(st.sampled_from([["exact", "sgd"], [], ["nope"],
+                                                          "exact", ["exact", "reduced"]]))
+    elif kind == "both-data":
+        table["preset"] = draw(st.sampled_from(["syn-small", "nope", "", 3]))
+        doc.update(draw(data_models(max_classes=1, max_vocab=6)).to_dict())
+    else:  # the sweep's own entries (the CLI keeps the serial backend)
+        entry = draw(st.sampled_from(["store", "format", "backend", "scheduler", "workers",
+                                      "batch"]))
+        table[entry] = draw(st.sampled_from({
+            "store": ["s.zarr", "adir", "afile", "dangling", "x.nc", "", 5, "sub/s.zarr"],
+            "format": ["zarr", "netcdf", "hdf5", 3],
+            "backend": ["serial", "processes", "dask", "nope"],
+            "scheduler": ["tcp://127.0.0.1:1", "", 3],
+            "workers": [1, 0, -2, 2.5, "x"],
+            "batch": [1, 2, 0, -1, 10**12, 1.5, "x"]}[entry]))
+    doc["sweep"] = table
+    return tomli_w.dumps(doc)

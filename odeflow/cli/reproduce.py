@@ -1,9 +1,10 @@
 """``odeflow reproduce fig4|fig5|fig6``: the paper's experiments beside the levels.
 
 Runs the paper's protocol (Sec. 8; spec section 6) over ``--seeds`` seeds,
-writes a CSV table and a PNG figure into ``--out`` (atomically), and prints
-the table. Beside every run: Level E and Level R at the mapped flow time
-``t = k / (1 - mu)`` (see :mod:`odeflow.analysis.paper`).
+writes a CSV table and a PNG figure into ``--out`` (atomically), then prints
+the table (results first). Beside every run: Level E and Level R at the
+mapped flow time ``t = k / (1 - mu)`` (see :mod:`odeflow.analysis.paper`).
+``--seeds`` and ``--steps`` are bounded by :data:`LIMITS` (exit 2 past them).
 
 - ``fig4``: syn-small, zero start, SGD (momentum 0.9), batch 128, ``T = 128``,
   ``eta_Z = eta_Y = 1``, 100 steps: ``fig4.csv`` (loss and entropy per step,
@@ -26,13 +27,24 @@ from odeflow.errors import ValidationError
 
 FIGURES = ("fig4", "fig5", "fig6")
 
+#: Upper limits of the count flags, so that a typo cannot start a run of days or ask
+#: for more memory than the machine has: every step of every seed is recorded (the
+#: logits of syn-medium-10 take 17 kB per seed and step, so the product is bounded).
+LIMITS = {"seeds": 1000, "steps": 100_000, "seed_steps": 200_000}
+
+#: The files each figure writes into ``--out`` (stems of ``.csv`` and ``.png``).
+OUTPUTS = {"fig4": ("fig4",), "fig5": ("fig5",), "fig6": ("fig6", "fig6_recall")}
+
 
 def register(sub) -> None:
     p = sub.add_parser("reproduce", help="the paper's Figs. 4-6: training beside the levels",
                        description=__doc__.splitlines()[0].split(": ", 1)[1])
     p.add_argument("figure", choices=FIGURES, help="which experiment")
-    p.add_argument("--seeds", type=int, default=10, metavar="N", help="seeds per run (10)")
-    p.add_argument("--steps", type=int, default=100, metavar="K", help="training steps (100)")
+    p.add_argument("--seeds", type=int, default=10, metavar="N",
+                   help=f"seeds per run (10; at most {LIMITS['seeds']:,})")
+    p.add_argument("--steps", type=int, default=100, metavar="K",
+                   help=f"training steps (100; at most {LIMITS['steps']:,}, and seeds x "
+                        f"steps at most {LIMITS['seed_steps']:,})")
     p.add_argument("--out", default="results/reproduce", metavar="DIR",
                    help="folder for the CSV and PNG files (results/reproduce)")
     p.add_argument("--same-start", action="store_true",
@@ -53,26 +65,71 @@ def csv_text(rows: list[dict]) -> str:
 
 
 def write_outputs(out: Path, stem: str, rows: list[dict], fig) -> list[Path]:
-    """``stem.csv`` and ``stem.png`` in ``out``, each written atomically."""
+    """``stem.csv`` and ``stem.png`` in ``out``, each written atomically (errors name ``out``)."""
     from odeflow.io import atomic_write, atomic_write_text
 
-    paths = [atomic_write_text(out / f"{stem}.csv", csv_text(rows)),
+    paths = [atomic_write_text(out / f"{stem}.csv", csv_text(rows), field="out"),
              atomic_write(out / f"{stem}.png", lambda fh: fig.savefig(fh, format="png",
-                                                                      dpi=110))]
+                                                                      dpi=110), field="out")]
     return paths
+
+
+def check_counts(seeds: int, steps: int) -> None:
+    """``--seeds`` and ``--steps`` within ``1 ..`` :data:`LIMITS` (their product too)."""
+    for name, value in (("seeds", seeds), ("steps", steps)):
+        if value < 1:
+            raise ValidationError(name, f"must be >= 1, got {value}")
+        if value > LIMITS[name]:
+            raise ValidationError(name, f"must be <= {LIMITS[name]:,}, got {value:,}")
+    if seeds * steps > LIMITS["seed_steps"]:
+        raise ValidationError("steps", f"seeds x steps = {seeds * steps:,}; at most "
+                              f"{LIMITS['seed_steps']:,} (every step of every seed is "
+                              "recorded): lower --steps or --seeds")
+
+
+def check_out(out, figure: str) -> Path:
+    """Refuse an ``--out`` folder the figure's files cannot be written into, before training."""
+    import os
+    import stat
+
+    from odeflow.io import writable_target
+
+    text = os.fspath(out)
+    if not text or "\0" in text:
+        raise ValidationError("out", f"must be a folder path, got {text!r:.80}")
+    folder = Path(text)
+    try:
+        info = os.stat(folder)
+    except FileNotFoundError:
+        info = None
+    except (OSError, ValueError) as exc:
+        raise ValidationError("out", f"cannot use {text!r}: "
+                              f"{getattr(exc, 'strerror', None) or exc}") from None
+    if info is not None and not stat.S_ISDIR(info.st_mode):
+        raise ValidationError("out", f"{text!r} exists and is not a folder; --out names the "
+                              "folder of the CSV and PNG files")
+    for stem in OUTPUTS[figure]:
+        for suffix in (".csv", ".png"):
+            writable_target(folder / f"{stem}{suffix}", "out")
+    existing = next(p for p in (folder.absolute(), *folder.absolute().parents) if p.exists())
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ValidationError("out", f"cannot write into {text!r}: {str(existing)!r} is not a "
+                              "writable folder")
+    return folder
 
 
 def curve_rows(exp, label: dict) -> list[dict]:
     """One row per recorded step: loss and entropy (mean, sd over seeds) and the levels."""
     run = exp.run
+    losses = {name: -tr.objective for name, tr in exp.levels.items()}  # once, not per step
     rows = []
     for j, k in enumerate(run.steps):
         row = {**label, "step": int(k), "flow_time": float(run.t[j]),
                "loss_mean": float(run.loss[:, k].mean()), "loss_std": float(run.loss[:, k].std()),
                "entropy_mean": float(exp.entropy[:, j].mean()),
                "entropy_std": float(exp.entropy[:, j].std())}
-        for name, tr in exp.levels.items():
-            row[f"level_{name}_loss"] = float(-tr.objective[j])
+        for name in exp.levels:
+            row[f"level_{name}_loss"] = float(losses[name][j])
             row[f"level_{name}_entropy"] = float(exp.level_entropy[name][j])
         rows.append(row)
     return rows
@@ -92,39 +149,36 @@ def run(args) -> int:
     from odeflow.analysis import paper
     from odeflow.plots.paper import plot_fig4, plot_fig5, plot_fig6, plot_recall
 
-    if args.seeds < 1:
-        raise ValidationError("seeds", f"must be >= 1, got {args.seeds}")
-    if args.steps < 1:
-        raise ValidationError("steps", f"must be >= 1, got {args.steps}")
-    out = Path(args.out)
+    check_counts(args.seeds, args.steps)
+    out = check_out(args.out, args.figure)
     progress = False if args.no_progress else None
     start = time.perf_counter()
-    written = []
+    # results first: every file is written before anything derived is printed
     if args.figure == "fig4":
         exp = paper.fig4(args.seeds, args.steps, progress=progress)
         rows = curve_rows(exp, {})
+        written = write_outputs(out, "fig4", rows, plot_fig4(exp))
         print_table(rows, ["step", "flow_time", "loss_mean", "loss_std", "level_E_loss",
                            "level_R_loss", "entropy_mean", "level_E_entropy",
                            "level_R_entropy"], every=max(1, args.steps // 10))
-        written = write_outputs(out, "fig4", rows, plot_fig4(exp))
     elif args.figure == "fig5":
         exps = paper.fig5(args.seeds, args.steps, progress=progress)
         rows = [r for exp in exps for r in curve_rows(exp, {"eta_z": exp.run.protocol.eta_z})]
+        written = write_outputs(out, "fig5", rows, plot_fig5(exps))
         print_table(rows, ["eta_z", "step", "loss_mean", "entropy_mean", "entropy_std",
                            "level_E_entropy"], every=max(1, args.steps // 5))
-        written = write_outputs(out, "fig5", rows, plot_fig5(exps))
     else:
         rows = paper.fig6_rows(args.seeds, args.steps, progress=progress,
                                same_start=args.same_start)
         table = [{k: v for k, v in r.items() if k != "recall"} for r in rows]
-        print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", "level_E",
-                            "level_R"])
-        written = write_outputs(out, "fig6", table, plot_fig6(rows))
         recall = [{"preset": r["preset"], "eta_z": r["eta_z"], "ratio": r["ratio"],
                    "threshold": th, "recall_mean": v}
                   for r in rows for th, v in zip(paper.RECALL_THRESHOLDS, r["recall"],
                                                  strict=True)]
+        written = write_outputs(out, "fig6", table, plot_fig6(rows))
         written += write_outputs(out, "fig6_recall", recall, plot_recall(rows))
+        print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", "level_E",
+                            "level_R"])
         for summary in (paper.trend_summary(table, c) for c in ("sgd_mean", "level_E",
                                                                 "level_R")):
             for s in summary:

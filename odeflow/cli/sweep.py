@@ -38,6 +38,7 @@ def register(sub) -> None:
 def run(args) -> int:
     from odeflow.sweep import sweep
     from odeflow.sweep.config import load_sweep_config
+    from odeflow.sweep.store import check_store_target
 
     kwargs = load_sweep_config(args.config)
     label = str(args.config).rsplit("/", 1)[-1].removesuffix(".toml")
@@ -55,6 +56,10 @@ def run(args) -> int:
     if args.batch is not None:
         kwargs["batch"] = args.batch
     kwargs["store"] = args.out or kwargs.get("store") or f"results/{label}.zarr"
+    fmt = kwargs.get("format")
+    # before any worker starts: zarr would meet a dangling link or a file with a traceback
+    check_store_target(kwargs["store"], fmt if isinstance(fmt, str) else None,
+                       "out" if args.out else "store")
     try:
         ds = sweep(**kwargs, resume=args.resume, retry_failed=args.retry_failed,
                    progress=False if args.no_progress else None)

@@ -18,6 +18,13 @@ Schema::
 
     [sweep.settings]               # fixed parameters
     t_end = 1e4
+
+Beside ``[sweep]`` a file holds only a data model (its top-level keys
+:data:`DATA_MODEL_KEYS`, or a ``[data]`` table) and a ``[run]`` table (the
+settings of ``odeflow run``, ignored here); any other top-level key is refused
+by name. The file is read like every other config (:func:`odeflow.io.read_text`:
+an unreadable or non-UTF-8 file is a :class:`ValidationError` naming
+``config``), and TOML too deeply nested to parse is refused the same way.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import sys
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
+from odeflow.io import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -36,46 +44,111 @@ else:  # pragma: no cover
 SWEEP_KEYS = ("task", "preset", "seeds", "backend", "scheduler", "workers", "batch", "store",
               "format", "grid", "settings")
 
+#: Top-level keys of a data model written at the top of the file.
+DATA_MODEL_KEYS = ("classes", "normalize", "vocab_size")
+#: Top-level keys of a sweep config without a ``[data]`` table.
+TOP_LEVEL = ("sweep", "run", *DATA_MODEL_KEYS)
+#: Top-level keys of a sweep config whose data model sits in a ``[data]`` table.
+TOP_LEVEL_WITH_DATA = ("sweep", "run", "data")
+
+
+def _shown(key: str) -> str:
+    """A key as it appears in a field name (a blank key quoted, so it is visible)."""
+    return key if key.strip() else repr(key)
+
+
+def _loads(text) -> dict:
+    """TOML text as a dict; undecodable, invalid or too deeply nested text names ``config``."""
+    if not isinstance(text, str):
+        raise ValidationError("config", f"must be text, got {type(text).__name__}")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError("config", f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ValidationError("config", "nested too deeply to parse") from None
+
+
+def _check_top_level(doc: dict) -> None:
+    """Refuse a top-level key that is neither [sweep], [run] nor part of the data model."""
+    if "data" in doc:
+        allowed, beside = TOP_LEVEL_WITH_DATA, " beside [data]"
+    else:
+        allowed, beside = TOP_LEVEL, ""
+    extra = sorted(set(doc) - set(allowed))
+    if extra:
+        key = extra[0]
+        hint = "" if "data" in doc else f" (or {list(TOP_LEVEL_WITH_DATA)})"
+        raise ValidationError(_shown(key), f"unknown top-level key {key!r}{beside}; a sweep "
+                              f"config holds {list(allowed)}{hint}")
+
+
+def _parameter_names(table: dict) -> list[str] | None:
+    """The parameters the config's task(s) take (``None`` if the task is not known)."""
+    from odeflow.sweep.spec import DATA_KEYS
+    from odeflow.sweep.tasks import TASKS
+
+    grid = table.get("grid", {})
+    names = grid.get("task") if "task" in grid else [table.get("task", "exact")]
+    if isinstance(names, str) or not isinstance(names, list):
+        return None
+    try:
+        kinds = [TASKS[n] for n in names]
+    except (KeyError, TypeError):
+        return None
+    return sorted({p.name for k in kinds for p in k.parameters} | set(DATA_KEYS))
+
 
 def parse_sweep_config(text: str) -> dict:
     """Keyword arguments of :func:`odeflow.sweep.sweep` from TOML text; errors name the field."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValidationError("config", f"not valid TOML: {exc}") from None
+    doc = _loads(text)
+    _check_top_level(doc)
     table = doc.pop("sweep", None)
     if not isinstance(table, dict):
         raise ValidationError("sweep", "the config needs a [sweep] table")
-    doc.pop("run", None)
+    run = doc.pop("run", {})
+    if not isinstance(run, dict):
+        raise ValidationError("run", "must be a table")
     for key in table:
         if key not in SWEEP_KEYS:
-            raise ValidationError(f"sweep.{key}", f"unknown key; allowed: {list(SWEEP_KEYS)}")
+            raise ValidationError(f"sweep.{_shown(key)}", f"unknown key {key!r}; allowed: "
+                                  f"{list(SWEEP_KEYS)}")
     for key in ("grid", "settings"):
         if not isinstance(table.get(key, {}), dict):
             raise ValidationError(f"sweep.{key}", "must be a table")
+        for name in table.get(key, {}):
+            if not name.strip():
+                allowed = _parameter_names(table)
+                listed = f"; allowed: {allowed}" if allowed else ""
+                raise ValidationError(f"sweep.{key}.{name!r}",
+                                      f"empty parameter name {name!r}{listed}")
     kwargs = {k: table[k] for k in ("task", "seeds", "backend", "scheduler", "workers",
                                      "batch", "store", "format") if k in table}
     kwargs["grid"] = dict(table.get("grid", {}))
     kwargs["settings"] = dict(table.get("settings", {}))
-    if "grid" in kwargs and "task" in kwargs["grid"] and "task" not in kwargs:
+    if "task" in kwargs["grid"]:
+        if "task" in kwargs:
+            raise ValidationError("sweep.task", "is also swept in [sweep.grid] (task = "
+                                  "[...]); give it once")
         kwargs["task"] = None
-    if "data" in doc and "vocab_size" not in doc:
+    if "data" in doc:
         doc = doc["data"]
+        if not isinstance(doc, dict):
+            raise ValidationError("data", f"must be a table, got {type(doc).__name__}")
     if doc:
         if "preset" in table:
-            raise ValidationError("sweep.preset", "the config also defines a data model; "
-                                  "give one of them")
-        kwargs["data"] = DataModel.from_dict(doc)
+            raise ValidationError("sweep.preset", "the config also defines a data model "
+                                  f"({', '.join(map(repr, sorted(doc)))}); give one of them")
+        try:
+            kwargs["data"] = DataModel.from_dict(doc)
+        except RecursionError:
+            raise ValidationError("config", "nested too deeply") from None
     elif "preset" in table:
         kwargs["data"] = table["preset"]
     return kwargs
 
 
 def load_sweep_config(path) -> dict:
-    """Read a sweep configuration file; see :func:`parse_sweep_config`."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except OSError as exc:
-        raise ValidationError("config", f"cannot read {str(path)!r}: {exc.strerror}") from None
-    return parse_sweep_config(text)
+    """Read a sweep configuration file (:func:`odeflow.io.read_text`); see
+    :func:`parse_sweep_config`."""
+    return parse_sweep_config(read_text(path, "config"))

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.sweep.backends import PointRunner
+from odeflow.sweep.outputs import VARIABLES, missing_variables
 from odeflow.sweep.spec import make_spec
 from odeflow.sweep.store import (
     FORMATS,
     SweepArrays,
     check_spec_attrs,
+    check_store_spec,
+    check_store_target,
     open_store,
     partial_path,
     remove_partial,
@@ -27,15 +31,16 @@ from odeflow.training.common import check_count
 def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
           backend: str = "processes", store=None, resume: bool = False,
           retry_failed: bool = False, format: str | None = None, client=None,  # noqa: A002
-          scheduler: str | None = None, workers: int | None = None, batch: int = 1,
+          scheduler: str | None = None, workers: int | None = None, batch: int | None = None,
           progress: bool | None = None):
     """Run ``task`` at every point of ``grid`` (times ``seeds``) and label the outputs.
 
     Each point is one solve (``task`` a flow: ``exact``, ``reduced``, ``snap``,
-    ``finite_t``) or one training run (``gradient_ascent``, ``sgd``); see
+    ``finite_t``) or one training run (``gradient_ascent``, ``sgd``, ``adam``); see
     :data:`odeflow.sweep.tasks.TASKS`. Its named outputs (final logits, the
     distinct-token attention entropy of spec section 6, ``J`` of Eqn 2, ``B_n``
-    of Eqn 98, ``t_0`` of CF2, solver stats; :mod:`odeflow.sweep.outputs`)
+    of Eqn 98, ``t_0`` of CF2, solver stats ``nfev``, ``njev``, ``nlu``,
+    ``status``, ``wall_time``; :mod:`odeflow.sweep.outputs`)
     become data variables whose dims are the grid parameters (in the order
     given), ``seed``, and ``time`` (a shared grid), ``class``, ``token``.
 
@@ -47,7 +52,8 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         Swept parameters: ``eta_y``, ``eta_z``, ``t_end`` (flows) or ``steps``
         (runs), any other parameter of the task, ``preset``, ``task``.
     seeds : list of int, optional
-        Seeds of a stochastic task (``sgd``): a ``seed`` dimension.
+        Seeds of a stochastic task (``finite_t``, ``sgd``, ``adam``): a ``seed``
+        dimension.
     settings : dict, optional
         Fixed values of parameters that are not swept.
     data : DataModel or str, optional
@@ -57,21 +63,27 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         ``"dask"``: a ``dask.distributed`` ``client`` or ``scheduler`` address.
     store : str or Path, optional
         Where points are written as they finish (zarr; a ``.nc`` name or
-        ``format="netcdf"`` writes netCDF once complete). ``None``: memory only.
+        ``format="netcdf"`` writes netCDF once complete, and needs h5netcdf and
+        h5py, checked before any point runs). ``None``: memory only.
     resume : bool
         Continue the sweep in ``store``: points already stored are not run
         again. The store must have been made for the same task, grid, seeds,
         settings and data. Without ``resume`` an existing ``store`` is refused.
+        A store written before an output existed (``njev``, ``nlu``,
+        ``wall_time``) is given that output (unknown for its stored points).
     retry_failed : bool
         On resume, also run again the points stored with an error.
     format : {"zarr", "netcdf"}, optional
         Default: from the store's suffix (``.nc`` is netCDF).
     workers : int, optional
         Worker processes of ``"processes"`` (default: every local core).
-    batch : int, default 1
+    batch : int, optional
         Points per task of ``"processes"`` and ``"dask"``. Larger batches cut
         the backend's per-task cost on short points; a batch's points are
-        stored together when the batch returns.
+        stored together when the batch returns. Default: 1 on ``"processes"``;
+        automatic on ``"dask"``, about 4 tasks per worker thread and at most 25
+        points per task (:func:`odeflow.sweep.backends.auto_batch`). A given
+        ``batch`` always wins.
     progress : bool, optional
         A progress bar over points; by default when stderr is a terminal.
 
@@ -79,23 +91,26 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     -------
     xarray.Dataset
         ``attrs`` also hold ``points``, ``already_done``, ``computed_now``,
-        ``failed`` and ``wall_time`` of this call.
+        ``failed``, ``batch`` (points per task) and ``wall_time`` of this call.
 
     Raises
     ------
     ValidationError
         Naming the field: unknown parameters, empty lists, non-numeric values,
-        a store that exists (without ``resume``) or belongs to another sweep.
-        Nothing is overwritten.
+        a store that exists (without ``resume``) or belongs to another sweep,
+        netCDF output without h5netcdf (``format``). Nothing is overwritten.
     """
     start = time.perf_counter()
     requires_xarray()
     spec = make_spec(task, grid, seeds, settings, data)
-    batch = check_count(batch, "batch")
+    batch = None if batch is None else check_count(batch, "batch")
     runner = PointRunner(backend, workers=workers, client=client, scheduler=scheduler)
     path, fmt = _store_path(store, format)
+    if path is not None:
+        check_store_target(path, fmt)  # before any folder is made or any point runs
     target = path
     if fmt == "netcdf":
+        requires_netcdf()  # before any point runs, not after the last one
         if path.exists():
             if not resume:
                 raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
@@ -108,22 +123,23 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
                               "(--resume) to continue it or choose another path")
     with runner:  # workers start before the store is opened (see PointRunner)
-        ds, already, pending = _run(spec, runner, path, progress, retry_failed, batch)
+        ds, already, pending, batch = _run(spec, runner, path, progress, retry_failed, batch)
     if fmt == "netcdf":
         write_netcdf(ds, target)
         remove_partial(target)
     failed = int(np.count_nonzero(ds["error"].values.astype(str) != ""))
     ds.attrs.update({"points": spec.size, "already_done": already,
-                     "computed_now": pending, "failed": failed,
+                     "computed_now": pending, "failed": failed, "batch": batch,
                      "wall_time": time.perf_counter() - start})
     return ds
 
 
 def _run(spec, runner, path, progress, retry_failed, batch):
-    """Open or create the store, run the pending points, return ``(dataset, done, run)``."""
+    """Open or create the store, run the pending points; ``(dataset, done, run, batch)``."""
     arrays = SweepArrays(spec, path)
     if path is not None:
         if path.exists():
+            add_missing_outputs(arrays)
             arrays.load()
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,6 +151,7 @@ def _run(spec, runner, path, progress, retry_failed, batch):
     already = int(np.count_nonzero(computed > 0))
     plan = spec.to_json()
     pending = [(index, values) for index, values in spec.points() if pending_mask[index]]
+    batch = runner.batch_size(len(pending), batch)
     bar = _bar(len(pending), progress)
     try:
         for index, outputs in runner.run(plan, pending, batch):
@@ -144,7 +161,44 @@ def _run(spec, runner, path, progress, retry_failed, batch):
     finally:
         if bar is not None:
             bar.close()
-    return arrays.dataset(), already, len(pending)
+    return arrays.dataset(), already, len(pending), batch
+
+
+def requires_netcdf() -> None:
+    """Import h5netcdf and h5py (netCDF output), or a :class:`ValidationError` naming ``format``."""
+    try:
+        import h5netcdf  # noqa: F401
+        import h5py  # noqa: F401  (h5netcdf's writer; an extra of h5netcdf since 1.4)
+    except ImportError:
+        raise ValidationError("format", "netCDF output needs h5netcdf and h5py: "
+                              "pip install 'odeflow[sweep]'") from None
+
+
+def add_missing_outputs(arrays) -> list:
+    """Add to the store of ``arrays`` the outputs it was written without; their names.
+
+    A store written before an output existed (``njev``, ``nlu``, ``wall_time``)
+    is resumed as before; its stored points get that output's fill value (-1,
+    NaN: unknown), the points computed now their own. The spec is checked
+    first, so a store of another sweep is refused untouched.
+    """
+    import zarr
+
+    check_store_spec(arrays.path, arrays.spec)
+    group = zarr.open_group(arrays.path, mode="r")
+    missing = missing_variables(group.array_keys())
+    if not missing:
+        return missing
+    ds = arrays.dataset()[missing]  # every point at the fill value
+    ds = ds.drop_vars(list(ds.coords))
+    ds.attrs = dict(group.attrs)  # xarray writes the group's attributes: keep them as they are
+    n = len(arrays.spec.dims)
+    encoding = {name: {"chunks": ds[name].shape if not VARIABLES[name][0]
+                       else (1,) * n + ds[name].shape[n:]} for name in missing}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr v3 consolidated-metadata notice
+        ds.to_zarr(arrays.path, mode="a", encoding=encoding, consolidated=False)
+    return missing
 
 
 def _store_path(store, fmt):

@@ -19,14 +19,16 @@ store is removed.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import stat
 import warnings
 from pathlib import Path
 
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write
+from odeflow.io import atomic_write, writable_target
 from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
 from odeflow.sweep.spec import SweepSpec
 
@@ -95,9 +97,18 @@ class SweepArrays:
 
     # --------------------------------------------------------------- store
     def create(self) -> None:
-        """Write an empty store (every point pending); refuses an existing path."""
+        """Write an empty store (every point pending); refuses an existing path.
+
+        The target is checked first (:func:`check_zarr_target`): a dangling
+        symlink, a file, or a folder that cannot be written is a
+        :class:`ValidationError` naming ``store``, before zarr creates anything.
+        """
         requires_xarray()
+        check_zarr_target(self.path, "store")
         ds = self.dataset()
+        # variable-length strings: a fixed-width "<U1" (every message empty at creation)
+        # would cut each later error message to its first character
+        ds["error"] = ds["error"].astype(object)
         n = len(self.spec.dims)
         encoding = {}
         for name, (dims, _) in VARIABLES.items():
@@ -106,7 +117,12 @@ class SweepArrays:
             encoding[name] = {"chunks": chunks}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # zarr v3 consolidated-metadata notice
-            ds.to_zarr(self.path, mode="w-", encoding=encoding, consolidated=False)
+            try:
+                ds.to_zarr(self.path, mode="w-", encoding=encoding, consolidated=False)
+            except (FileExistsError, NotADirectoryError, PermissionError) as exc:
+                # the target changed since the check (or the file system refused it)
+                raise ValidationError("store", f"cannot create the zarr store "
+                                      f"{str(self.path)!r}: {exc.strerror or exc}") from None
 
     def load(self) -> None:
         """Read a store made for this spec; a store of another sweep is refused."""
@@ -205,11 +221,102 @@ def open_store(path, fmt: str | None = None):
                 ds = xr.open_dataset(path, engine="h5netcdf").load()
             else:
                 ds = xr.open_zarr(path, consolidated=False).load()
+                if "error" in ds:  # zarr's variable-length strings -> numpy's usual str
+                    ds["error"] = ds["error"].astype(object).astype(str)
         except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
             raise ValidationError("store", f"cannot read {str(path)!r}: {exc}") from None
     if SPEC_ATTR not in ds.attrs:
         raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
     return ds
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists (``lstat``: a link counts as existing)."""
+    for candidate in (path, *path.parents):
+        try:
+            os.lstat(candidate)
+        except (FileNotFoundError, NotADirectoryError):  # not there, or under a file
+            continue
+        return candidate
+    return Path(".")  # pragma: no cover (a relative path's last parent is ".")
+
+
+def check_zarr_target(path, field: str = "store") -> Path:
+    """Refuse a path where a zarr (directory) store cannot be created or continued.
+
+    Checked before zarr touches the path (zarr creates the store folder itself
+    and fails with a raw ``FileExistsError`` or ``PermissionError`` otherwise):
+
+    - a dangling symlink (zarr cannot make a folder where the link is);
+    - an existing path that is not a folder (a regular file, a device, ...);
+    - a folder above the store that is a file, or that cannot be written.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The zarr store (it may not exist yet).
+    field : str
+        Name used in the error (``"out"`` for ``--out``, ``"store"`` otherwise).
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``field`` and the path.
+    """
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not text or "\0" in str(text):
+        raise ValidationError(field, f"must be a path, got {path!r:.80}")
+    path = Path(text)
+    try:
+        existing = _nearest_existing(path)
+        info = os.lstat(existing)
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                info = os.stat(existing)
+            except FileNotFoundError:
+                target = os.readlink(existing)
+                raise ValidationError(field, f"{str(existing)!r} is a dangling symbolic link "
+                                      f"(to {target!r}); zarr creates the store folder "
+                                      "itself: remove the link or choose another path"
+                                      ) from None
+    except OSError as exc:  # a symlink loop, a name too long, ...
+        raise ValidationError(field, f"cannot use {text!r} as a store: "
+                              f"{exc.strerror or exc}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        what = "a regular file" if stat.S_ISREG(info.st_mode) else "not a folder"
+        if existing == path:
+            raise ValidationError(field, f"{text!r} exists and is {what}; a zarr store is a "
+                                  "folder: choose another path (a .nc name writes netCDF)")
+        raise ValidationError(field, f"cannot create {text!r}: {str(existing)!r} is {what}, "
+                              "not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValidationError(field, f"cannot write {text!r}: {str(existing)!r} is not "
+                              "writable")
+    return path
+
+
+def check_store_target(store, fmt: str | None = None, field: str = "store") -> None:
+    """Check where a sweep will write before it runs: :func:`check_zarr_target` for a zarr
+    store; for netCDF the file (:func:`odeflow.io.writable_target`, unless it is already
+    there, i.e. a finished sweep) and the partial zarr store beside it."""
+    text = os.fspath(store) if isinstance(store, (str, os.PathLike)) else None
+    if not text:
+        raise ValidationError(field, f"must be a path, got {store!r:.80}")
+    path = Path(text)
+    fmt = fmt or ("netcdf" if path.suffix == ".nc" else "zarr")
+    if fmt not in FORMATS:
+        raise ValidationError("format", f"must be one of {list(FORMATS)}, got {fmt!r}")
+    if fmt == "netcdf":
+        if not path.exists():
+            writable_target(path, field)
+            check_zarr_target(partial_path(path), field)
+    else:
+        check_zarr_target(path, field)
 
 
 def partial_path(path: Path) -> Path:

@@ -3,7 +3,10 @@
 - closed forms: any arguments -> finite values or ValidationError;
 - result files: damaged bytes or tampered arrays/metadata -> a Trajectory whose
   arrays are finite, or ValidationError naming ``path``;
-- CLI, per verb, in-process: exit 0, 2 (one line on stderr) or 3, no traceback.
+- CLI, per verb, in-process: exit 0, 2 (one line on stderr) or 3, no traceback;
+  one fuzzer per verb of the real parser (``CLI_VERBS``), ``sweep`` on generated
+  configs (serial backend, tiny grids) and ``reproduce`` on tiny or out-of-limit
+  counts (Fig. 6's grid cut to 1 x 2 x 2 cells so that an example stays short).
 
 Small budgets in the default profile; at least 2,000 examples per fuzzer under
 ``HYPOTHESIS_PROFILE=thorough`` (see docs/testing.md). Every solve is bounded by
@@ -30,10 +33,13 @@ from odeflow import DataModel, SequenceClass, Trajectory, ValidationError, solve
 from odeflow.analysis import closed_forms as cf
 from odeflow.cli import main
 from odeflow.testing import (
+    CLI_FLAGS,
     CLI_VERBS,
     cli_argv,
+    cli_flags,
     closed_form_calls,
     corrupted_bytes,
+    sweep_config_texts,
     tampered_result_arrays,
 )
 from tests.properties import fuzz_examples
@@ -144,6 +150,8 @@ def _sandbox():
             Path("deep.toml").write_text("a = " + "[" * 3000 + "]" * 3000)
             Path("runn.toml").write_text("[runn]\nt_end = 5.0\n" + SMALL.to_toml_string())
             Path("adir").mkdir()
+            Path("afile").write_text("not a store\n")
+            os.symlink("nowhere/x.zarr", "dangling")
             yield
         finally:
             os.chdir(old)
@@ -170,7 +178,13 @@ def _bounded(argv: list[str]) -> list[str]:
             extra += ["--only", "CF1"]
         if "--t-max" not in argv:
             extra += ["--t-max", "10"]
-    if verb in ("run", "compare"):
+    if verb == "sweep" and "--backend" not in argv:
+        extra += ["--backend", "serial"]  # no process pool, no dask cluster
+    if verb == "reproduce":
+        for flag, value in (("--steps", "1"), ("--seeds", "1")):
+            if flag not in argv:
+                extra += [flag, value]
+    if verb in ("run", "compare", "sweep", "reproduce") and "--no-progress" not in argv:
         extra.append("--no-progress")
     return argv + extra
 
@@ -180,16 +194,23 @@ def _bounded(argv: list[str]) -> list[str]:
 FUZZ_LOG = os.environ.get("ODEFLOW_FUZZ_LOG")
 
 
-def check_cli(argv: list[str]) -> None:
+def check_cli(argv: list[str], one_line: bool = False) -> None:
+    """Run ``odeflow ARGV`` in-process: exit 0, 1 (verify only), 2 or 3, no traceback.
+
+    With ``one_line``, an exit 2 of the command itself prints exactly one line
+    on stderr, ``odeflow: error: <field>: <why>`` (argparse's usage errors print
+    their usage line and then one ``odeflow VERB: error:`` line).
+    """
     out, err = io.StringIO(), io.StringIO()
     start = time.perf_counter()
     code = "raw-exception"
+    usage = False
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(argv)
             except SystemExit as exc:  # argparse: usage errors (2) and --help (0)
-                code = exc.code
+                code, usage = exc.code, True
     finally:
         if FUZZ_LOG:
             with open(FUZZ_LOG, "a", encoding="utf-8") as fh:
@@ -203,6 +224,14 @@ def check_cli(argv: list[str]) -> None:
         lines = [line for line in err.getvalue().splitlines() if line.strip()]
         assert lines and lines[-1].startswith(("odeflow: error:", "odeflow ", "usage:")), \
             (argv, err.getvalue())
+    if code == 2 and one_line:
+        lines = err.getvalue().splitlines()
+        if usage:
+            assert lines[0].startswith("usage:") and lines[-1].startswith(
+                f"odeflow {argv[0]}: error:"), (argv, err.getvalue())
+        else:
+            assert len(lines) == 1 and lines[0].startswith("odeflow: error: "), \
+                (argv, err.getvalue())
     assert "Traceback" not in err.getvalue()
 
 
@@ -275,6 +304,77 @@ def test_cli_verify(argv):
         check_cli(argv)
 
 
+SWEEP_FILES = {"config": ["s.toml"] * 6 + ["bad.toml", "deep.toml", "missing.toml", "adir",
+                                            "good.toml"],
+               "out": ["s.zarr", "s.nc", "adir", "afile", "dangling", "sub/s.zarr", "/",
+                       ""]}
+
+#: The config of the sweep reproducers: one exact point to t = 1.
+ONE_POINT = '[sweep]\ntask = "exact"\npreset = "syn-small"\n[sweep.grid]\neta_y = [1.0]\n' \
+            '[sweep.settings]\nt_end = 1.0\n'
+
+
+@settings(max_examples=fuzz_examples(10), suppress_health_check=SUPPRESS, deadline=None)
+@given(text=sweep_config_texts(), argv=cli_argv("sweep", SWEEP_FILES).map(_bounded))
+@example(text=ONE_POINT, argv=["sweep", "bad.toml", "--backend", "serial"])
+@example(text=ONE_POINT, argv=["sweep", "deep.toml", "--backend", "serial"])
+@example(text=ONE_POINT, argv=["sweep", "s.toml", "--backend", "serial", "--out", "dangling"])
+@example(text=ONE_POINT, argv=["sweep", "s.toml", "--backend", "serial", "--out", "afile"])
+@example(text=ONE_POINT + "[foo]\nx = 1\n", argv=["sweep", "s.toml", "--backend", "serial"])
+@example(text='"" = 1\n' + ONE_POINT, argv=["sweep", "s.toml", "--backend", "serial"])
+def test_cli_sweep(text, argv):
+    with _sandbox():
+        Path("s.toml").write_bytes(text if isinstance(text, bytes) else text.encode())
+        check_cli(argv, one_line=True)
+
+
+@pytest.fixture
+def _small_fig6(monkeypatch):
+    """Fig. 6 on syn-medium-1 x 2 rates x 2 ratios (4 cells, not 64): an example stays short."""
+    from odeflow.analysis import paper
+
+    full = paper.fig6_rows
+
+    def small(*args, **kwargs):
+        kwargs.update(sizes=(1,), eta_zs=(0.5, 1.0), ratios=(1.0, 2.0))
+        return full(*args, **kwargs)
+
+    monkeypatch.setattr(paper, "fig6_rows", small)
+
+
+#: Folders for ``reproduce --out`` (never "/": that is a folder the command would write into).
+REPRODUCE_FILES = {"out": ["rep", "rep", "sub/rep", "adir", "afile", "dangling", "r.png", ""]}
+
+
+@settings(max_examples=fuzz_examples(8), suppress_health_check=SUPPRESS, deadline=None)
+@given(argv=cli_argv("reproduce", REPRODUCE_FILES).map(_bounded))
+@example(argv=["reproduce", "fig4", "--steps", "99999999999999999999"])
+@example(argv=["reproduce", "fig5", "--seeds", "99999999999999999999", "--steps", "1"])
+@example(argv=["reproduce", "fig6", "--steps", "2", "--seeds", "1", "--no-progress"])
+def test_cli_reproduce(argv, _small_fig6):
+    import matplotlib.pyplot as plt
+
+    with _sandbox():
+        try:
+            check_cli(argv, one_line=True)
+        finally:
+            plt.close("all")
+
+
 def test_every_verb_has_a_fuzzer():
+    assert set(CLI_VERBS) == set(cli_verbs_of_parser())
     assert {name.removeprefix("test_cli_").replace("_", "-")
             for name in globals() if name.startswith("test_cli_")} == set(CLI_VERBS)
+    assert set(CLI_FLAGS) == set(CLI_VERBS)
+    for verb, flags in CLI_FLAGS.items():  # no fuzzer draws a flag the verb lost
+        assert set(flags) <= cli_flags(verb), (verb, set(flags) - cli_flags(verb))
+
+
+def cli_verbs_of_parser() -> set[str]:
+    """The verbs ``odeflow --help`` lists (one per command module under odeflow.cli)."""
+    from odeflow.cli import build_parser, command_modules
+
+    usage = build_parser().format_help()
+    verbs = {m.replace("_", "-") for m in command_modules()}
+    assert all(v in usage for v in verbs)
+    return verbs
