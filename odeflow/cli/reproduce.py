@@ -158,9 +158,10 @@ def run(args) -> int:
         exp = paper.fig4(args.seeds, args.steps, progress=progress)
         rows = curve_rows(exp, {})
         written = write_outputs(out, "fig4", rows, plot_fig4(exp))
-        print_table(rows, ["step", "flow_time", "loss_mean", "loss_std", "level_E_loss",
-                           "level_R_loss", "entropy_mean", "level_E_entropy",
-                           "level_R_entropy"], every=max(1, args.steps // 10))
+        print_table(rows, ["step", "flow_time", "loss_mean", "loss_std",
+                           *(f"level_{k}_loss" for k in paper.LEVELS), "entropy_mean",
+                           *(f"level_{k}_entropy" for k in paper.LEVELS)],
+                    every=max(1, args.steps // 10))
     elif args.figure == "fig5":
         exps = paper.fig5(args.seeds, args.steps, progress=progress)
         rows = [r for exp in exps for r in curve_rows(exp, {"eta_z": exp.run.protocol.eta_z})]
@@ -177,10 +178,9 @@ def run(args) -> int:
                                                  strict=True)]
         written = write_outputs(out, "fig6", table, plot_fig6(rows))
         written += write_outputs(out, "fig6_recall", recall, plot_recall(rows))
-        print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", "level_E",
-                            "level_R"])
-        for summary in (paper.trend_summary(table, c) for c in ("sgd_mean", "level_E",
-                                                                "level_R")):
+        levels = [f"level_{k}" for k in paper.LEVELS]
+        print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", *levels])
+        for summary in (paper.trend_summary(table, c) for c in ("sgd_mean", *levels)):
             for s in summary:
                 print(f"{s['preset']:>14} {s['column']:>9}: falls with eta_Z in "
                       f"{s['falls_with_eta_z']:.0%} of pairs, rises with eta_Y/eta_Z in "
