@@ -302,3 +302,17 @@ def test_decoder_is_never_built_beyond_its_limit():
     assert np.array_equal(Y[n0, data.active_tokens], traj.decoder_lumped[-1, 0])
     small = traj.full_decoder(max_bytes=traj.decoder_nbytes())
     assert np.array_equal(small[-1], Y)
+
+
+@pytest.mark.parametrize("preset", ["syn-small", "syn-medium-3", "shared-query-small"])
+def test_fused_small_state_rhs_equals_the_general_path(preset):
+    """ExactFlow.rhs takes a fused path for dense storage; it must equal rates() exactly
+    up to rounding (the batched path and the Jacobian use rates/forward)."""
+    data = odeflow.DataModel.preset(preset)
+    field = ExactFlow(data, 1.7, 0.3)
+    assert field.ops.dense
+    rng = np.random.default_rng(11)
+    for scale in (0.1, 3.0, 30.0):
+        y = rng.normal(size=field.size) * scale
+        np.testing.assert_allclose(field.rhs(0.0, y), field.rates(y, 1.7, 0.3),
+                                   rtol=1e-13, atol=1e-15)

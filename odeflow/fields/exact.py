@@ -101,6 +101,7 @@ class ExactFlow(VectorField):
         self.pi = np.asarray(table.weight, dtype=float)
         self._pi_s = self.ops.expand(self.pi)
         self._pi_col = self.pi[:, None]
+        self._scaled = None  # constants of _rhs_dense, made at its first call
         rows0, self.lumped = self._initial_decoder(y0, bool(unlumped))
         self.y0 = None if y0 is None else as_real_array(y0, "y0")
         n_next = table.next_tokens.size
@@ -215,7 +216,43 @@ class ExactFlow(VectorField):
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 3-4 (Lemma 1) on the state."""
         self.nfev += 1
+        if self.ops.dense:
+            return self._rhs_dense(y)
         return self.rates(y, self.eta_y, self.eta_z)
+
+    def _rhs_dense(self, y: np.ndarray) -> np.ndarray:
+        """:meth:`rates` for one state in dense storage, with fewer numpy calls.
+
+        The same arithmetic as :meth:`forward` + :meth:`rates` (log-space
+        features and softmax), fused for small states, where the per-call cost of
+        numpy dominates: the learning rates are folded into the class weights,
+        and the output is assembled by one concatenation.
+        """
+        if self._scaled is None:
+            self._scaled = (self.pi[:, None] * self.eta_y, self._pi_s * self.eta_z,
+                            self.target * self.multiplicity, self.ops.zgather.ravel())
+        pi_y, pi_z, target_m, zflat = self._scaled
+        mult, log_probs, zgather = self.multiplicity, self.ops.log_probs, self.ops.zgather
+        Yt = y[: self._ny].reshape(self.C, self.R)
+        z = y[self._ny:]
+        # features f^_n (Eqn 6), log space
+        F = log_probs + z[zgather]
+        F -= F.max(axis=1, keepdims=True)
+        np.exp(F, out=F)
+        F /= np.sqrt(np.einsum("kc,kc->k", F, F))[:, None]
+        # output softmax alpha_n over the (lumped) rows, log space; D = e_n - alpha_n
+        E = F @ Yt
+        E -= E.max(axis=1, keepdims=True)
+        np.exp(E, out=E)
+        E /= (E @ mult)[:, None]
+        D = self.target - E
+        # back-propagated g_n = Y^T (e_n - alpha_n) with multiplicities (Eqn 7)
+        G = (target_m - E * mult) @ Yt.T
+        G -= F * np.einsum("kc,kc->k", F, G)[:, None]
+        G *= F
+        G *= pi_z
+        return np.concatenate(((F.T @ (pi_y * D)).ravel(),
+                               np.bincount(zflat, G.ravel(), minlength=self.n_logits)))
 
     def rates(self, y: np.ndarray, eta_y, eta_z) -> np.ndarray:
         """The right-hand side for states ``y`` of shape (..., size) and learning rates
