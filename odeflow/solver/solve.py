@@ -102,10 +102,10 @@ def choose_method(field: VectorField) -> str:
     included) is only chosen while it fits :data:`DENSE_MEMORY_LIMIT` bytes
     (``8 size^2``; states up to :data:`DENSE_JACOBIAN_LIMIT` entries); above
     that ``auto`` uses :data:`LARGE_STATE_METHOD`, an explicit method whose
-    memory grows like the state.
+    memory grows like the state, or the field's own ``large_state_method``.
     """
     if dense_jacobian_bytes(field.size) > DENSE_MEMORY_LIMIT:
-        return LARGE_STATE_METHOD
+        return getattr(field, "large_state_method", None) or LARGE_STATE_METHOD
     return getattr(field, "preferred_method", None) or "LSODA"
 
 
