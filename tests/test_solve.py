@@ -110,3 +110,16 @@ def test_lumped_cost_is_independent_of_vocabulary():
         classes = [odeflow.SequenceClass(M - 1 - k, 0, {k: 0.5, 10 + k: 0.5}) for k in range(3)]
         sizes.add(ExactFlow(odeflow.DataModel(M, classes), 1.0, 0.1).size)
     assert len(sizes) == 1
+
+
+def test_default_output_grid_is_bounded_in_memory():
+    """The default t_eval of a huge state keeps its snapshots under OUTPUT_BYTES_LIMIT."""
+    from odeflow.solver.solve import MIN_OUTPUT_POINTS, OUTPUT_BYTES_LIMIT, default_t_eval
+
+    assert default_t_eval(0.0, 1e8).size == 401  # small states: 40 points a decade
+    assert default_t_eval(0.0, 1e8, state_size=130).size == 401
+    big = 502_020
+    grid = default_t_eval(0.0, 1e8, state_size=big)
+    assert 8 * big * grid.size <= OUTPUT_BYTES_LIMIT + 8 * big  # t0 beside the capped grid
+    assert grid[0] == 0.0 and grid[-1] == 1e8 and np.all(np.diff(grid) > 0)
+    assert default_t_eval(0.0, 1e4, state_size=10**9).size == MIN_OUTPUT_POINTS + 1

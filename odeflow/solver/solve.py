@@ -67,19 +67,36 @@ class _BudgetExhausted(Exception):
         self.t = t
 
 
-def default_t_eval(t0: float, t_end: float, per_decade: int = 40, max_points: int = 600):
+#: Memory budget, in bytes, of the default output grid of a solve: ``8 x state size x
+#: points``. A large state gets fewer default output times (at least
+#: :data:`MIN_OUTPUT_POINTS`) instead of gigabytes of snapshots; pass ``t_eval`` for more.
+#: Measured on Level E with K = 100 classes (state 502,020, t_end = 1e8): 401
+#: default points took 13.3 s, 8 of them copying the 1.6 GB of snapshots
+#: (``benchmarks/bench_scale.py --case E100``; docs/benchmarks.md).
+OUTPUT_BYTES_LIMIT = 256 * 2**20
+#: Fewest default output times however large the state.
+MIN_OUTPUT_POINTS = 10
+
+
+def default_t_eval(t0: float, t_end: float, per_decade: int = 40, max_points: int = 600,
+                   state_size: int | None = None):
     """Log-spaced output times: ``t0``, then geometric spacing up to ``t_end``.
 
     The dynamics span decades (``h ~ t`` early, ``h ~ ln t`` late, CF2), so a
-    linear grid would waste its points.
+    linear grid would waste its points. ``per_decade`` points a decade, at
+    least 50 and at most ``max_points``; with ``state_size``, also at most
+    what fits :data:`OUTPUT_BYTES_LIMIT` (and at least :data:`MIN_OUTPUT_POINTS`).
     """
+    if state_size:
+        fits = OUTPUT_BYTES_LIMIT // (8 * int(state_size))
+        max_points = int(max(MIN_OUTPUT_POINTS, min(max_points, fits)))
     lo = max(min(1e-2, (t_end - t0) / 100.0), t0 if t0 > 0 else 0.0)
     if lo <= 0:
         lo = (t_end - t0) / 100.0
     if not lo > t0:  # a span so short (e.g. t_end = 5e-324) that span / 100 underflows
         return np.array([t0, t_end])
     decades = max(math.log10(t_end / lo), 1.0)
-    n = int(min(max_points, max(50, per_decade * decades)))
+    n = int(min(max_points, max(min(50, max_points), per_decade * decades)))
     grid = np.geomspace(lo, t_end, n)
     grid = grid[grid > t0]
     return np.concatenate([[t0], grid])
@@ -325,7 +342,9 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     t_span : (float, float)
         ``(t0, t_end)``.
     t_eval : array_like, optional
-        Output times; log-spaced by default (:func:`default_t_eval`).
+        Output times; log-spaced by default (:func:`default_t_eval`: 40 a
+        decade, fewer for a state so large that the snapshots would exceed
+        :data:`OUTPUT_BYTES_LIMIT`).
     method : str
         ``"auto"`` (see :func:`choose_method`) or a method of ``solve_ivp``
         (``Radau``, ``BDF``, ``LSODA``, ``RK45``, ``DOP853``, ``RK23``).
@@ -374,9 +393,11 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     t0, t_end = _check_span(t_span)
     rtol, atol = check_tolerances(rtol, atol)
     max_nfev = _check_budget(max_nfev)
-    t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
     field = FLOWS[flow](data, eta_y, eta_z, z0=z0, **flow_options)
+    if t_eval is None:
+        t_eval = default_t_eval(t0, t_end, state_size=field.size)
     if method == "auto":
         method = choose_method(field)
     elif method not in METHODS:
@@ -482,10 +503,12 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     t0, t_end = _check_span(t_span)
     rtol, atol = check_tolerances(rtol, atol)
     max_nfev = _check_budget(max_nfev)
-    t_eval = default_t_eval(t0, t_end) if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
     field = StackedField([FLOWS[flow](data, ey, ez, z0=z0, **flow_options)
                           for ey, ez in points])
+    if t_eval is None:
+        t_eval = default_t_eval(t0, t_end, state_size=field.size)
     if method == "auto":
         method = choose_method(field)
     elif method not in METHODS:
