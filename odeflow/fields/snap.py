@@ -87,8 +87,9 @@ def snap_parameters(data: DataModel, z0=None, beta=None) -> dict:
     if data.token_group(c).size != K:
         raise ValidationError("data", f"common token {c} must be in the support of every "
                               f"class, it is in {data.token_group(c).tolist()}")
-    col = int(np.searchsorted(data.active_tokens, c))
-    probs_c = data.active_probs[:, col]
+    # per-class supports, never a dense (K, L) array: O(K s) work and memory
+    supports = [(cls.support, cls.support_probs) for cls in data.classes]
+    probs_c = np.array([p[np.searchsorted(s, c)] for s, p in supports])
     if not np.allclose(probs_c, probs_c[0], rtol=EQUAL_PROB_RTOL, atol=0):
         raise ValidationError("data", f"c_{{{c}|n}} must be equal for every class, got "
                               f"{probs_c.tolist()}")
@@ -98,12 +99,12 @@ def snap_parameters(data: DataModel, z0=None, beta=None) -> dict:
     beta = 1.0 / (M - 1) if beta is None else validate_positive(beta, "beta")
     z_row = initial_logits(data, z0)[0]
     zc0 = float(z_row[c])
-    # log ||c~_n(0)||_2 in log space
-    a_log = data.active_log_probs + z_row[data.active_tokens][None, :]
-    log_rho = 0.5 * logsumexp(2.0 * a_log, axis=1)
-    pair = -(log_rho[:, None] + log_rho[None, :])
-    off = ~np.eye(K, dtype=bool)
-    inv_rho0_sq = float(np.mean(np.exp(pair[off])))
+    # log ||c~_n(0)||_2 in log space, on each class's support
+    log_rho = np.array([0.5 * logsumexp(2.0 * (np.log(p) + z_row[s])) for s, p in supports])
+    # mean of 1 / (rho_n rho_n') over ordered pairs n != n': ((sum u)^2 - sum u^2) / (K(K-1))
+    # with u = 1/rho_n, in O(K) instead of a (K, K) matrix (K = 1 has no pair: 0)
+    u = np.exp(-log_rho)
+    inv_rho0_sq = float((u.sum() ** 2 - np.sum(u * u)) / (K * (K - 1))) if K > 1 else 0.0
     a = beta * (K - 1) * float(probs_c[0]) ** 2 * inv_rho0_sq
     return {"a": a, "zc0": zc0, "pi": 1.0 / K, "vocab_size": M, "beta": beta,
             "common_token": c, "query_token": int(data.query_tokens[0]),
