@@ -3,7 +3,8 @@
 Runs the paper's protocol (Sec. 8; spec section 6) over ``--seeds`` seeds,
 writes a CSV table and a PNG figure into ``--out`` (atomically), then prints
 the table (results first). Beside every run: Level E, Level R and Level T
-(at the protocol's ``T``) at the mapped flow time ``t = k / (1 - mu)`` (see :mod:`odeflow.analysis.paper`).
+(at the protocol's ``T``) at the mapped flow time ``t = k / (1 - mu)``
+(see :mod:`odeflow.analysis.paper`).
 ``--seeds`` and ``--steps`` are bounded by :data:`LIMITS` (exit 2 past them).
 
 - ``fig4``: syn-small, zero start, SGD (momentum 0.9), batch 128, ``T = 128``,
