@@ -189,3 +189,16 @@ def test_compare_levels_empty_ratio_field(capsys):
     assert code in (0, 2), err
     if code == 0:
         assert "nan" not in out.lower()
+
+
+@pytest.mark.parametrize("figure", ["margin", "scan-snap", "attention-map", "relative-gain",
+                                    "levels"])
+def test_plot_with_a_subnormal_t_end_names_t_end(tmp_path, capsys, figure):
+    """Found by the thorough fuzz run: t_end / 1000 underflowed to 0 and np.geomspace
+    raised a raw ValueError; a span that cannot carry a log axis is now a ValidationError."""
+    code, _, err = cli(capsys, "plot", figure, "--t-end", "5e-324", "--out",
+                       str(tmp_path / "f.png"))
+    # levels rounds t_end to one SGD step and draws; the log-time figures refuse it
+    assert code == (0 if figure == "levels" else 2)
+    if code == 2:
+        assert one_error_line(err).startswith("odeflow: error: --t-end:")

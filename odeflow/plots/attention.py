@@ -11,7 +11,7 @@ from matplotlib.colors import LogNorm
 
 from odeflow.data import DataModel, validate_positive
 from odeflow.errors import ValidationError
-from odeflow.plots.style import HEATMAP_CMAP, panel_axes
+from odeflow.plots.style import HEATMAP_CMAP, log_times, panel_axes
 from odeflow.solver import solve
 
 #: Titles of the flows.
@@ -86,7 +86,7 @@ def plot_attention_map(data: DataModel | None = None, next_token: int | None = N
                                   f"{sorted(FLOW_TITLES)}")
     t_end = validate_positive(t_end, "t_end")
     tokens, n_common = attention_rows(data, n)
-    t = np.geomspace(min(1e-2, 1e-4 * t_end), t_end, points)
+    t = log_times(min(1e-2, 1e-4 * t_end), t_end, points)
     maps = []
     for flow in flows:
         traj = solve(data, flow=flow, eta_y=eta_y, eta_z=eta_z, t_span=(0.0, t_end),

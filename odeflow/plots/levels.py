@@ -11,7 +11,7 @@ import numpy as np
 
 from odeflow.data import DataModel, validate_positive
 from odeflow.errors import ValidationError
-from odeflow.plots.style import finish_axes, series_colour, single_axes
+from odeflow.plots.style import finish_axes, log_times, series_colour, single_axes
 from odeflow.solver import solve
 
 #: Line style of each level.
@@ -113,7 +113,7 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
     validate_positive(eta_y, "eta_y")
     validate_positive(eta_z, "eta_z")
     use_sgd = sgd_available() if sgd is None else bool(sgd)
-    t = np.concatenate([[0.0], np.geomspace(min(0.1, 1e-3 * t_end), t_end, points)])
+    t = np.concatenate([[0.0], log_times(min(0.1, 1e-3 * t_end), t_end, points)])
     runs = {flow: solve(data, flow=flow, eta_y=eta_y, eta_z=eta_z, t_span=(0.0, t_end),
                         t_eval=t, progress=False) for flow in ("exact", "reduced")}
     if use_sgd:

@@ -14,7 +14,7 @@ from odeflow.analysis.closed_forms import relative_gain
 from odeflow.data import DataModel, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.plots.attention import FLOW_TITLES
-from odeflow.plots.style import finish_axes, panel_axes, series_colour
+from odeflow.plots.style import finish_axes, log_times, panel_axes, series_colour
 from odeflow.solver import solve
 
 
@@ -98,7 +98,7 @@ def relative_gain_curves(data: DataModel | None = None, next_token: int | None =
                               f"{sorted(FLOW_TITLES)}")
     t_end = validate_positive(t_end, "t_end")
     rtol = validate_positive(rtol, "rtol")
-    t = np.concatenate([[0.0], np.geomspace(min(1e-2, 1e-4 * t_end), t_end, points)])
+    t = np.concatenate([[0.0], log_times(min(1e-2, 1e-4 * t_end), t_end, points)])
     traj = solve(data, flow=flow, eta_y=eta_y, eta_z=eta_z, t_span=(0.0, t_end), t_eval=t,
                  rtol=rtol, atol=1e-3 * rtol, progress=False)
     f0 = traj.features(n)[0]

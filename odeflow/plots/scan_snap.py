@@ -12,7 +12,7 @@ from odeflow.analysis.closed_forms import snap_B, transition_time
 from odeflow.data import DataModel, SequenceClass, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.fields.snap import snap_parameters
-from odeflow.plots.style import finish_axes, panel_axes, series_colour
+from odeflow.plots.style import finish_axes, log_times, panel_axes, series_colour
 from odeflow.solver import solve, solve_snap
 
 
@@ -114,7 +114,7 @@ def plot_scan_snap(data: DataModel | None = None, eta_ys=(0.1, 0.3, 1.0, 3.0),
     fixed_eta_y = validate_positive(fixed_eta_y, "fixed_eta_y")
     t0_min = min(float(transition_time(M, ey, pi)) for ey in [*rates["eta_y"], fixed_eta_y])
     t_start = min(1e-2 * t0_min, 1e-3 * t_end)
-    grid = np.geomspace(t_start, t_end, points)
+    grid = log_times(t_start, t_end, points)
     fig, (ax_y, ax_z, ax_r) = panel_axes(axes, 3, (4.6, 4.4))
 
     panels = ((ax_y, [(ey, fixed_eta_z) for ey in rates["eta_y"]], "eta_y", "o",

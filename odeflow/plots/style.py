@@ -98,7 +98,19 @@ def mark_time(ax: Axes, t: float, label: str | None = None, colour: str = REFERE
 
 
 def log_times(t_start: float, t_end: float, points: int = 200) -> np.ndarray:
-    """``points`` log-spaced times in ``[t_start, t_end]`` for curves on a log time axis."""
+    """``points`` log-spaced times in ``[t_start, t_end]`` for curves on a log time axis.
+
+    Raises
+    ------
+    ValidationError
+        (field ``t_end``) when the span cannot carry a log axis: ``t_start``
+        not a positive normal number (e.g. ``t_end / 1000`` underflowed to 0 for
+        ``t_end = 5e-324``), or ``t_end <= t_start``.
+    """
+    tiny = float(np.finfo(float).tiny)
+    if not (np.isfinite(t_start) and np.isfinite(t_end) and tiny <= t_start < t_end):
+        raise ValidationError("t_end", f"a log time axis from {t_start:g} to {t_end:g} cannot "
+                              "be drawn; choose a larger t_end")
     return np.geomspace(t_start, t_end, points)
 
 
