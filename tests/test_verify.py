@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from odeflow import ValidationError
+from odeflow import SolveError, ValidationError
 from odeflow.analysis import closed_forms as cf
 from odeflow.analysis.verify import (
     CHECKS,
@@ -266,3 +266,24 @@ def test_snap_data_model_fits_the_section_6_system():
     p = snap_parameters(snap_data_model())
     assert p["common_token"] == 0
     assert p["a"] > 0 and p["pi"] == pytest.approx(1 / 3)
+
+
+def test_verify_tolerances_have_the_limits_of_solve():
+    """Regression (thorough fuzz run): `verify --atol 1e-300` never finished."""
+    from odeflow.analysis.verify import verify
+
+    for kwargs, field in (({"atol": 1e-300}, "atol"), ({"rtol": 2.0}, "rtol"),
+                          ({"rtol": 1e-20}, "rtol")):
+        with pytest.raises(ValidationError) as info:
+            verify(checks=["CF1"], t_max=10.0, **kwargs)
+        assert info.value.field == field
+
+
+def test_verify_margin_solve_has_the_evaluation_budget(monkeypatch):
+    import importlib
+
+    from odeflow.analysis.verify import integrate_margin
+
+    monkeypatch.setattr(importlib.import_module("odeflow.solver.solve"), "MAX_NFEV", 20)
+    with pytest.raises(SolveError, match="after 20 right-hand-side evaluations"):
+        integrate_margin(100.0, 1.0, 0.5, np.geomspace(1e-3, 1e6, 50))

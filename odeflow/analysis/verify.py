@@ -47,6 +47,7 @@ The entry point is :func:`verify`; ``odeflow verify`` prints its table.
 
 from __future__ import annotations
 
+import importlib
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -61,6 +62,11 @@ from odeflow.data import DataModel, SequenceClass, validate_positive
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields.snap import snap_parameters
 from odeflow.solver import IMPLICIT, METHODS, solve, solve_snap
+from odeflow.solver.solve import check_tolerances
+
+#: The module of odeflow.solve (its name is shadowed by the function in odeflow.solver):
+#: its evaluation budget ``MAX_NFEV`` bounds the solves of the checks too.
+solve_module = importlib.import_module("odeflow.solver.solve")
 
 __all__ = [
     "CHECKS",
@@ -326,8 +332,15 @@ def integrate_margin(M, eta_y, pi, t_eval, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL,
     """
     rate = eta_y * pi * M / (M - 1.0)
     log_m_minus_1 = math.log(M - 1.0)
+    calls = [0]
+    budget = solve_module.MAX_NFEV  # the budget of odeflow.solve, read at call time
 
     def rhs(t, y):
+        calls[0] += 1
+        if calls[0] > budget:
+            raise SolveError(f"Eqn 44 (M={M:g}) with {method}: stopped at t = {t:.6g} after "
+                             f"{budget} right-hand-side evaluations (tolerances too tight?)",
+                             {"method": method, "status": -1})
         s = expit(log_m_minus_1 - y[0])
         return np.array([rate * s, s * y[0]])
 
@@ -723,8 +736,7 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     ValidationError
         For invalid settings, naming the argument.
     """
-    rtol = validate_positive(rtol, "rtol")
-    atol = validate_positive(atol, "atol")
+    rtol, atol = check_tolerances(rtol, atol)  # the limits of odeflow.solve
     tolerance = validate_positive(tolerance, "tolerance")
     t_min = validate_positive(t_min, "t_min")
     t_max = validate_positive(t_max, "t_max")
