@@ -301,6 +301,7 @@ def test_cli_plot(argv):
 
 @settings(max_examples=fuzz_examples(8), suppress_health_check=SUPPRESS)
 @given(argv=cli_argv("verify", FILES).map(_bounded))
+@example(argv=["verify", "--only", "CF1", "--t-max", "10", "--atol", "1e-300"])  # hung
 def test_cli_verify(argv):
     with _sandbox():
         check_cli(argv)
