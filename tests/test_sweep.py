@@ -153,6 +153,21 @@ def test_adding_a_task_kind_is_one_registry_entry(serial):
 
 
 # ----------------------------------------------------------------- backends
+def test_processes_workers_write_their_points_into_the_store(tmp_path, serial):
+    """On the processes backend the workers store their points' per-point outputs
+    themselves; the store then equals the serial one (timings aside), and reading it
+    back gives the same numbers as the returned dataset."""
+    path = tmp_path / "p.zarr"
+    ds = sweep("exact", GRID, settings=SETTINGS, backend="processes", workers=2, store=path)
+    assert_same_numbers(ds, serial)
+    assert_same_numbers(open_store(path), serial)
+    serial_path = tmp_path / "s.zarr"
+    sweep("exact", GRID, settings=SETTINGS, backend="serial", store=serial_path)
+    a, b = open_store(path), open_store(serial_path)
+    for name in ("logits", "entropy", "J", "t0", "nfev", "status", "computed"):
+        assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
+
+
 def test_processes_backend_equals_serial(serial):
     ds = sweep("exact", GRID, settings=SETTINGS, backend="processes", workers=2)
     assert_same_numbers(ds, serial)

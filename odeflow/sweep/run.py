@@ -154,8 +154,10 @@ def _run(spec, runner, path, progress, retry_failed, batch):
     batch = runner.batch_size(len(pending), batch)
     bar = _bar(len(pending), progress)
     try:
-        for index, outputs in runner.run(plan, pending, batch):
-            arrays.write(index, outputs)
+        names = arrays.per_point_outputs() if runner.backend == "processes" else ()
+        store = (str(path), names) if names else None
+        for index, outputs in runner.run(plan, pending, batch, store=store):
+            arrays.write(index, outputs, stored=names)
             if bar is not None:
                 bar.update()
     finally:

@@ -23,6 +23,7 @@ import os
 import shutil
 import stat
 import warnings
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -135,8 +136,28 @@ class SweepArrays:
                 values = ds[name].values
                 self.values[name] = values.astype(object) if name == "error" else values
 
-    def write(self, index: tuple, outputs: dict) -> None:
-        """Store one finished point: its outputs, then its ``computed`` count."""
+    def per_point_outputs(self) -> tuple:
+        """Outputs whose store arrays hold one point per chunk (not ``computed``).
+
+        Writers of different points never touch the same chunk of these, so
+        worker processes can store them in parallel (:func:`store_point`); the
+        others (the scalar outputs, one chunk for the whole grid) only the
+        parent writes. Read from the store, so a store of an older layout is
+        handled as it is.
+        """
+        if self.path is None:
+            return ()
+        n = len(self.spec.dims)
+        arrays = self._open_arrays()
+        return tuple(name for name in VARIABLES if name != "computed"
+                     and tuple(arrays[name].chunks[:n]) == (1,) * n)
+
+    def write(self, index: tuple, outputs: dict, stored: tuple = ()) -> None:
+        """Store one finished point: its outputs, then its ``computed`` count.
+
+        ``stored``: outputs a worker has already written to the store
+        (:func:`store_point`); only the in-memory copy is updated for them.
+        """
         outputs = dict(outputs)
         outputs["computed"] = self.values["computed"][index] + 1
         changed = []
@@ -149,7 +170,7 @@ class SweepArrays:
             return
         arrays = self._open_arrays()
         for name in changed:  # the store already holds the unchanged ones (e.g. NaN B)
-            if name != "computed":
+            if name != "computed" and name not in stored:
                 arrays[name][index] = self.values[name][index]
         arrays["computed"][index] = self.values["computed"][index]
 
@@ -160,6 +181,23 @@ class SweepArrays:
             group = zarr.open_group(self.path, mode="r+")
             self._arrays = {name: group[name] for name in VARIABLES}
         return self._arrays
+
+
+@lru_cache(maxsize=4)
+def _store_arrays(path: str) -> dict:
+    import zarr
+
+    group = zarr.open_group(path, mode="r+")
+    return {name: group[name] for name in VARIABLES}
+
+
+def store_point(path, index: tuple, outputs: dict, names: tuple) -> None:
+    """Write the outputs ``names`` of one point into the zarr store at ``path`` (a worker's
+    share of :meth:`SweepArrays.write`; ``names`` from :meth:`SweepArrays.per_point_outputs`,
+    each a chunk of its own, so workers of different points never write the same chunk)."""
+    arrays = _store_arrays(str(path))
+    for name in names:
+        arrays[name][index] = outputs[name]
 
 
 def _same(a, b) -> bool:
