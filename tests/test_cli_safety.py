@@ -202,3 +202,12 @@ def test_plot_with_a_subnormal_t_end_names_t_end(tmp_path, capsys, figure):
     assert code == (0 if figure == "levels" else 2)
     if code == 2:
         assert one_error_line(err).startswith("odeflow: error: --t-end:")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_plot_levels_non_finite_t_end_names_t_end(tmp_path, capsys, value):
+    """Found by the thorough fuzz run: the levels figure rounded t_end to a step count
+    before checking it (ValueError: cannot convert float NaN to integer)."""
+    code, _, err = cli(capsys, "plot", "levels", "--t-end", value, "--out",
+                       str(tmp_path / "l.png"))
+    assert code == 2 and one_error_line(err).startswith("odeflow: error: --t-end:")
