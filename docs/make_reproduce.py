@@ -49,14 +49,16 @@ def fig4_section(rows: list[dict], seeds: int) -> str:
     first, last = rows[0], rows[-1]
     picks = [r for r in rows if int(r["step"]) in (0, 5, 10, 20, 50, 100)]
     table = ["| step k | flow time | SGD loss (mean ± sd) | Level E -J | Level R -J | "
-             "SGD entropy (mean ± sd) | Level E entropy | Level R entropy |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Level T -J | SGD entropy (mean ± sd) | Level E entropy | Level R entropy | "
+             "Level T entropy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in picks:
         table.append(
             f"| {int(r['step'])} | {fmt(r['flow_time'])} | {fmt(r['loss_mean'])} ± "
             f"{fmt(r['loss_std'], 2)} | {fmt(r['level_E_loss'])} | {fmt(r['level_R_loss'])} | "
+            f"{fmt(r['level_T_loss'])} | "
             f"{r['entropy_mean']:.3f} ± {r['entropy_std']:.3f} | {r['level_E_entropy']:.3f} | "
-            f"{r['level_R_entropy']:.3f} |")
+            f"{r['level_R_entropy']:.3f} | {r['level_T_entropy']:.3f} |")
     ln34 = math.log(34)
     return f"""
 ## Fig. 4: syn-small, zero start, SGD with momentum
@@ -71,8 +73,9 @@ SGD with momentum 0.9, batch 128, `T = 128`, `eta_Y = eta_Z = 1`, 100 steps,
 
 Left: the batch loss of each step (mean and one standard deviation over the
 seeds) on the flow-time axis `t = k / (1 - mu) = 10 k`, beside the population
-loss `-J` of Level E and Level R at the same flow time, from the same (zero)
-start. Middle: the distinct-token entropy. Right: the attention `c_n` of class
+loss `-J` of Level E, Level R and Level T (`T = 128`, 64 sampled sequences per
+class) at the same flow time, from the same (zero) start. Middle: the
+distinct-token entropy. Right: the attention `c_n` of class
 32 over its distinct tokens 10-19 during training (mean over seeds).
 ```
 
@@ -83,15 +86,17 @@ start. Middle: the distinct-token entropy. Right: the attention `c_n` of class
   mean {first['loss_mean']:.15f}.
 - After 100 steps SGD's batch loss is {fmt(last['loss_mean'])} ±
   {fmt(last['loss_std'], 2)}; Level E's population loss at the mapped time
-  `t = {fmt(last['flow_time'])}` is {fmt(last['level_E_loss'])} and Level R's
-  {fmt(last['level_R_loss'])}. SGD with these large steps fits far faster than
+  `t = {fmt(last['flow_time'])}` is {fmt(last['level_E_loss'])}, Level R's
+  {fmt(last['level_R_loss'])} and Level T's {fmt(last['level_T_loss'])}. SGD with
+  these large steps fits far faster than
   either flow predicts: the time map `k / (1 - mu)` is a small-step statement,
   and with `eta = 1` and momentum 0.9 the steps are not small.
 - The attention becomes sparser during training, as the paper reports: the
   distinct-token entropy falls from {first['entropy_mean']:.3f} to
-  {last['entropy_mean']:.3f} nats (SGD). Both flows predict the direction but
+  {last['entropy_mean']:.3f} nats (SGD). The flows predict the direction but
   not the amount: Level E ends at {last['level_E_entropy']:.3f}, Level R at
-  {last['level_R_entropy']:.3f}. The heat map shows the weight moving to the
+  {last['level_R_entropy']:.3f}, Level T at {last['level_T_entropy']:.3f}. The heat map
+  shows the weight moving to the
   distinct tokens with the largest `c_{{l|n}}` (18, 19), as Theorem 3 predicts.
 """
 
@@ -143,24 +148,27 @@ same rates, sharpens the attention steadily).
 """
 
 
+#: The columns of fig6.csv compared with the paper's trend: the runs and each level.
+SOURCES = ("sgd_mean", "level_E", "level_R", "level_T")
+
+
 def fig6_section(rows: list[dict]) -> str:
     seeds = int(rows[0]["seeds"])
     steps = int(rows[0]["steps"])
-    summaries = {c: trend_summary(rows, c) for c in ("sgd_mean", "level_E", "level_R")}
+    summaries = {c: trend_summary(rows, c) for c in SOURCES}
     table = ["| preset | M | SGD: falls with eta_Z | SGD: rises with eta_Y/eta_Z | "
-             "Level E: falls | Level E: rises | Level R: falls | Level R: rises |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Level E: falls | Level E: rises | Level R: falls | Level R: rises | "
+             "Level T: falls | Level T: rises |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for i, s in enumerate(summaries["sgd_mean"]):
-        e, r = summaries["level_E"][i], summaries["level_R"][i]
         M = int(next(x["M"] for x in rows if x["preset"] == s["preset"]))
-        table.append(f"| {s['preset']} | {M} | {s['falls_with_eta_z']:.0%} | "
-                     f"{s['rises_with_ratio']:.0%} | {e['falls_with_eta_z']:.0%} | "
-                     f"{e['rises_with_ratio']:.0%} | {r['falls_with_eta_z']:.0%} | "
-                     f"{r['rises_with_ratio']:.0%} |")
+        cells = " | ".join(f"{summaries[c][i]['falls_with_eta_z']:.0%} | "
+                           f"{summaries[c][i]['rises_with_ratio']:.0%}" for c in SOURCES)
+        table.append(f"| {s['preset']} | {M} | {cells} |")
     threshold = []
     for preset in dict.fromkeys(r["preset"] for r in rows):
         cells = [r for r in rows if r["preset"] == preset]
-        for c, name in (("sgd_mean", "SGD"), ("level_E", "Level E")):
+        for c, name in (("sgd_mean", "SGD"), ("level_E", "Level E"), ("level_T", "Level T")):
             ups = [next(x[c] for x in cells if x["eta_z"] == ez and x["ratio"] == b)
                    > next(x[c] for x in cells if x["eta_z"] == ez and x["ratio"] == a)
                    for ez in sorted({x["eta_z"] for x in cells})
@@ -168,8 +176,7 @@ def fig6_section(rows: list[dict]) -> str:
             first = sum(ups[0::3])
             later = sum(ups[1::3]) + sum(ups[2::3])
             threshold.append(f"| {preset} | {name} | {first}/4 | {later}/8 |")
-    spread = {c: (min(x[c] for x in rows), max(x[c] for x in rows))
-              for c in ("sgd_mean", "level_E", "level_R")}
+    spread = {c: (min(x[c] for x in rows), max(x[c] for x in rows)) for c in SOURCES}
     std_max = max(x["sgd_std"] for x in rows)
     return f"""
 ## Fig. 6: entropy against the learning rates on syn-medium
@@ -178,7 +185,8 @@ def fig6_section(rows: list[dict]) -> str:
 (`M = 33, 79, 125, 240`), `eta_Z` in {{0.5, 1, 2, 3}} x `eta_Y/eta_Z` in
 {{1, 2, 5, 10}}, uniform start in `[-1/sqrt(M), 1/sqrt(M)]`, SGD with momentum 0.9,
 batch 128, `T = 128`, {steps} steps, {seeds} seeds: 64 cells. Beside each cell,
-Level E and Level R at the mapped flow time `t = {steps} / (1 - 0.9) =
+Level E, Level R and Level T (`T = 128`, 64 sequences per class) at the mapped
+flow time `t = {steps} / (1 - 0.9) =
 {rows[0]['flow_time']:g}` with the same rates, **from the zero start**
 (`--same-start` solves them from each seed's random start instead; see below
 for what it costs and changes). Files:
@@ -190,8 +198,8 @@ entropy, the levels, wall times), {{download}}`fig6_recall.csv <reproduce/fig6_r
 :width: 100%
 
 Final distinct-token entropy against `eta_Z`, one line per `eta_Y/eta_Z`. Top
-row: the runs (mean, error bars one sd over seeds); middle: Level E; bottom:
-Level R, at the mapped flow time.
+row: the runs (mean, error bars one sd over seeds); then Level E, Level R and
+Level T, at the mapped flow time.
 ```
 
 The paper's claim (Sec. 8, Theorem 4): the entropy falls with `eta_Z`, and at
@@ -212,7 +220,8 @@ Counting, over the four attention rates, the pairs of ratios whose entropy rises
 Range of the final entropy over all 64 cells: SGD {spread['sgd_mean'][0]:.3f} to
 {spread['sgd_mean'][1]:.3f} nats (largest sd over seeds {std_max:.3f}), Level E
 {spread['level_E'][0]:.3f} to {spread['level_E'][1]:.3f}, Level R
-{spread['level_R'][0]:.3f} to {spread['level_R'][1]:.3f}.
+{spread['level_R'][0]:.3f} to {spread['level_R'][1]:.3f}, Level T
+{spread['level_T'][0]:.3f} to {spread['level_T'][1]:.3f}.
 
 ```{{figure}} reproduce/fig6_recall.png
 :alt: Recall against threshold (Appendix G)
@@ -227,8 +236,46 @@ level 1/10.
 """
 
 
-def verdict_section(rows6, rows4) -> str:
-    s = {c: trend_summary(rows6, c) for c in ("sgd_mean", "level_E", "level_R")}
+def level_t_words(summary: list[dict]) -> str:
+    """A verdict in words, from the shares (so the sentence follows the measured numbers)."""
+    falls = min(x["falls_with_eta_z"] for x in summary)
+    rises = min(x["rises_with_ratio"] for x in summary)
+    if falls == 1.0 and rises == 1.0:
+        return "reproduces both directions at every vocabulary size"
+    if falls == 1.0:
+        return ("reproduces the `eta_Z` direction at every vocabulary size, the ratio "
+                "direction only in part")
+    return "reproduces neither direction at every vocabulary size"
+
+
+def same_start_section(rows: list[dict]) -> str:
+    """The caveat of the zero start, measured from the runs' own starts (sizes 1 and 3)."""
+    if not rows:
+        return ""
+    s = {c: trend_summary(rows, c) for c in SOURCES}
+    lines = [f"| {name} | " + " | ".join(
+        f"{x['falls_with_eta_z']:.0%} / {x['rises_with_ratio']:.0%}" for x in s[c]) + " |"
+        for c, name in (("sgd_mean", "SGD"), ("level_E", "Level E"), ("level_R", "Level R"),
+                        ("level_T", "Level T"))]
+    presets = [x["preset"] for x in s["sgd_mean"]]
+    seconds = sum(x["flow_seconds"] for x in rows)
+    return f"""Caveat, measured: the Fig. 6 levels above start from zero while the runs start
+from a random state (the initial entropies differ by the random `Z(0)`, column
+`initial_mean` of fig6.csv). `odeflow reproduce fig6 --same-start` solves Level
+E and Level T from each seed's `Y(0), Z(0)` (all `M` decoder rows) and Level R
+from its `Z(0)`. It was run for the two smaller sizes
+(`odeflow.analysis.paper.fig6_rows(seeds=10, sizes=(1, 3), same_start=True)`,
+{{download}}`fig6_same_start.csv <reproduce/fig6_same_start.csv>`, {seconds:.0f} s of
+flow solves); shares of pairs falling with `eta_Z` / rising with the ratio:
+
+| source | {" | ".join(presets)} |
+|---|{"---|" * len(presets)}
+{chr(10).join(lines)}
+"""
+
+
+def verdict_section(rows6, rows4, same) -> str:
+    s = {c: trend_summary(rows6, c) for c in SOURCES}
 
     def verdict(c, key):
         vals = [x[key] for x in s[c]]
@@ -236,7 +283,7 @@ def verdict_section(rows6, rows4) -> str:
 
     lines = []
     for c, name in (("sgd_mean", "SGD (the paper's runs)"), ("level_E", "Level E"),
-                    ("level_R", "Level R")):
+                    ("level_R", "Level R"), ("level_T", "Level T (T = 128)")):
         fz, _ = verdict(c, "falls_with_eta_z")
         rr, _ = verdict(c, "rises_with_ratio")
         lines.append(f"| {name} | {fz} | {rr} |")
@@ -247,6 +294,7 @@ def verdict_section(rows6, rows4) -> str:
         return f"{vals[0]:.0%}" if len(vals) == 1 else f"{vals[0]:.0%}-{vals[-1]:.0%}"
 
     lo_r, hi_r = min(x["level_R"] for x in rows6), max(x["level_R"] for x in rows6)
+    lo_t, hi_t = min(x["level_T"] for x in rows6), max(x["level_T"] for x in rows6)
     lo_s, hi_s = min(x["sgd_mean"] for x in rows6), max(x["sgd_mean"] for x in rows6)
     cost = sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6)
     return f"""
@@ -270,6 +318,11 @@ In words, for Fig. 6 (numbers from the tables above):
 - **Level E** does not reproduce the ratio claim: the entropy rises with
   `eta_Y/eta_Z` in only {share("level_E", "rises_with_ratio")} of the pairs; it
   falls with `eta_Z` in {share("level_E", "falls_with_eta_z")}.
+- **Level T** (`T = 128`, the runs' sequence length, 64 sampled sequences per
+  class) {level_t_words(s["level_T"])}: the entropy falls with `eta_Z` in
+  {share("level_T", "falls_with_eta_z")} of the pairs and rises with
+  `eta_Y/eta_Z` in {share("level_T", "rises_with_ratio")}; its entropies span
+  {lo_t:.3f} to {hi_t:.3f} nats.
 
 - **Sparser attention during training (Fig. 4)**: reproduced by SGD (entropy
   {rows4[0]['entropy_mean']:.3f} -> {last['entropy_mean']:.3f} nats); Level E and
@@ -283,19 +336,7 @@ In words, for Fig. 6 (numbers from the tables above):
 - **Adam picks different distinct tokens at different attention rates (Fig. 5)**:
   seen in the runs; not a claim any level models.
 
-Caveats, measured: the Fig. 6 levels above start from zero while the runs start
-from a random state (the initial entropies differ by the random `Z(0)`, column
-`initial_mean` of fig6.csv). `odeflow reproduce fig6 --same-start` solves Level E
-from each seed's `Y(0), Z(0)` (all `M` decoder rows) and Level R from its `Z(0)`;
-one such Level E solve to `t = 1000` took 14 s on syn-medium-10, so its 160
-solves (16 cells x 10 seeds) alone would take about 37 minutes here. For the
-two smaller sizes it was run (`odeflow.analysis.paper.fig6_rows(seeds=10,
-sizes=(1, 3), same_start=True)`, 94 s): the verdicts do not change. Shares of
-pairs falling with `eta_Z` / rising with the ratio, from the runs' starts:
-Level E 83% / 42% (syn-medium-1) and 92% / 42% (syn-medium-3), Level R 100% /
-100% on both, against 83% / 42% and 92% / 33% for Level E from zero.
-Level T (finite `T = 128`, spec section 8) is the level expected to close the
-gap between Level E and the runs and plugs into `odeflow.analysis.paper.LEVELS`.
+{same_start_section(same)}
 
 ## Cost
 
@@ -322,6 +363,15 @@ def build(seeds: int) -> None:
         cli_main(["reproduce", "fig6", "--seeds", str(seeds), "--out", str(OUT),
                   "--no-progress"])
     rows4, rows5, rows6 = (read_csv(OUT / f"{s}.csv") for s in ("fig4", "fig5", "fig6"))
+    same_path = OUT / "fig6_same_start.csv"
+    if not same_path.exists():
+        from odeflow.analysis.paper import fig6_rows
+        from odeflow.cli.reproduce import csv_text
+
+        rows = fig6_rows(seeds, sizes=(1, 3), same_start=True, progress=False)
+        atomic_write_text(same_path, csv_text([{k: v for k, v in r.items() if k != "recall"}
+                                               for r in rows]))
+    same = read_csv(same_path)
     page = f"""# Reproducing the paper
 
 odeflow {odeflow.__version__} runs the experiments of Sec. 8 of the paper with the
@@ -344,7 +394,7 @@ odeflow.analysis.measures.distinct_entropy(run.data, run.z_active)   # (seeds, s
 ```
 """
     page += fig4_section(rows4, seeds) + fig5_section(rows5, seeds) + fig6_section(rows6)
-    page += verdict_section(rows6, rows4)
+    page += verdict_section(rows6, rows4, same)
     atomic_write_text(DOCS / "reproduce.md", page)
 
 

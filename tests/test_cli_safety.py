@@ -211,3 +211,16 @@ def test_plot_levels_non_finite_t_end_names_t_end(tmp_path, capsys, value):
     code, _, err = cli(capsys, "plot", "levels", "--t-end", value, "--out",
                        str(tmp_path / "l.png"))
     assert code == 2 and one_error_line(err).startswith("odeflow: error: --t-end:")
+
+
+def test_plot_margin_far_horizon_is_bounded(tmp_path, capsys):
+    """Found by the thorough fuzz run: t_end = 1e300 asked the Lemma 5 recursion for
+    5e299 steps (numpy: 'Maximum allowed dimension exceeded'); its markers now stop at
+    LEMMA5_MAX_VISITS visits while CF1 is drawn to t_end."""
+    from odeflow.plots.margin import LEMMA5_MAX_VISITS, lemma5_margin
+
+    code, _, err = cli(capsys, "plot", "margin", "--t-end", "1e300", "--out",
+                       str(tmp_path / "m.png"))
+    assert code == 0 and (tmp_path / "m.png").stat().st_size > 5000
+    with pytest.raises(ValidationError, match="visits"):
+        lemma5_margin(1.0, 34, LEMMA5_MAX_VISITS + 1)

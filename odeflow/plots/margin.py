@@ -32,6 +32,11 @@ from odeflow.plots.style import (
 BELOW = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.17)}
 
 
+#: Most visits of the Lemma 5 recursion drawn by :func:`plot_margin` (and accepted by
+#: :func:`lemma5_margin`): about half a second of Python steps.
+LEMMA5_MAX_VISITS = 10**6
+
+
 def lemma5_margin(eta_y: float, vocab_size: int, visits: int) -> np.ndarray:
     """Margins ``h_0 .. h_visits`` of the discrete recursion of Lemma 5.
 
@@ -57,6 +62,9 @@ def lemma5_margin(eta_y: float, vocab_size: int, visits: int) -> np.ndarray:
     M = _vocab(vocab_size)
     if isinstance(visits, bool) or not isinstance(visits, (int, np.integer)) or visits < 1:
         raise ValidationError("visits", f"must be an integer >= 1, got {visits!r}")
+    if visits > LEMMA5_MAX_VISITS:
+        raise ValidationError("visits", f"must be <= {LEMMA5_MAX_VISITS:,} (a Python loop of "
+                              f"one step per visit), got {visits:,}")
     h = np.empty(int(visits) + 1)
     h[0] = value = 0.0
     for k in range(1, h.size):
@@ -119,7 +127,9 @@ def plot_margin(eta_y: float = 1.0, vocab_size: int = 34, pi: float = 0.5,
     t = log_times(t_start, t_end, 400)
     early = t[(t >= t0 / 300.0) & (t <= 3.0 * t0)]
     late = t[t >= t0 / 3.0]
-    visits = max(1, int(pi * t_end))
+    # the recursion is one Python step per visit: its markers stop at LEMMA5_MAX_VISITS
+    # visits (t = LEMMA5_MAX_VISITS / pi) however long the time axis is
+    visits = max(1, min(int(pi * t_end), LEMMA5_MAX_VISITS))
     h_rec = lemma5_margin(eta_y, M, visits)
     k = np.unique(np.geomspace(1, visits, markers).round().astype(int))
     t_rec = k / pi
