@@ -6,8 +6,8 @@ Prints (not a timed test):
    uniform start, 100 steps, batch 128, ``T = 128``): 10 seeds in one
    ensemble (one array operation per step for all seeds) beside 10 runs of one
    seed each, measured side by side in this process.
-2. The whole ``odeflow reproduce fig6 --seeds N`` (64 cells, Level E and
-   Level R beside each), wall time, written to ``--out``.
+2. The whole ``odeflow reproduce fig6 --seeds N`` (64 cells, Level E, Level R
+   and Level T beside each), wall time, written to ``--out``.
 
 Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]``.
 """
