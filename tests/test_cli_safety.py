@@ -224,3 +224,16 @@ def test_plot_margin_far_horizon_is_bounded(tmp_path, capsys):
     assert code == 0 and (tmp_path / "m.png").stat().st_size > 5000
     with pytest.raises(ValidationError, match="visits"):
         lemma5_margin(1.0, 34, LEMMA5_MAX_VISITS + 1)
+
+
+def test_plot_dpi_at_which_the_labels_cannot_render_is_refused(tmp_path, capsys):
+    """Found by the thorough fuzz run: dpi 10 passed the old limit, then FreeType raised
+    a raw RuntimeError ("invalid ppem") for the small mathtext labels."""
+    from odeflow.plots.style import MIN_DPI
+
+    code, _, err = cli(capsys, "plot", "margin", "--t-end", "0.01", "--dpi", "10", "--out",
+                       str(tmp_path / "m.png"))
+    assert code == 2 and one_error_line(err).startswith("odeflow: error: --dpi:")
+    code, _, _ = cli(capsys, "plot", "margin", "--t-end", "0.01", "--dpi", str(MIN_DPI),
+                     "--out", str(tmp_path / "m.png"))
+    assert code == 0

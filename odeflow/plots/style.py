@@ -130,8 +130,11 @@ def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str | None = None,
 
 #: Largest figure odeflow renders, in pixels (about 400 MB of RGBA).
 MAX_PIXELS = 10**8
-#: Smallest resolution: at dpi 5 FreeType refuses the labels' size ("invalid ppem").
-MIN_DPI = 10
+#: Smallest resolution. FreeType refuses a glyph smaller than one pixel ("invalid ppem"):
+#: measured, the x-small mathtext labels failed at dpi 12 (``plot all --dpi 12``; the
+#: thorough fuzz run found ``plot margin --dpi 10``) and rendered from 13 on; 20 keeps
+#: every font size of the figures (xx-small, 5.8 pt) above 1.6 pixels.
+MIN_DPI = 20
 
 
 def save_figure(fig: Figure, path, dpi: int = 130) -> Path:

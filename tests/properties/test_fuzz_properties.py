@@ -290,6 +290,7 @@ def test_cli_compare(argv):
 @example(argv=["plot", "all", "--t-end", "5e-324"])  # found by the thorough profile
 @example(argv=["plot", "levels", "--t-end", "nan", "--out", "l.png"])  # and this one
 @example(argv=["plot", "margin", "--t-end", "1e300", "--out", "m.png"])  # and this one
+@example(argv=["plot", "margin", "--t-end", "0.01", "--dpi", "10"])  # and this one
 @example(argv=["plot", "margin", "--t-end", "5e-324", "--out", "m.png"])
 def test_cli_plot(argv):
     import matplotlib.pyplot as plt
