@@ -156,7 +156,9 @@ def test_plot_huge_dpi(tmp_path, capsys):
 def test_plot_tiny_dpi(tmp_path, capsys):
     code, _, err = cli(capsys, "plot", "attention-map", "--dpi", "5", "--t-end", "2",
                        "--out", str(tmp_path / "a.png"))
-    assert code == 2 and "dpi: must be a finite number >= 10" in one_error_line(err)
+    from odeflow.plots.style import MIN_DPI
+
+    assert code == 2 and f"dpi: must be a finite number >= {MIN_DPI}" in one_error_line(err)
 
 
 def test_plot_scan_snap_short_t_end(tmp_path, capsys):
