@@ -236,6 +236,14 @@ level 1/10.
 """
 
 
+def same_as_sgd(s: dict) -> str:
+    """", the same shares as the runs ..." when Level T's shares equal SGD's everywhere."""
+    keys = ("falls_with_eta_z", "rises_with_ratio")
+    same = all(t[k] == g[k] for t, g in zip(s["level_T"], s["sgd_mean"], strict=True)
+               for k in keys)
+    return ", the same shares as the runs at every vocabulary size" if same else ""
+
+
 def level_t_words(summary: list[dict]) -> str:
     """A verdict in words, from the shares (so the sentence follows the measured numbers)."""
     falls = min(x["falls_with_eta_z"] for x in summary)
@@ -295,6 +303,7 @@ def verdict_section(rows6, rows4, same) -> str:
 
     lo_r, hi_r = min(x["level_R"] for x in rows6), max(x["level_R"] for x in rows6)
     lo_t, hi_t = min(x["level_T"] for x in rows6), max(x["level_T"] for x in rows6)
+    lo_e, hi_e = min(x["level_E"] for x in rows6), max(x["level_E"] for x in rows6)
     lo_s, hi_s = min(x["sgd_mean"] for x in rows6), max(x["sgd_mean"] for x in rows6)
     cost = sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6)
     return f"""
@@ -321,18 +330,23 @@ In words, for Fig. 6 (numbers from the tables above):
 - **Level T** (`T = 128`, the runs' sequence length, 64 sampled sequences per
   class) {level_t_words(s["level_T"])}: the entropy falls with `eta_Z` in
   {share("level_T", "falls_with_eta_z")} of the pairs and rises with
-  `eta_Y/eta_Z` in {share("level_T", "rises_with_ratio")}; its entropies span
-  {lo_t:.3f} to {hi_t:.3f} nats.
+  `eta_Y/eta_Z` in {share("level_T", "rises_with_ratio")}{same_as_sgd(s)}; its
+  entropies span {lo_t:.3f} to {hi_t:.3f} nats ({hi_t - lo_t:.3f} wide, against
+  Level E's {hi_e - lo_e:.3f}, Level R's {hi_r - lo_r:.3f} and the runs'
+  {hi_s - lo_s:.3f}).
 
 - **Sparser attention during training (Fig. 4)**: reproduced by SGD (entropy
-  {rows4[0]['entropy_mean']:.3f} -> {last['entropy_mean']:.3f} nats); Level E and
-  Level R predict the direction but far less of it at the mapped time
-  ({last['level_E_entropy']:.3f} and {last['level_R_entropy']:.3f}).
+  {rows4[0]['entropy_mean']:.3f} -> {last['entropy_mean']:.3f} nats); Level E,
+  Level R and Level T predict the direction but far less of it at the mapped time
+  ({last['level_E_entropy']:.3f}, {last['level_R_entropy']:.3f} and
+  {last['level_T_entropy']:.3f}).
 - **Entropy falls with `eta_Z` (Fig. 6)**: read the first column; a level
   reproduces the claim for a vocabulary size when its share is 100%.
 - **Entropy rises with `eta_Y/eta_Z` (Fig. 6)**: read the second column. This is
   the claim that needs Assumption 1(c) (a decoder much faster than the
-  attention): Level R builds the fast decoder in.
+  attention): Level R builds the fast decoder in; Level T gets it from the
+  finite sequence length (the fidelity map of {{doc}}`fidelity` shows it fade
+  as `T` grows past 128, towards Level E).
 - **Adam picks different distinct tokens at different attention rates (Fig. 5)**:
   seen in the runs; not a claim any level models.
 
@@ -343,15 +357,20 @@ In words, for Fig. 6 (numbers from the tables above):
 The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of flow
 solves (columns `train_seconds`, `flow_seconds` of fig6.csv).
 `python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed
-357.6 s wall for the whole `odeflow reproduce fig6 --seeds 10` on the shared
-2-core machine (load average 8.5 when it started, other jobs running), under the
-10-minute goal. The same run printed, for one Fig. 6 cell per vocabulary size,
-10 seeds in one ensemble against 10 single-seed runs: 1.72 s vs 1.44 s
-(syn-medium-1), 2.60 vs 2.43 (-3), 2.87 vs 2.69 (-5), 7.21 vs 7.38 (-10). Running
-the seeds together saves nothing here: a step's work (drawing 128 count vectors,
-the feature and gradient arrays) grows with the number of seeds, and at batch
-128 the Python overhead that one array operation removes is a small part of it.
-The ensemble is kept because it is no slower and keeps the seeds in one array.
+102.1 s wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T
+beside every cell) on the 2-core machine, with a fuzz run busy on the other
+core (load average 0.8 when it started), well under the 10-minute goal. The
+same run printed, for one Fig. 6 cell per vocabulary size, 10 seeds in one
+ensemble against 10 single-seed runs (best of 2): 0.45 s vs 0.44 s
+(syn-medium-1), 0.59 vs 0.64 (-3), 0.91 vs 0.98 (-5), 2.05 vs 1.90 (-10).
+Running the seeds together saves almost nothing here, against the hope that
+it would cost far less than 10 runs: a step's work (drawing 128 count vectors
+of 127 tokens, the feature and gradient arrays of 128 sequences) grows with
+the number of seeds, and at batch 128 the Python overhead that one array
+operation removes is a small part of it (a profile of the 10-seed run on
+syn-medium-3: 0.45 s of the 1.27 s in the batch loss and gradient, 0.39 s in
+drawing the counts, both proportional to the seeds). The ensemble is kept
+because it is no slower and keeps the seeds in one array.
 """
 
 
