@@ -6,7 +6,8 @@ in Figs. 3 and 9 of the paper. Printed, side by side in one run (best of
 ``--repeats``):
 
 1. serial and ``processes`` on 2 workers, each writing a zarr store, and the
-   speed-up (goal: >= 1.8 on 2 cores);
+   speed-up (goal: >= 1.8 on 2 cores); the same without a store (the
+   computation alone), and what the store's writes cost per point;
 2. the per-point overhead of the dask backend against serial, without a
    store: a ``LocalCluster`` with one single-threaded worker process on
    loopback runs the same points one at a time, so
@@ -65,13 +66,14 @@ def main(argv=None) -> None:
           f"{n} points, exact flow, syn-small, t_end={args.t_end:g}; best of {args.repeats}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     try:
-        def run_store(backend, **kw):
+        def run_store(backend, keep=True, **kw):
             def run(i):
-                store = tmp / f"{backend}-{i}.zarr"
+                store = tmp / f"{backend}-{i}.zarr" if keep else None
                 ds = odeflow.sweep("exact", grid, settings=settings, backend=backend,
                                    store=store, progress=False, **kw)
                 assert ds.attrs["failed"] == 0, ds.attrs
-                shutil.rmtree(store)
+                if keep:
+                    shutil.rmtree(store)
             return run
 
         odeflow.sweep("exact", {"eta_z": [0.1]}, settings=settings, backend="serial")  # warm
@@ -81,6 +83,12 @@ def main(argv=None) -> None:
         print(f"{'serial (zarr store)':<28s}{serial:10.2f}{1e3 * serial / n:16.2f}")
         print(f"{'processes x2 (zarr store)':<28s}{procs:10.2f}{1e3 * procs / n:16.2f}")
         print(f"speed-up processes x2 / serial: {serial / procs:.2f} (goal >= 1.8)")
+        serial_mem = timed(args.repeats, run_store("serial", keep=False))
+        procs_mem = timed(args.repeats, run_store("processes", keep=False, workers=2))
+        print(f"{'serial (no store)':<28s}{serial_mem:10.2f}{1e3 * serial_mem / n:16.2f}")
+        print(f"{'processes x2 (no store)':<28s}{procs_mem:10.2f}{1e3 * procs_mem / n:16.2f}")
+        print(f"speed-up without a store: {serial_mem / procs_mem:.2f}; the store's writes "
+              f"cost {1e3 * (serial - serial_mem) / n:.1f} ms per point in serial")
         if args.skip_dask:
             return
         from distributed import Client, LocalCluster
