@@ -14,19 +14,10 @@ import numpy as np
 import pytest
 
 import odeflow
-from odeflow.cli import main
+from tests.cli_helpers import cli, deny_temp_files
 
 SMALL = odeflow.DataModel.preset("syn-small")
 
-
-def cli(capsys, *argv):
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def test_version(capsys):
@@ -144,18 +135,11 @@ def test_errors_name_the_flag_the_user_typed(tmp_path, capsys):
 
 
 def test_unwritable_compare_output_is_exit_2(tmp_path, capsys, monkeypatch):
-    real_open = os.open
-
-    def denied(path, flags, *args, **kwargs):
-        if ".odeflow-tmp-" in os.fspath(path):
-            raise PermissionError(13, "Permission denied", os.fspath(path))
-        return real_open(path, flags, *args, **kwargs)
-
     args = ("compare", "--steps", "5", "--seeds", "1", "--no-progress", "--out")
     code, out, err = cli(capsys, *args, str(tmp_path / "c.json"))
     assert code == 0 and out.startswith("saved ")  # written before the table is printed
     assert json.loads((tmp_path / "c.json").read_text())["data"] == "syn-small"
-    monkeypatch.setattr(os, "open", denied)
+    deny_temp_files(monkeypatch)
     code, _, err = cli(capsys, *args, str(tmp_path / "d.json"))
     assert code == 2 and err.startswith("odeflow: error: --out: cannot write")
     code, _, err = cli(capsys, "run", "--t-end", "1", "--no-progress", "--out",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from odeflow.cli import main
+from tests.cli_helpers import cli, deny_temp_files
 
 pytest.importorskip("xarray")
 pytest.importorskip("zarr")
@@ -29,16 +29,6 @@ eta_y = [1.0]
 t_end = 1.0
 """
 
-
-def cli(capsys, *argv):
-    """Run the CLI in-process: (exit code, stdout, stderr); never a traceback."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
 
 
 def error_line(err: str) -> str:
@@ -236,14 +226,7 @@ def test_reproduce_writes_its_files_before_printing(tmp_path, capsys, monkeypatc
 
 
 def test_reproduce_that_cannot_write_prints_no_table(tmp_path, capsys, monkeypatch):
-    real_open = os.open
-
-    def denied(path, flags, *args, **kwargs):
-        if ".odeflow-tmp-" in os.fspath(path):
-            raise PermissionError(13, "Permission denied", os.fspath(path))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", denied)
+    deny_temp_files(monkeypatch)
     code, stdout, err = cli(capsys, "reproduce", "fig4", "--steps", "1", "--seeds", "1",
                             "--out", tmp_path, "--no-progress")
     assert code == 2 and stdout == ""

@@ -13,8 +13,8 @@ import stat
 import pytest
 
 from odeflow import ValidationError
-from odeflow.cli import main
 from odeflow.data import parse_config
+from tests.cli_helpers import cli, deny_temp_files, one_error_line
 
 #: The module (not the function ``odeflow.solver.solve`` of the same name).
 solve_module = importlib.import_module("odeflow.solver.solve")
@@ -29,21 +29,6 @@ probs = [0.5, 0.5]
 """
 
 
-def cli(capsys, *argv):
-    """Run the CLI in-process: (exit code, stdout, stderr)."""
-    try:
-        code = main(list(argv))
-    except SystemExit as exc:  # argparse's own usage errors
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert "Traceback" not in err
-    return code, out, err
-
-
-def one_error_line(err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
-    return lines[0]
 
 
 @pytest.fixture
@@ -101,14 +86,7 @@ def test_out_naming_a_directory(tmp_path, capsys, target):
 
 
 def test_unwritable_output_for_run_plot_and_save(tmp_path, capsys, monkeypatch):
-    real_open = os.open
-
-    def denied(path, flags, *args, **kwargs):
-        if ".odeflow-tmp-" in os.fspath(path):
-            raise PermissionError(13, "Permission denied", os.fspath(path))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", denied)
+    deny_temp_files(monkeypatch)
     code, _, err = cli(capsys, "run", "--t-end", "1", "--no-progress", "--out",
                        str(tmp_path / "r.npz"))
     assert code == 2 and "not writable" in one_error_line(err)

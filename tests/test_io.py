@@ -15,6 +15,7 @@ import pytest
 from odeflow import DataModel, SequenceClass, ValidationError, solve
 from odeflow import io as odeio
 from odeflow.io import TEMP_MARK, atomic_write, atomic_write_npz, atomic_write_text
+from tests.cli_helpers import deny_temp_files
 
 SMALL = DataModel(6, [SequenceClass(4, 1, {0: 0.5, 2: 0.5}),
                       SequenceClass(5, 1, {0: 0.25, 3: 0.75})])
@@ -100,14 +101,7 @@ def test_mode_follows_the_umask(tmp_path, traj):
 
 
 def test_unwritable_folder_is_a_validation_error(tmp_path, monkeypatch, traj):
-    real_open = os.open
-
-    def denied(path, flags, *args, **kwargs):
-        if TEMP_MARK in os.fspath(path):
-            raise PermissionError(13, "Permission denied", os.fspath(path))
-        return real_open(path, flags, *args, **kwargs)
-
-    monkeypatch.setattr(os, "open", denied)
+    deny_temp_files(monkeypatch)
     with pytest.raises(ValidationError, match=r"path: cannot write .*x\.npz.*not writable"):
         traj.save(tmp_path / "x.npz")
     assert list(tmp_path.iterdir()) == []

@@ -1,0 +1,40 @@
+"""Helpers shared by the command-line tests: run the CLI in-process, read its error line,
+and make odeflow's writer fail as an unwritable folder does (root writes anywhere)."""
+
+from __future__ import annotations
+
+import os
+
+from odeflow.cli import main
+from odeflow.io import TEMP_MARK
+
+
+def cli(capsys, *argv):
+    """Run ``odeflow ARGV`` in-process: ``(exit code, stdout, stderr)``; never a traceback."""
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def one_error_line(err: str) -> str:
+    """The one non-empty stderr line (asserting there is exactly one)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def deny_temp_files(monkeypatch) -> None:
+    """Every temporary file of odeflow's writer fails to open with EACCES, as in a
+    read-only folder (the tests run as root, for whom chmod does not deny writes)."""
+    real_open = os.open
+
+    def denied(path, flags, *args, **kwargs):
+        if TEMP_MARK in os.fspath(path):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", denied)
