@@ -47,15 +47,16 @@ class FieldEvent:
         self.terminal = terminal
         self.direction = float(direction)
 
-    def value(self, field, y: np.ndarray) -> float:
-        """The function whose zero is the event, at the raw state ``y``."""
+    def prepare(self, field):
+        """For ``field``, the function ``f(y)`` of the raw state whose zero is the event."""
         raise NotImplementedError
 
     def bind(self, field):
         """A ``solve_ivp`` event function ``event(t, y)`` for ``field``."""
+        value = self.prepare(field)
 
         def event(t, y):
-            return self.value(field, y)
+            return value(y)
 
         event.terminal = self.terminal
         event.direction = self.direction
@@ -85,19 +86,16 @@ class _MarginEvent(FieldEvent):
                                   f"the data model ({data.next_tokens.tolist()[:20]})")
         return int(where[0])
 
-    def bind(self, field):
+    def prepare(self, field):
         k = self.class_position(field)
         log_m_minus_1 = math.log(_vocab_size(field) - 1)
         margin = field.margins  # raises ValidationError for a level without a margin
 
-        def event(t, y):
+        def value(y):
             h = margin(y)
             return self.level_function(float(h[min(k, h.size - 1)]), log_m_minus_1)
 
-        event.terminal = self.terminal
-        event.direction = self.direction
-        event.__name__ = self.name
-        return event
+        return value
 
 
 def _vocab_size(field) -> int:
