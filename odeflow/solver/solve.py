@@ -225,7 +225,6 @@ class _Progress:
         self.t0, self.t_end, self.desc = t0, t_end, desc
         self.scale = math.log1p(t_end - t0) or 1.0
         self.done = 0
-        self.calls = 0
         self.bar = None
         if mode == "bar":
             from tqdm.auto import tqdm
@@ -235,10 +234,10 @@ class _Progress:
         self.start = self.next_line = time.monotonic()
         self.next_line += PROGRESS_LOG_SECONDS
 
-    def update(self, t):
+    def update(self, t, calls: int):
+        """Show progress at time ``t`` after ``calls`` right-hand sides."""
         if self.mode is None:
             return
-        self.calls += 1
         if self.bar is not None:
             pos = int(1000 * math.log1p(max(t - self.t0, 0.0)) / self.scale)
             if pos > self.done:
@@ -251,7 +250,7 @@ class _Progress:
             self.next_line = now + PROGRESS_LOG_SECONDS
             share = 100.0 * math.log1p(max(t - self.t0, 0.0)) / self.scale
             print(f"odeflow: {self.desc}: t = {t:.4g} of {self.t_end:.4g} ({share:.0f}% of "
-                  f"log t), {self.calls:,} right-hand sides, {now - self.start:.0f} s",
+                  f"log t), {calls:,} right-hand sides, {now - self.start:.0f} s",
                   file=sys.stderr, flush=True)
 
     def close(self):
@@ -277,7 +276,7 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
         calls["t"] = t
         if calls["n"] > max_nfev:
             raise _BudgetExhausted(t)
-        bar.update(t)
+        bar.update(t, calls["n"])
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             out = field.rhs(t, y)
         if not np.all(np.isfinite(out)):
