@@ -18,6 +18,7 @@ from odeflow.data.model import (
     SequenceClass,
     as_real_array,
     as_real_number,
+    parse_toml,
     validate_finite,
     validate_positive,
 )
@@ -26,4 +27,5 @@ from odeflow.data.sampling import CountSample, sample_counts
 
 __all__ = ["CountSample", "DEFAULT_PRESET", "DataModel", "PRESETS", "SequenceClass",
            "as_real_array", "as_real_number", "load_config", "make_preset", "parse_config",
+           "parse_toml",
            "sample_counts", "sequence_classes", "validate_finite", "validate_positive"]

@@ -21,16 +21,9 @@ Schema::
 
 from __future__ import annotations
 
-import sys
-
-from odeflow.data.model import DataModel, validate_positive
+from odeflow.data.model import DataModel, parse_toml, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.io import read_text
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: Keys allowed in the ``[run]`` table and how each is checked.
 RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
@@ -44,14 +37,7 @@ TOP_LEVEL_WITH_DATA = ("data", "run")
 
 def parse_config(text: str) -> tuple[DataModel, dict]:
     """Parse TOML text into ``(data_model, run_options)``; errors name the field."""
-    if not isinstance(text, str):
-        raise ValidationError("config", f"must be text, got {type(text).__name__}")
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValidationError("config", f"not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ValidationError("config", "nested too deeply to parse") from None
+    doc = parse_toml(text, "config")
     run = doc.pop("run", {})
     if not isinstance(run, dict):
         raise ValidationError("run", "must be a table")

@@ -479,18 +479,7 @@ class DataModel:
     @classmethod
     def from_toml_string(cls, text: str) -> DataModel:
         """Parse TOML text (schema of :meth:`from_dict`)."""
-        try:
-            import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            import tomli as tomllib
-        if not isinstance(text, str):
-            raise ValidationError("toml", f"must be text, got {type(text).__name__}")
-        try:
-            d = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise ValidationError("toml", f"not valid TOML: {exc}") from None
-        except RecursionError:
-            raise ValidationError("toml", "nested too deeply to parse") from None
+        d = parse_toml(text, "toml")
         if "data" in d and isinstance(d["data"], Mapping) and "vocab_size" not in d:
             d = d["data"]
         return cls.from_dict(d)
@@ -522,6 +511,23 @@ class DataModel:
 #: Name -> factory of the built-in data models. Filled by :mod:`odeflow.data.presets`
 #: (imported with :mod:`odeflow.data`), so that this module needs nothing above it.
 PRESETS: dict = {}
+
+
+def parse_toml(text, field_name: str) -> dict:
+    """TOML text as a dict; anything that is not TOML text is a ValidationError naming
+    ``field_name``: not a string, invalid TOML, or nesting too deep to parse."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    if not isinstance(text, str):
+        raise ValidationError(field_name, f"must be text, got {type(text).__name__}")
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError(field_name, f"not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ValidationError(field_name, "nested too deeply to parse") from None
 
 
 def as_real_number(value, field_name: str, requirement: str = "a number") -> float:

@@ -29,16 +29,9 @@ an unreadable or non-UTF-8 file is a :class:`ValidationError` naming
 
 from __future__ import annotations
 
-import sys
-
-from odeflow.data import DataModel
+from odeflow.data import DataModel, parse_toml
 from odeflow.errors import ValidationError
 from odeflow.io import read_text
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 #: Keys of the ``[sweep]`` table.
 SWEEP_KEYS = ("task", "preset", "seeds", "backend", "scheduler", "workers", "batch", "store",
@@ -55,18 +48,6 @@ TOP_LEVEL_WITH_DATA = ("sweep", "run", "data")
 def _shown(key: str) -> str:
     """A key as it appears in a field name (a blank key quoted, so it is visible)."""
     return key if key.strip() else repr(key)
-
-
-def _loads(text) -> dict:
-    """TOML text as a dict; undecodable, invalid or too deeply nested text names ``config``."""
-    if not isinstance(text, str):
-        raise ValidationError("config", f"must be text, got {type(text).__name__}")
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ValidationError("config", f"not valid TOML: {exc}") from None
-    except RecursionError:
-        raise ValidationError("config", "nested too deeply to parse") from None
 
 
 def _check_top_level(doc: dict) -> None:
@@ -101,7 +82,7 @@ def _parameter_names(table: dict) -> list[str] | None:
 
 def parse_sweep_config(text: str) -> dict:
     """Keyword arguments of :func:`odeflow.sweep.sweep` from TOML text; errors name the field."""
-    doc = _loads(text)
+    doc = parse_toml(text, "config")
     _check_top_level(doc)
     table = doc.pop("sweep", None)
     if not isinstance(table, dict):
