@@ -69,25 +69,9 @@ def compute_point(plan_json: str, values: dict) -> dict:
         return failed_outputs(exc, sizes)
 
 
-def compute_points(plan_json: str, batch: list, store=None) -> list:
-    """:func:`compute_point` for every point values of ``batch`` (one task of a batched run).
-
-    With ``store = (path, names)`` and ``batch`` a list of ``(index, values)``,
-    the worker also writes each point's outputs ``names`` into the zarr store
-    (:func:`odeflow.sweep.store.store_point`), in parallel with the other
-    workers; the parent then writes only the rest and the ``computed`` count.
-    """
-    if store is None:
-        return [compute_point(plan_json, values) for values in batch]
-    from odeflow.sweep.store import store_point
-
-    path, names = store
-    out = []
-    for index, values in batch:
-        outputs = compute_point(plan_json, values)
-        store_point(path, tuple(index), outputs, names)
-        out.append(outputs)
-    return out
+def compute_points(plan_json: str, batch: list) -> list:
+    """:func:`compute_point` for every point values of ``batch`` (one task of a batched run)."""
+    return [compute_point(plan_json, values) for values in batch]
 
 
 def _ready() -> bool:
@@ -162,13 +146,8 @@ class PointRunner:
             return 1
         return auto_batch(points, _dask_threads(self.client))
 
-    def run(self, plan_json: str, points: list, batch: int | None = None, store=None):
+    def run(self, plan_json: str, points: list, batch: int | None = None):
         """Yield ``(index, outputs)`` for every ``(index, values)`` in ``points`` as they finish.
-
-        ``store = (path, names)``: on the ``processes`` backend the workers write
-        the outputs ``names`` of their points into the zarr store themselves
-        (the store is on this machine; dask workers may not see it), so the
-        parent's share of the writing is not a serial bottleneck.
 
         ``batch`` points make one task of the ``processes`` and ``dask``
         backends: fewer, longer tasks cut the per-task cost of the backend, but
@@ -185,9 +164,7 @@ class PointRunner:
         if self.backend == "processes":
             from concurrent.futures import as_completed
 
-            if store is not None:
-                work = [[(index, values) for index, values in part] for part in batches]
-            futures = {self._pool.submit(compute_points, plan_json, part, store): i
+            futures = {self._pool.submit(compute_points, plan_json, part): i
                        for i, part in enumerate(work)}
             try:
                 for future in as_completed(futures):

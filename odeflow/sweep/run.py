@@ -11,7 +11,7 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.sweep.backends import PointRunner
-from odeflow.sweep.outputs import VARIABLES, missing_variables
+from odeflow.sweep.outputs import missing_variables
 from odeflow.sweep.spec import make_spec
 from odeflow.sweep.store import (
     FORMATS,
@@ -19,10 +19,12 @@ from odeflow.sweep.store import (
     check_spec_attrs,
     check_store_spec,
     check_store_target,
+    chunk_encoding,
     open_store,
     partial_path,
     remove_partial,
     requires_xarray,
+    store_lock,
     write_netcdf,
 )
 from odeflow.training.common import check_count
@@ -137,13 +139,30 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
 def _run(spec, runner, path, progress, retry_failed, batch):
     """Open or create the store, run the pending points; ``(dataset, done, run, batch)``."""
     arrays = SweepArrays(spec, path)
-    if path is not None:
-        if path.exists():
-            add_missing_outputs(arrays)
-            arrays.load()
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            arrays.create()
+    if path is None:
+        return _compute(arrays, runner, progress, retry_failed, batch)
+    existed = path.exists()
+    if existed:
+        check_store_spec(path, spec)  # before the lock file is made in a folder of another kind
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays.create()
+    with store_lock(path):
+        try:
+            if existed:
+                add_missing_outputs(arrays)
+                arrays.load()
+                arrays.fold()  # an empty journal before this run appends to it
+            result = _compute(arrays, runner, progress, retry_failed, batch)
+            arrays.fold()
+        finally:
+            arrays.close()  # after a failure the journal keeps its points for --resume
+    return result
+
+
+def _compute(arrays, runner, progress, retry_failed, batch):
+    """Run the points of ``arrays`` still pending; ``(dataset, done, run, batch)``."""
+    spec = arrays.spec
     computed = arrays.values["computed"]
     pending_mask = computed == 0
     if retry_failed:
@@ -154,10 +173,8 @@ def _run(spec, runner, path, progress, retry_failed, batch):
     batch = runner.batch_size(len(pending), batch)
     bar = _bar(len(pending), progress)
     try:
-        names = arrays.per_point_outputs() if runner.backend == "processes" else ()
-        store = (str(path), names) if names else None
-        for index, outputs in runner.run(plan, pending, batch, store=store):
-            arrays.write(index, outputs, stored=names)
+        for index, outputs in runner.run(plan, pending, batch):
+            arrays.write(index, outputs)
             if bar is not None:
                 bar.update()
     finally:
@@ -194,9 +211,7 @@ def add_missing_outputs(arrays) -> list:
     ds = arrays.dataset()[missing]  # every point at the fill value
     ds = ds.drop_vars(list(ds.coords))
     ds.attrs = dict(group.attrs)  # xarray writes the group's attributes: keep them as they are
-    n = len(arrays.spec.dims)
-    encoding = {name: {"chunks": ds[name].shape if not VARIABLES[name][0]
-                       else (1,) * n + ds[name].shape[n:]} for name in missing}
+    encoding = chunk_encoding(ds, len(arrays.spec.dims), missing)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # zarr v3 consolidated-metadata notice
         ds.to_zarr(arrays.path, mode="a", encoding=encoding, consolidated=False)

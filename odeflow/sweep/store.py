@@ -1,14 +1,17 @@
-"""The sweep store: a zarr group written point by point, readable by ``xarray.open_zarr``.
+"""The sweep store: zarr arrays plus a journal of the points not yet folded into them.
 
 Layout: one data variable per output (:mod:`odeflow.sweep.outputs`), with the
-point dimensions first; the per-point variables (logits, entropy, ...) are
-chunked one point per chunk, the scalar ones (``computed``, ``error``, ...)
-in one chunk. zarr writes every chunk to a temporary file and renames it, so
-a chunk is either the old one or the new one. A finished point's outputs are
-written first and its ``computed`` count last: a sweep killed in between
-leaves ``computed == 0`` and the point is run again on resume, never half
-stored. The sweep's spec (JSON) is the group attribute ``odeflow_sweep``; a
-store made for another spec is refused, never overwritten.
+point dimensions first, in chunks of about :data:`CHUNK_BYTES` (whole output
+axes, as many points as fit: :func:`chunk_shape`). A finished point is appended
+to the store's journal (:mod:`odeflow.sweep.journal`, one ``write`` call) and
+the journal is folded into the zarr arrays every :data:`FOLD_SECONDS` and when
+the sweep ends, each touched chunk written once (zarr writes a chunk to a
+temporary file and renames it, so a chunk is either the old one or the new
+one); the journal is removed only after the fold. A sweep killed at any moment
+keeps every point whose record was written: :func:`open_store` and a resumed
+sweep replay the journal over the arrays. The sweep's spec (JSON) is the group
+attribute ``odeflow_sweep``; a store made for another spec is refused, never
+overwritten. One sweep at a time writes a store (:func:`store_lock`).
 
 netCDF (``format="netcdf"``): points go to a zarr store beside the target
 (``NAME.nc.partial.zarr``); once every point is done the dataset is written
@@ -18,18 +21,20 @@ store is removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import stat
+import time
 import warnings
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write, writable_target
+from odeflow.sweep.journal import Journal, journal_folder, read_journal, remove_journal_folder
 from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
 from odeflow.sweep.spec import SweepSpec
 
@@ -38,6 +43,18 @@ SPEC_ATTR = "odeflow_sweep"
 
 #: Output formats.
 FORMATS = ("zarr", "netcdf")
+
+#: Target size of a store chunk, in bytes (whole output axes, as many points as fit).
+CHUNK_BYTES = 1 << 20
+
+#: Seconds between folds of the journal into the zarr arrays while a sweep runs.
+FOLD_SECONDS = 30.0
+
+#: The lock file a running sweep holds (in the journal's group).
+LOCK_NAME = "lock"
+
+#: Bytes assumed per error message when sizing the ``error`` chunks.
+_STR_BYTES = 64
 
 
 def requires_xarray():
@@ -74,6 +91,9 @@ class SweepArrays:
             else:
                 self.values[name] = np.full(shape, FILL[dtype], dtype=dtype)
         self.values["computed"][...] = 0
+        self.journal = None if path is None else Journal(path)
+        self._unfolded = set()
+        self._last_fold = time.monotonic()
         self._arrays = None
 
     # ------------------------------------------------------------- dataset
@@ -110,12 +130,7 @@ class SweepArrays:
         # variable-length strings: a fixed-width "<U1" (every message empty at creation)
         # would cut each later error message to its first character
         ds["error"] = ds["error"].astype(object)
-        n = len(self.spec.dims)
-        encoding = {}
-        for name, (dims, _) in VARIABLES.items():
-            shape = ds[name].shape
-            chunks = shape if not dims else (1,) * n + shape[n:]
-            encoding[name] = {"chunks": chunks}
+        encoding = chunk_encoding(ds, len(self.spec.dims), VARIABLES)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # zarr v3 consolidated-metadata notice
             try:
@@ -126,7 +141,8 @@ class SweepArrays:
                                       f"{str(self.path)!r}: {exc.strerror or exc}") from None
 
     def load(self) -> None:
-        """Read a store made for this spec; a store of another sweep is refused."""
+        """Read a store made for this spec, journal included; a store of another sweep is
+        refused. The journal's points are in memory only until :meth:`fold`."""
         xr = requires_xarray()
         check_store_spec(self.path, self.spec)
         with warnings.catch_warnings():
@@ -135,44 +151,60 @@ class SweepArrays:
             for name in VARIABLES:
                 values = ds[name].values
                 self.values[name] = values.astype(object) if name == "error" else values
+        for index, outputs in self.journal.read():
+            self._put(index, outputs)
+            self._unfolded.add(index)
 
-    def per_point_outputs(self) -> tuple:
-        """Outputs whose store arrays hold one point per chunk (not ``computed``).
+    def write(self, index: tuple, outputs: dict) -> None:
+        """Store one finished point: in memory and, with a store, as a journal record.
 
-        Writers of different points never touch the same chunk of these, so
-        worker processes can store them in parallel (:func:`store_point`); the
-        others (the scalar outputs, one chunk for the whole grid) only the
-        parent writes. Read from the store, so a store of an older layout is
-        handled as it is.
-        """
-        if self.path is None:
-            return ()
-        n = len(self.spec.dims)
-        arrays = self._open_arrays()
-        return tuple(name for name in VARIABLES if name != "computed"
-                     and tuple(arrays[name].chunks[:n]) == (1,) * n)
-
-    def write(self, index: tuple, outputs: dict, stored: tuple = ()) -> None:
-        """Store one finished point: its outputs, then its ``computed`` count.
-
-        ``stored``: outputs a worker has already written to the store
-        (:func:`store_point`); only the in-memory copy is updated for them.
+        ``computed`` becomes the point's count plus one. The journal is folded
+        into the zarr arrays when :data:`FOLD_SECONDS` have passed since the
+        last fold.
         """
         outputs = dict(outputs)
-        outputs["computed"] = self.values["computed"][index] + 1
-        changed = []
-        for name, value in outputs.items():
-            old = np.array(self.values[name][index], copy=True)
-            self.values[name][index] = value
-            if not _same(old, self.values[name][index]):
-                changed.append(name)
+        outputs["computed"] = np.int64(self.values["computed"][index] + 1)
+        self._put(index, outputs)
         if self.path is None:
             return
-        arrays = self._open_arrays()
-        for name in changed:  # the store already holds the unchanged ones (e.g. NaN B)
-            if name != "computed" and name not in stored:
-                arrays[name][index] = self.values[name][index]
-        arrays["computed"][index] = self.values["computed"][index]
+        self.journal.append(index, outputs)
+        self._unfolded.add(tuple(index))
+        if time.monotonic() - self._last_fold >= FOLD_SECONDS:
+            self.fold()
+
+    def fold(self) -> None:
+        """Write the journal's points into the zarr arrays, then remove the journal.
+
+        Every chunk holding such a point is written once, from memory (which
+        holds the store's other points too); ``computed`` last. Killed before
+        the journal is removed, the store still has the journal, and
+        replaying it again gives the same arrays.
+        """
+        if self.path is None:
+            return
+        if self._unfolded:
+            arrays = self._open_arrays()
+            n = len(self.spec.dims)
+            for name in VARIABLES:  # "computed" is the last output
+                chunks = arrays[name].chunks[:n]
+                blocks = {tuple(i // c for i, c in zip(index, chunks, strict=True))
+                          for index in self._unfolded}
+                for block in sorted(blocks):
+                    where = tuple(slice(b * c, min((b + 1) * c, size)) for b, c, size
+                                  in zip(block, chunks, self.spec.shape, strict=True))
+                    arrays[name][where] = self.values[name][where]
+        self.journal.remove()
+        self._unfolded.clear()
+        self._last_fold = time.monotonic()
+
+    def close(self) -> None:
+        """Close the journal (its records stay until the next :meth:`fold`)."""
+        if self.journal is not None:
+            self.journal.close()
+
+    def _put(self, index: tuple, outputs: dict) -> None:
+        for name, value in outputs.items():
+            self.values[name][index] = value
 
     def _open_arrays(self) -> dict:
         if self._arrays is None:
@@ -183,26 +215,69 @@ class SweepArrays:
         return self._arrays
 
 
-@lru_cache(maxsize=4)
-def _store_arrays(path: str) -> dict:
-    import zarr
+def chunk_shape(points: tuple, inner: tuple, itemsize: int, target: int = CHUNK_BYTES) -> tuple:
+    """Chunks of a store array of point shape ``points`` and per-point shape ``inner``.
 
-    group = zarr.open_group(path, mode="r+")
-    return {name: group[name] for name in VARIABLES}
+    Whole per-point axes, and as many points as fit in ``target`` bytes, taken
+    from the last point dimension backwards (at least one point).
+    """
+    budget = max(1, target // max(1, int(np.prod(inner, dtype=np.int64)) * itemsize))
+    chunks = []
+    for size in reversed(points):
+        take = max(1, min(size, budget))
+        chunks.append(take)
+        budget = budget // size if take == size else 1
+    return tuple(reversed(chunks)) + tuple(inner)
 
 
-def store_point(path, index: tuple, outputs: dict, names: tuple) -> None:
-    """Write the outputs ``names`` of one point into the zarr store at ``path`` (a worker's
-    share of :meth:`SweepArrays.write`; ``names`` from :meth:`SweepArrays.per_point_outputs`,
-    each a chunk of its own, so workers of different points never write the same chunk)."""
-    arrays = _store_arrays(str(path))
+def chunk_encoding(ds, n: int, names) -> dict:
+    """zarr ``encoding`` (chunks, :func:`chunk_shape`) of the outputs ``names`` of ``ds``,
+    whose first ``n`` dims are the point dims."""
+    encoding = {}
     for name in names:
-        arrays[name][index] = outputs[name]
+        shape = ds[name].shape
+        itemsize = _STR_BYTES if ds[name].dtype == object else ds[name].dtype.itemsize
+        encoding[name] = {"chunks": chunk_shape(shape[:n], shape[n:], itemsize)}
+    return encoding
 
 
-def _same(a, b) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    return a.shape == b.shape and bool(np.all((a == b) | ((a != a) & (b != b))))
+@contextlib.contextmanager
+def store_lock(path: Path):
+    """Hold the store folder ``path`` for one sweep; a second sweep on it is refused.
+
+    An advisory lock (``fcntl.flock``) on the lock file of the journal's group
+    (:data:`odeflow.sweep.journal.JOURNAL_GROUP`); the system drops it when
+    the process ends, however it ends, so a killed sweep leaves nothing to
+    clean before ``--resume``. At the end the group is removed unless it
+    still holds a journal. Without ``fcntl`` (Windows) the store is not locked.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    while True:
+        lock = journal_folder(path) / LOCK_NAME
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise ValidationError("store", f"{str(path)!r} is being written by another "
+                                  "sweep; wait for it to end or choose another path") from None
+        try:  # the file locked must still be the lock file (not one removed meanwhile)
+            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+                break
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        try:
+            remove_journal_folder(path)
+        finally:
+            os.close(fd)
 
 
 def _attr(value):
@@ -259,13 +334,25 @@ def open_store(path, fmt: str | None = None):
                 ds = xr.open_dataset(path, engine="h5netcdf").load()
             else:
                 ds = xr.open_zarr(path, consolidated=False).load()
+                if "error" in ds:
+                    ds["error"] = ds["error"].astype(object)
+                replay(ds, read_journal(path))
                 if "error" in ds:  # zarr's variable-length strings -> numpy's usual str
-                    ds["error"] = ds["error"].astype(object).astype(str)
+                    ds["error"] = ds["error"].astype(str)
         except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
             raise ValidationError("store", f"cannot read {str(path)!r}: {exc}") from None
     if SPEC_ATTR not in ds.attrs:
         raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
     return ds
+
+
+def replay(ds, records) -> None:
+    """Put the journal ``records`` (:func:`odeflow.sweep.journal.read_journal`) into the
+    in-memory dataset ``ds``, in order (a later record of a point wins)."""
+    for index, outputs in records:
+        for name, value in outputs.items():
+            if name in ds:
+                ds[name].data[index] = value
 
 
 def _nearest_existing(path: Path) -> Path:
