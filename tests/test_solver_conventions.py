@@ -111,3 +111,27 @@ def test_loaded_result_keeps_status_not_the_raw_state(tmp_path):
     assert back.success and back.status == 0 and back.y is None and back.sol is None
     with pytest.raises(odeflow.ValidationError, match="no event"):
         back.event_times()
+
+
+def test_blas_is_single_threaded_during_each_solve_and_restored_after():
+    """solve limits BLAS to SOLVE_BLAS_THREADS while solve_ivp runs (one controller per
+    process, found once), every time, and gives the threads back afterwards."""
+    from threadpoolctl import threadpool_info
+
+    from odeflow.solver.solve import SOLVE_BLAS_THREADS
+
+    def blas_threads():
+        return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+    before = blas_threads()
+    seen = []
+
+    def probe(t, y):
+        seen.append(blas_threads())
+        return 1.0
+
+    data = odeflow.DataModel.preset("syn-small")
+    for _ in range(2):
+        odeflow.solve(data, flow="reduced", t_span=(0.0, 1.0), events=probe, progress=False)
+    assert seen and all(threads == [SOLVE_BLAS_THREADS] * len(threads) for threads in seen)
+    assert blas_threads() == before

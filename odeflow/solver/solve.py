@@ -10,6 +10,7 @@ never swallowed.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import sys
@@ -17,7 +18,7 @@ import time
 
 import numpy as np
 from scipy.integrate import solve_ivp
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from odeflow.data import as_real_array, as_real_number, validate_positive
 from odeflow.errors import SolveError, ValidationError
@@ -41,6 +42,18 @@ DENSE_JACOBIAN_LIMIT = int(math.isqrt(DENSE_MEMORY_LIMIT // 8))
 #: threads made the Level R K = 1000 solve's integrator steps 2-4x slower
 #: (``benchmarks/bench_scale.py``; figures in ``docs/benchmarks.md``).
 SOLVE_BLAS_THREADS = 1
+
+
+@functools.lru_cache(maxsize=1)
+def blas_controller() -> ThreadpoolController:
+    """The :class:`threadpoolctl.ThreadpoolController` of the BLAS libraries, found once.
+
+    ``threadpool_limits`` finds the loaded libraries again on every call (it
+    reads ``/proc/self/maps``: 0.3 ms, a fifth of a short sweep point's cost);
+    the controller finds them once (its handles stay valid in forked workers).
+    A BLAS library loaded after the first solve is not limited.
+    """
+    return ThreadpoolController()
 #: Method of ``method="auto"`` for states above :data:`DENSE_JACOBIAN_LIMIT`
 #: (memory linear in the state; chosen by ``benchmarks/bench_scale.py``).
 LARGE_STATE_METHOD = "RK45"
@@ -286,7 +299,7 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     start = time.perf_counter()
     failed = {"method": method, "rhs_calls": field.nfev, "status": -1}
     try:
-        with threadpool_limits(limits=blas_threads, user_api="blas"):
+        with blas_controller().limit(limits=blas_threads, user_api="blas"):
             sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
                             t_eval=t_eval, rtol=rtol, atol=atol, dense_output=dense_output,
                             **kwargs)
@@ -470,7 +483,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
         Budget of right-hand-side evaluations of the stacked solve, as for
         :func:`solve`.
     blas_threads : int or None, default 1
-        BLAS threads during the solve (:func:`threadpoolctl.threadpool_limits`);
+        BLAS threads during the solve (:func:`blas_controller`);
         None keeps the library's default. The stacked products are many tiny
         matrices, for which threads cost more than they give
         (``benchmarks/bench_batch.py`` measures both).
