@@ -2,8 +2,11 @@
 
 The grid is 20 x 20 ``(eta_Y, eta_Z)`` (log-spaced, ``eta_Y`` in [0.1, 10],
 ``eta_Z`` in [0.01, 1]) of the exact flow on ``syn-small`` to ``t = 1e4``, as
-in Figs. 3 and 9 of the paper. Printed, side by side in one run (best of
-``--repeats``):
+in Figs. 3 and 9 of the paper. Printed, side by side in one run: each of
+``--repeats`` rounds runs every contender once, in turn (so a slow spell of
+the shared machine touches them alike); the minimum and median wall time of
+each, and speed-ups and overheads per round (the minimum and median of the
+rounds' ratios):
 
 1. serial and ``processes`` on 2 workers, each writing a zarr store, and the
    speed-up (goal: >= 1.8 on 2 cores); the same without a store (the
@@ -30,6 +33,7 @@ import argparse
 import os
 import platform
 import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -39,14 +43,26 @@ import numpy as np
 import odeflow
 
 
-def timed(repeats: int, run) -> float:
-    """Best wall time of ``repeats`` calls of ``run(i)``."""
-    best = float("inf")
+def side_by_side(repeats: int, runs: dict) -> dict:
+    """Wall times of ``repeats`` rounds; each round calls every ``run(i)`` of ``runs`` once,
+    in turn, so a slow spell of the machine touches every contender alike."""
+    times = {name: [] for name in runs}
     for i in range(repeats):
-        start = time.perf_counter()
-        run(i)
-        best = min(best, time.perf_counter() - start)
-    return best
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run(i)
+            times[name].append(time.perf_counter() - start)
+    return times
+
+
+def summary(times: list) -> str:
+    return f"{min(times):8.2f}{statistics.median(times):8.2f}"
+
+
+def ratios(numerator: list, denominator: list) -> str:
+    """min / median of the per-round ratios (each from one round's two runs)."""
+    r = [a / b for a, b in zip(numerator, denominator, strict=True)]
+    return f"{min(r):.2f} / {statistics.median(r):.2f}"
 
 
 def main(argv=None) -> None:
@@ -63,7 +79,8 @@ def main(argv=None) -> None:
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"odeflow {odeflow.__version__}, numpy {np.__version__}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, load average {load:.2f}; "
-          f"{n} points, exact flow, syn-small, t_end={args.t_end:g}; best of {args.repeats}")
+          f"{n} points, exact flow, syn-small, t_end={args.t_end:g}; {args.repeats} rounds, "
+          "each running every contender once in turn")
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     try:
         def run_store(backend, keep=True, **kw):
@@ -76,19 +93,27 @@ def main(argv=None) -> None:
                     shutil.rmtree(store)
             return run
 
-        odeflow.sweep("exact", {"eta_z": [0.1]}, settings=settings, backend="serial")  # warm
-        serial = timed(args.repeats, run_store("serial"))
-        procs = timed(args.repeats, run_store("processes", workers=2))
-        print(f"{'backend':<28s}{'wall [s]':>10s}{'per point [ms]':>16s}")
-        print(f"{'serial (zarr store)':<28s}{serial:10.2f}{1e3 * serial / n:16.2f}")
-        print(f"{'processes x2 (zarr store)':<28s}{procs:10.2f}{1e3 * procs / n:16.2f}")
-        print(f"speed-up processes x2 / serial: {serial / procs:.2f} (goal >= 1.8)")
-        serial_mem = timed(args.repeats, run_store("serial", keep=False))
-        procs_mem = timed(args.repeats, run_store("processes", keep=False, workers=2))
-        print(f"{'serial (no store)':<28s}{serial_mem:10.2f}{1e3 * serial_mem / n:16.2f}")
-        print(f"{'processes x2 (no store)':<28s}{procs_mem:10.2f}{1e3 * procs_mem / n:16.2f}")
-        print(f"speed-up without a store: {serial_mem / procs_mem:.2f}; the store's writes "
-              f"cost {1e3 * (serial - serial_mem) / n:.1f} ms per point in serial")
+        # warm: imports, and zarr's thread (after which the processes backend starts its
+        # workers from a forkserver, started once per process: not in the timed rounds)
+        for backend in ("serial", "processes"):
+            odeflow.sweep("exact", {"eta_z": [0.1]}, settings=settings, backend=backend,
+                          store=tmp / f"warm-{backend}.zarr", workers=2)
+        t = side_by_side(args.repeats, {
+            "serial (zarr store)": run_store("serial"),
+            "processes x2 (zarr store)": run_store("processes", workers=2),
+            "serial (no store)": run_store("serial", keep=False),
+            "processes x2 (no store)": run_store("processes", keep=False, workers=2)})
+        print(f"{'backend':<28s}{'wall [s]: min  median':>24s}{'per point [ms]':>16s}")
+        for name, times in t.items():
+            print(f"{name:<28s}{summary(times):>24s}{1e3 * min(times) / n:16.2f}")
+        print("speed-up processes x2 / serial, per round (min / median): with a zarr store "
+              f"{ratios(t['serial (zarr store)'], t['processes x2 (zarr store)'])} "
+              "(goal >= 1.8); without a store "
+              f"{ratios(t['serial (no store)'], t['processes x2 (no store)'])}")
+        cost = [a - b for a, b in zip(t["serial (zarr store)"], t["serial (no store)"],
+                                      strict=True)]
+        print(f"the store's writes cost {1e3 * statistics.median(cost) / n:.1f} ms per point "
+              "in serial (median over rounds)")
         if args.skip_dask:
             return
         from distributed import Client, LocalCluster
@@ -100,15 +125,20 @@ def main(argv=None) -> None:
                 kw = {"settings": {"t_end": t_end}, "progress": False}
                 odeflow.sweep("exact", {"eta_z": [0.1]}, backend="dask", client=client,
                               **kw)  # warm the worker
-                ser = timed(args.repeats, lambda i, kw=kw: odeflow.sweep(
-                    "exact", grid, backend="serial", **kw))
+                runs = {"serial": lambda i, kw=kw: odeflow.sweep(
+                    "exact", grid, backend="serial", **kw)}
                 for batch in (1, 10, None):
-                    dsk = timed(args.repeats, lambda i, kw=kw, b=batch: odeflow.sweep(
-                        "exact", grid, backend="dask", client=client, batch=b, **kw))
+                    runs[batch] = lambda i, kw=kw, b=batch: odeflow.sweep(
+                        "exact", grid, backend="dask", client=client, batch=b, **kw)
+                t = side_by_side(args.repeats, runs)
+                ser = t.pop("serial")
+                for batch, dsk in t.items():
                     shown = "auto (the default)" if batch is None else batch
-                    print(f"{label}, no store: serial {ser:.2f} s, dask (1 worker process, "
-                          f"loopback, batch={shown}) {dsk:.2f} s; dask overhead per point "
-                          f"{1e3 * (dsk - ser) / n:.2f} ms (goal < 5)")
+                    extra = [1e3 * (d - s) / n for d, s in zip(dsk, ser, strict=True)]
+                    print(f"{label}, no store: serial {min(ser):.2f} s, dask (1 worker "
+                          f"process, loopback, batch={shown}) {min(dsk):.2f} s (min); dask "
+                          f"overhead per point, per round (min / median) {min(extra):.2f} / "
+                          f"{statistics.median(extra):.2f} ms (goal < 5)")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
