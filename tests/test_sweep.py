@@ -168,6 +168,25 @@ def test_processes_store_equals_the_serial_store(tmp_path, serial):
         assert np.array_equal(a[name].values, b[name].values, equal_nan=True), name
 
 
+def test_a_script_without_a_main_guard_can_run_processes_sweeps_after_a_store(tmp_path):
+    """Once zarr has run (it starts a thread), a processes sweep from a plain script (no
+    ``if __name__ == "__main__"``) must still start its workers: a start method that
+    re-imports the script in each worker would run the script's sweeps again there."""
+    script = tmp_path / "plain_script.py"
+    script.write_text(
+        "import odeflow\n"
+        f"grid = {GRID!r}\n"
+        f"settings = {SETTINGS!r}\n"
+        "odeflow.sweep('exact', grid, settings=settings, backend='serial', store='a.zarr')\n"
+        "ds = odeflow.sweep('exact', grid, settings=settings, backend='processes', workers=2,\n"
+        "                   store='b.zarr')\n"
+        "print('points', int(ds.computed.sum()))\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["points", "6"]
+
+
 def test_processes_backend_equals_serial(serial):
     ds = sweep("exact", GRID, settings=SETTINGS, backend="processes", workers=2)
     assert_same_numbers(ds, serial)

@@ -6,8 +6,8 @@ yields ``(index, outputs)`` as points finish, in any order; the caller writes
 each one to the store as it arrives.
 
 - ``processes`` uses :class:`concurrent.futures.ProcessPoolExecutor` (standard
-  library; ``as_completed`` streams finished points to the writer; the
-  ``spawn`` start method, so no thread or lock state is copied into workers).
+  library; ``as_completed`` streams finished points to the writer); workers
+  are forked (:func:`start_method`).
 - ``dask`` uses a :class:`dask.distributed.Client` (given, or connected to a
   scheduler address and closed afterwards) and
   :func:`distributed.as_completed`. Workers need odeflow installed; only the
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from functools import lru_cache
 
 import numpy as np
@@ -88,11 +89,11 @@ def _ignore_interrupt() -> None:
 class PointRunner:
     """A started backend: ``with PointRunner(...) as runner: runner.run(plan, points)``.
 
-    Start it before the store is touched: for ``"processes"`` the workers are
-    forked at entry when the main thread is the only thread (zarr starts an
-    event-loop thread on first use, and a fork copies no threads but may copy
-    their locks), else they come from a ``forkserver`` that imported odeflow
-    once. Forking costs milliseconds; starting interpreters costs seconds.
+    For ``"processes"`` the workers are forked at entry (:func:`start_method`):
+    forking costs milliseconds where starting interpreters costs seconds, and
+    unlike ``spawn`` and ``forkserver`` it does not import the caller's script
+    again in every worker (a script without ``if __name__ == "__main__"``
+    would run its sweeps there).
 
     Parameters
     ----------
@@ -203,24 +204,47 @@ def _unbatch(batch, results):
         yield index, outputs
 
 
-def _start_pool(workers: int):
+def start_method() -> str:
+    """How ``processes`` starts its workers: ``"fork"`` on Linux, whatever runs.
+
+    A fork copies only the calling thread; the other threads' locks are copied
+    as they are. The one thread a sweep's parent has besides its own is zarr's
+    event loop (started when the store is first used), and the workers never
+    use zarr: they compute points (numpy, scipy) and return them, and the
+    parent writes the store. Elsewhere (macOS: system libraries that are not
+    fork-safe) workers are forked only from a single-threaded process, else
+    they come from a ``forkserver`` (or ``spawn``), which re-imports the main
+    script in each worker (the script needs ``if __name__ == "__main__"``).
+    """
     import multiprocessing
     import threading
-    from concurrent.futures import ProcessPoolExecutor
 
     methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        context = multiprocessing.get_context("fork")
-    elif "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
+    if "fork" in methods and (sys.platform.startswith("linux")
+                              or threading.active_count() == 1):
+        return "fork"
+    return "forkserver" if "forkserver" in methods else "spawn"  # pragma: no cover
+
+
+def _start_pool(workers: int):
+    import multiprocessing
+    import warnings
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = start_method()
+    context = multiprocessing.get_context(method)
+    if method == "forkserver":  # pragma: no cover (not on Linux)
         context.set_forkserver_preload([__name__])
-    else:  # pragma: no cover (Windows, macOS without fork)
-        context = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                initializer=_ignore_interrupt)
-    # start every worker now (before the caller opens the store); one task each
-    for future in [pool.submit(_ready) for _ in range(workers)]:
-        future.result()
+    with warnings.catch_warnings():
+        # Python >= 3.12 warns on any fork of a multi-threaded process; zarr's idle
+        # event-loop thread is not used by the workers (see start_method)
+        warnings.filterwarnings("ignore", message=".*multi-threaded, use of fork",
+                                category=DeprecationWarning)
+        # start every worker now (one task each), not at the first point
+        for future in [pool.submit(_ready) for _ in range(workers)]:
+            future.result()
     return pool
 
 
