@@ -83,18 +83,20 @@ def main(argv=None) -> None:
           "each running every contender once in turn")
     tmp = Path(tempfile.mkdtemp(prefix="bench-sweep-"))
     try:
+        solve_time = {"serial": [], "processes": []}  # sum of the points' own wall_time
+
         def run_store(backend, keep=True, **kw):
             def run(i):
                 store = tmp / f"{backend}-{i}.zarr" if keep else None
                 ds = odeflow.sweep("exact", grid, settings=settings, backend=backend,
                                    store=store, progress=False, **kw)
                 assert ds.attrs["failed"] == 0, ds.attrs
+                solve_time[backend].append(float(ds.wall_time.sum()))
                 if keep:
                     shutil.rmtree(store)
             return run
 
-        # warm: imports, and zarr's thread (after which the processes backend starts its
-        # workers from a forkserver, started once per process: not in the timed rounds)
+        # warm: imports, zarr's first use and the processes backend's first pool
         for backend in ("serial", "processes"):
             odeflow.sweep("exact", {"eta_z": [0.1]}, settings=settings, backend=backend,
                           store=tmp / f"warm-{backend}.zarr", workers=2)
@@ -114,6 +116,9 @@ def main(argv=None) -> None:
                                       strict=True)]
         print(f"the store's writes cost {1e3 * statistics.median(cost) / n:.1f} ms per point "
               "in serial (median over rounds)")
+        ser, par = (statistics.median(solve_time[k]) for k in ("serial", "processes"))
+        print(f"sum of the points' own solve times (median over runs): serial {ser:.2f} s, "
+              f"processes x2 {par:.2f} s ({100 * (par / ser - 1):+.1f} % with both cores busy)")
         if args.skip_dask:
             return
         from distributed import Client, LocalCluster
