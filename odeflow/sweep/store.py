@@ -317,7 +317,12 @@ def _lookup(d: dict, dotted: str):
 
 
 def open_store(path, fmt: str | None = None):
-    """Read a finished (or partial) sweep store as an :class:`xarray.Dataset` in memory."""
+    """Read a finished (or partial) sweep store as an :class:`xarray.Dataset` in memory.
+
+    A zarr store's journal (the points not yet folded into its arrays: a
+    running or killed sweep's) is replayed over the arrays, so every stored
+    point is there; ``xarray.open_zarr`` alone shows only the folded ones.
+    """
     xr = requires_xarray()
     path = Path(path)
     fmt = fmt or ("netcdf" if path.suffix == ".nc" else "zarr")
@@ -333,10 +338,13 @@ def open_store(path, fmt: str | None = None):
             if fmt == "netcdf":
                 ds = xr.open_dataset(path, engine="h5netcdf").load()
             else:
+                # the journal first: a fold running meanwhile writes its records into the
+                # arrays before removing it, so the arrays read next hold them either way
+                records = read_journal(path)
                 ds = xr.open_zarr(path, consolidated=False).load()
                 if "error" in ds:
                     ds["error"] = ds["error"].astype(object)
-                replay(ds, read_journal(path))
+                replay(ds, records)
                 if "error" in ds:  # zarr's variable-length strings -> numpy's usual str
                     ds["error"] = ds["error"].astype(str)
         except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
