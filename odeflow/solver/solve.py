@@ -42,18 +42,6 @@ DENSE_JACOBIAN_LIMIT = int(math.isqrt(DENSE_MEMORY_LIMIT // 8))
 #: threads made the Level R K = 1000 solve's integrator steps 2-4x slower
 #: (``benchmarks/bench_scale.py``; figures in ``docs/benchmarks.md``).
 SOLVE_BLAS_THREADS = 1
-
-
-@functools.lru_cache(maxsize=1)
-def blas_controller() -> ThreadpoolController:
-    """The :class:`threadpoolctl.ThreadpoolController` of the BLAS libraries, found once.
-
-    ``threadpool_limits`` finds the loaded libraries again on every call (it
-    reads ``/proc/self/maps``: 0.3 ms, a fifth of a short sweep point's cost);
-    the controller finds them once (its handles stay valid in forked workers).
-    A BLAS library loaded after the first solve is not limited.
-    """
-    return ThreadpoolController()
 #: Method of ``method="auto"`` for states above :data:`DENSE_JACOBIAN_LIMIT`
 #: (memory linear in the state; chosen by ``benchmarks/bench_scale.py``).
 LARGE_STATE_METHOD = "RK45"
@@ -71,6 +59,20 @@ MIN_RTOL = 100 * float(np.finfo(float).eps)
 #: Seconds between progress lines when stderr is not a terminal (CI logs, pipes):
 #: a solve shorter than this prints nothing.
 PROGRESS_LOG_SECONDS = 10.0
+
+
+@functools.lru_cache(maxsize=1)
+def blas_controller() -> ThreadpoolController:
+    """The :class:`threadpoolctl.ThreadpoolController` of the BLAS libraries, found once.
+
+    ``threadpool_limits`` finds the loaded libraries again on every call (it
+    reads ``/proc/self/maps``: 0.3 ms in a bare process, about 0.9 ms a solve
+    in a sweep, whose process maps more libraries: 400 near-empty points took
+    0.89 s serially with it, 0.54 s with this); the controller finds them once
+    (its handles stay valid in forked workers).
+    A BLAS library loaded after the first solve is not limited.
+    """
+    return ThreadpoolController()
 
 
 class _BudgetExhausted(Exception):

@@ -153,8 +153,8 @@ def journal_folder(store) -> Path:
     return folder
 
 
-def remove_journal_folder(store) -> bool:
-    """Remove the journal's group from ``store`` if it holds no journal; whether it did.
+def remove_journal_folder(store) -> None:
+    """Remove the journal's group from ``store`` if it holds no journal.
 
     Only the group's metadata and the lock file may be in it; anything else
     (a journal, a file of unknown origin) keeps it.
@@ -163,9 +163,9 @@ def remove_journal_folder(store) -> bool:
     try:
         names = set(os.listdir(folder))
     except FileNotFoundError:
-        return True
+        return
     if not names <= {"zarr.json", "lock"}:
-        return False
+        return
     for name in names:
         try:
             os.unlink(folder / name)
@@ -174,5 +174,4 @@ def remove_journal_folder(store) -> bool:
     try:
         os.rmdir(folder)
     except OSError:  # something appeared meanwhile: leave it
-        return False
-    return True
+        pass

@@ -198,12 +198,12 @@ def add_missing_outputs(arrays) -> list:
 
     A store written before an output existed (``njev``, ``nlu``, ``wall_time``)
     is resumed as before; its stored points get that output's fill value (-1,
-    NaN: unknown), the points computed now their own. The spec is checked
-    first, so a store of another sweep is refused untouched.
+    NaN: unknown), the points computed now their own. Call it after
+    :func:`~odeflow.sweep.store.check_store_spec`, so a store of another sweep
+    is refused untouched.
     """
     import zarr
 
-    check_store_spec(arrays.path, arrays.spec)
     group = zarr.open_group(arrays.path, mode="r")
     missing = missing_variables(group.array_keys())
     if not missing:
