@@ -25,6 +25,7 @@ from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
 from odeflow.sweep.config import parse_sweep_config  # noqa: E402
 from odeflow.sweep.journal import read_journal  # noqa: E402
 from odeflow.sweep.outputs import VARYING  # noqa: E402
+from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,20 +34,6 @@ GRID = {"eta_y": [0.5, 1.0, 2.0], "eta_z": [0.1, 1.0]}
 SETTINGS = {"t_end": 200.0}
 
 
-def assert_same_numbers(a, b):
-    """Every data variable equal bit for bit (NaN where the other has NaN); timings aside."""
-    assert set(a.data_vars) == set(b.data_vars)
-    for name in a.data_vars:
-        if name in VARYING:  # wall_time: measured, so it differs from run to run
-            continue
-        x, y = a[name].values, b[name].values
-        if x.dtype.kind == "f":
-            assert np.array_equal(x, y, equal_nan=True), name
-        else:
-            assert np.array_equal(x.astype(str) if x.dtype.kind in "OU" else x,
-                                  y.astype(str) if y.dtype.kind in "OU" else y), name
-    for name in a.coords:
-        assert np.array_equal(a[name].values, b[name].values), name
 
 
 @pytest.fixture(scope="module")

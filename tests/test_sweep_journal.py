@@ -26,6 +26,7 @@ from odeflow.sweep.journal import (  # noqa: E402
 from odeflow.sweep.outputs import VARYING  # noqa: E402
 from odeflow.sweep.store import CHUNK_BYTES, chunk_shape, store_lock  # noqa: E402
 from odeflow.sweep.tasks import FLOW_PARAMETERS, TaskKind, solve_flow  # noqa: E402
+from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 
 GRID = {"eta_y": [0.5, 1.0, 2.0], "eta_z": [0.1, 1.0]}
 SETTINGS = {"t_end": 200.0}
@@ -191,14 +192,3 @@ def test_a_small_grid_is_one_chunk_per_output(tmp_path):
     group = zarr.open_group(path, mode="r")
     for name in ("logits", "J", "computed", "error"):
         assert group[name].chunks == group[name].shape, name
-
-
-def assert_same_numbers(a, b):
-    for name in a.data_vars:
-        if name in VARYING:
-            continue
-        x, y = a[name].values, b[name].values
-        if x.dtype.kind in "OU":
-            assert (x.astype(str) == y.astype(str)).all(), name
-        else:
-            assert np.array_equal(x, y, equal_nan=x.dtype.kind == "f"), name

@@ -20,9 +20,9 @@ from odeflow.errors import ValidationError  # noqa: E402
 from odeflow.results import Trajectory  # noqa: E402
 from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
 from odeflow.sweep.backends import MAX_AUTO_BATCH, auto_batch  # noqa: E402
-from odeflow.sweep.outputs import VARYING  # noqa: E402
 from odeflow.sweep.tasks import FLOW_PARAMETERS, TaskKind, solve_flow  # noqa: E402
 from odeflow.training import Protocol, train  # noqa: E402
+from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 
 DATA = odeflow.DataModel.preset("syn-small")
 GRID = {"eta_y": [0.5, 1.0, 2.0], "eta_z": [0.1, 1.0]}
@@ -30,16 +30,6 @@ SETTINGS = {"t_end": 200.0}
 RUN = {"steps": 60, "batch_size": 8, "seq_len": 8}
 
 
-def assert_same_numbers(a, b, skip=VARYING):
-    assert set(a.data_vars) == set(b.data_vars)
-    for name in a.data_vars:
-        if name in skip:
-            continue
-        x, y = a[name].values, b[name].values
-        if x.dtype.kind == "f":
-            assert np.array_equal(x, y, equal_nan=True), name
-        else:
-            assert np.array_equal(x.astype(str), y.astype(str)), name
 
 
 @pytest.fixture(scope="module")
@@ -302,4 +292,3 @@ def test_a_bad_batch_is_refused(batch):
     with pytest.raises(ValidationError) as info:
         sweep("exact", GRID, settings=SETTINGS, backend="serial", batch=batch)
     assert info.value.field == "batch"
-
