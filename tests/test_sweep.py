@@ -408,6 +408,28 @@ def test_plot_from_a_store(tmp_path):
     assert (tmp_path / "t.png").stat().st_size > 0
 
 
+@pytest.mark.parametrize("values, scale", [
+    ([0.25, 1.0, 4.0], "log"),        # a constant factor (the docs' worked example)
+    ([0.05, 0.2, 0.8, 3.2], "log"),
+    ([0.01, 0.1, 0.5], "log"),        # 50x
+    ([1.0, 2.0, 3.0], "linear"),      # a constant step
+    ([0.5, 1.0], "linear"),           # two values: nothing to tell
+    ([1.0, 3.0, 4.0], "linear"),
+])
+def test_sweep_map_axes_are_log_for_geometric_values(values, scale):
+    pytest.importorskip("matplotlib")
+    from odeflow.plots.sweep import plot_sweep
+
+    ds = sweep("exact", {"eta_y": values, "eta_z": [0.1, 1.0]}, settings={"t_end": 1.0},
+               backend="serial")
+    ax = plot_sweep(ds, "J", x="eta_z", y="eta_y").axes[0]
+    assert ax.get_yscale() == scale
+    # few values: ticked at exactly the swept values, labelled as given
+    np.testing.assert_allclose(ax.get_yticks(), values)
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"{v:g}" for v in values]
+    assert len(ax.yaxis.get_minorticklocs()) == 0
+
+
 # ------------------------------------------- config reader and store target checks
 def test_sweep_config_is_read_like_the_data_configs(tmp_path):
     from odeflow.sweep.config import load_sweep_config

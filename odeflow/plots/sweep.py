@@ -77,8 +77,15 @@ def _at_end(da):
 
 
 def _log_axis(values) -> bool:
-    values = np.asarray(values, dtype=float)
-    return values.size > 2 and np.all(values > 0) and values.max() / values.min() >= 20
+    """Log scale for three or more positive numbers that span at least 20x or step by a
+    constant factor (0.25, 1, 4), not by a constant difference."""
+    v = np.sort(np.asarray(values, dtype=float))
+    if v.size < 3 or not np.all(v > 0):
+        return False
+    steps, factors = np.diff(v), np.diff(np.log(v))
+    geometric = (np.allclose(factors, factors[0], rtol=1e-6)
+                 and not np.allclose(steps, steps[0], rtol=1e-6))
+    return bool(v[-1] / v[0] >= 20 or geometric)
 
 
 def plot_sweep(source, var: str = "entropy", x: str | None = None, y: str | None = None,
@@ -177,13 +184,24 @@ def _edges(values) -> np.ndarray:
     return np.concatenate([[2 * v[0] - mids[0]], mids, [2 * v[-1] - mids[-1]]])
 
 
+#: A numeric axis with at most this many swept values is ticked at exactly those values.
+MAX_VALUE_TICKS = 8
+
+
 def _scale(a, da, x, y) -> None:
-    """Log scale for log-spaced numbers; named ticks for text (task, preset)."""
+    """Log scale for log-spaced numbers; named ticks for text (task, preset); ticks at the
+    swept values themselves when there are at most :data:`MAX_VALUE_TICKS`."""
+    from matplotlib.ticker import NullLocator
+
     for name, axis in ((x, a.xaxis), (y, a.yaxis)):
         if name is None:
             continue
         values = np.asarray(da[name].values)
         if values.dtype.kind not in "fiu":
             axis.set_ticks(np.arange(values.size), [str(v) for v in values])
-        elif _log_axis(values):
+            continue
+        if _log_axis(values):
             (a.set_xscale if axis is a.xaxis else a.set_yscale)("log")
+        if values.size <= MAX_VALUE_TICKS:
+            axis.set_ticks(values.astype(float), [f"{v:g}" for v in values])
+            axis.set_minor_locator(NullLocator())
