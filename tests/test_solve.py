@@ -57,6 +57,18 @@ def test_failed_solve_raises_with_scipy_message(small, monkeypatch):
     assert info.value.stats["method"] == "RK45"
 
 
+def test_a_solve_stopped_by_its_budget_reports_how_far_it_got(small):
+    """The SolveError's statistics are those of the stopped solve (evaluations, Jacobians,
+    time, where it stopped), not a snapshot taken before it started."""
+    with pytest.raises(SolveError) as info:
+        odeflow.solve(small, eta_z=1e12, t_span=(0.0, 10.0), method="Radau", max_nfev=300,
+                      progress=False)
+    stats = info.value.stats
+    assert stats["nfev"] == 300 and stats["status"] == -1 and stats["njev"] >= 1
+    assert 0.0 < stats["t_reached"] < 10.0 and f"t = {stats['t_reached']:.6g}" in str(info.value)
+    assert stats["wall_time"] > 0 and stats["rhs_calls"] >= 300
+
+
 def test_overflow_in_rhs_is_reported_not_nan(small, monkeypatch):
     def overflow(self, t, y):
         return np.exp(np.full_like(y, 1e4))

@@ -129,6 +129,21 @@ def singular(data, values, times):
     return solve_flow(data, values, times, flow="exact")
 
 
+def small_budget(data, values, times):
+    return odeflow.solve(data, eta_y=values["eta_y"], eta_z=values["eta_z"] * 1e12,
+                         t_span=(0.0, 10.0), t_eval=times[times <= 10.0], max_nfev=200,
+                         progress=False)
+
+
+def test_a_point_stopped_by_its_budget_keeps_its_solver_statistics(task_kind):
+    task_kind("small_budget", small_budget)
+    ds = sweep("small_budget", {"eta_z": [1.0]}, settings={"t_end": 10.0}, backend="serial")
+    point = ds.isel(eta_z=0)
+    assert "after max_nfev = 200" in str(point.error.values)
+    assert int(point.status) == -1 and int(point.nfev) == 200 and int(point.njev) >= 1
+    assert float(point.wall_time) > 0
+
+
 def bad_bracket(data, values, times):
     from scipy.optimize import brentq
 

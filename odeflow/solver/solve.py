@@ -299,7 +299,16 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
         return out
 
     start = time.perf_counter()
-    failed = {"method": method, "rhs_calls": field.nfev, "status": -1}
+    njev_before = field.njev
+
+    def failed() -> dict:
+        """Statistics of a solve stopped by an exception, as far as it got."""
+        return {"method": method, "nfev": min(calls["n"], max_nfev),
+                "njev": field.njev - njev_before, "status": -1, "t_reached": calls["t"],
+                "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
+                "jac_calls": field.njev, "rtol": rtol, "atol": atol,
+                "analytic_jacobian": "jac" in kwargs}
+
     try:
         with blas_controller().limit(limits=blas_threads, user_api="blas"):
             sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
@@ -307,17 +316,17 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
                             **kwargs)
     except FloatingPointError as exc:
         raise SolveError(f"{what}: floating-point error in the right-hand side: {exc}",
-                         failed) from None
+                         failed()) from None
     except _BudgetExhausted as exc:
         advice = "method='Radau' or 'LSODA', " if method not in IMPLICIT else ""
         raise SolveError(
             f"{what}: stopped at t = {exc.t:.6g} of t_end = {t_end:g} after max_nfev = "
             f"{max_nfev} right-hand-side evaluations (stiff, or tolerances too tight; try "
             f"{advice}looser rtol/atol, smaller learning rates or a larger max_nfev)",
-            failed) from None
+            failed()) from None
     except (ValueError, ArithmeticError) as exc:  # scipy's own checks inside the integrator
         raise SolveError(f"{what} failed near t = {calls['t']:.6g}: "
-                         f"{type(exc).__name__}: {exc}", failed) from None
+                         f"{type(exc).__name__}: {exc}", failed()) from None
     finally:
         bar.close()
     stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
