@@ -217,3 +217,20 @@ def test_plot_dpi_at_which_the_labels_cannot_render_is_refused(tmp_path, capsys)
     code, _, _ = cli(capsys, "plot", "margin", "--t-end", "0.01", "--dpi", str(MIN_DPI),
                      "--out", str(tmp_path / "m.png"))
     assert code == 0
+
+
+# ------------------------------------------------------------- run budget
+def test_run_max_nfev_bounds_a_stiff_solve(tmp_path, capsys):
+    """--max-nfev caps the solve the error message tells the user to enlarge; nothing is
+    saved for a stopped solve."""
+    out = tmp_path / "r.npz"
+    code, _, err = cli(capsys, "run", "--eta-z", "1e12", "--t-end", "10", "--max-nfev", "300",
+                       "--no-progress", "--out", str(out))
+    line = one_error_line(err)
+    assert code == 3 and "after max_nfev = 300 " in line and "--max-nfev" in line
+    assert not out.exists()
+    code, _, err = cli(capsys, "run", "--max-nfev", "0", "--out", str(out))
+    assert code == 2 and one_error_line(err).startswith("odeflow: error: --max-nfev: must be")
+    code, stdout, _ = cli(capsys, "run", "--t-end", "10", "--max-nfev", "100000", "--rows", "0",
+                          "--out", str(out))
+    assert code == 0 and out.exists() and "status=0" in stdout

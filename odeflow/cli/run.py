@@ -7,7 +7,7 @@ import numpy as np
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
 from odeflow.io import writable_target
 from odeflow.numerics import normalised_features
-from odeflow.solver import METHODS, solve
+from odeflow.solver import MAX_NFEV, METHODS, solve
 
 
 def register(sub) -> None:
@@ -21,6 +21,9 @@ def register(sub) -> None:
                    help="solve_ivp method (auto)")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-8)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (1e-10)")
+    p.add_argument("--max-nfev", type=int, default=None, metavar="N",
+                   help=f"budget of right-hand-side evaluations; the solve stops with exit 3 "
+                        f"when it is used up ({MAX_NFEV:,})")
     p.add_argument("--out", metavar="PATH", help="result file (.npz); default "
                    "results/<data>-<flow>.npz")
     p.add_argument("--rows", type=int, default=8, help="rows of the printed table (8; 0: no "
@@ -104,7 +107,7 @@ def run(args) -> int:
     writable_target(out, "out")  # a target that can never be written is refused before solving
     traj = solve(data, flow=options["flow"], eta_y=options["eta_y"], eta_z=options["eta_z"],
                  t_span=(0.0, options["t_end"]), method=options["method"],
-                 rtol=options["rtol"], atol=options["atol"],
+                 rtol=options["rtol"], atol=options["atol"], max_nfev=args.max_nfev,
                  progress=False if args.no_progress else None)
     # Results first: the file is written before anything derived from it is printed.
     path = traj.save(out, field="out")

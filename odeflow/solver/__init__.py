@@ -16,6 +16,7 @@ from odeflow.solver.solve import (
     DENSE_MEMORY_LIMIT,
     IMPLICIT,
     LARGE_STATE_METHOD,
+    MAX_NFEV,
     METHODS,
     choose_method,
     default_t_eval,
@@ -25,6 +26,6 @@ from odeflow.solver.solve import (
 )
 
 __all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "FieldEvent", "IMPLICIT",
-           "LARGE_STATE_METHOD", "METHODS", "choose_method", "default_t_eval", "events",
+           "LARGE_STATE_METHOD", "MAX_NFEV", "METHODS", "choose_method", "default_t_eval", "events",
            "jacobian_options", "margin_crossover", "snap_transition", "solve", "solve_batch",
            "solve_snap"]

@@ -322,7 +322,8 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
         raise SolveError(
             f"{what}: stopped at t = {exc.t:.6g} of t_end = {t_end:g} after max_nfev = "
             f"{max_nfev} right-hand-side evaluations (stiff, or tolerances too tight; try "
-            f"{advice}looser rtol/atol, smaller learning rates or a larger max_nfev)",
+            f"{advice}looser rtol/atol, smaller learning rates or a larger max_nfev, "
+            "--max-nfev of odeflow run)",
             failed()) from None
     except (ValueError, ArithmeticError) as exc:  # scipy's own checks inside the integrator
         raise SolveError(f"{what} failed near t = {calls['t']:.6g}: "
