@@ -301,13 +301,16 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     start = time.perf_counter()
     njev_before = field.njev
 
+    def common() -> dict:
+        """Statistics of every solve, ended or stopped, at the time of the call."""
+        return {"method": method, "wall_time": time.perf_counter() - start,
+                "rhs_calls": field.nfev, "jac_calls": field.njev, "rtol": rtol, "atol": atol,
+                "analytic_jacobian": "jac" in kwargs}
+
     def failed() -> dict:
         """Statistics of a solve stopped by an exception, as far as it got."""
-        return {"method": method, "nfev": min(calls["n"], max_nfev),
-                "njev": field.njev - njev_before, "status": -1, "t_reached": calls["t"],
-                "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
-                "jac_calls": field.njev, "rtol": rtol, "atol": atol,
-                "analytic_jacobian": "jac" in kwargs}
+        return {**common(), "nfev": min(calls["n"], max_nfev),
+                "njev": field.njev - njev_before, "status": -1, "t_reached": calls["t"]}
 
     try:
         with blas_controller().limit(limits=blas_threads, user_api="blas"):
@@ -330,11 +333,8 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
                          f"{type(exc).__name__}: {exc}", failed()) from None
     finally:
         bar.close()
-    stats = {"method": method, "nfev": int(sol.nfev), "njev": int(sol.njev),
-             "nlu": int(sol.nlu), "status": int(sol.status), "message": str(sol.message),
-             "wall_time": time.perf_counter() - start, "rhs_calls": field.nfev,
-             "jac_calls": field.njev, "rtol": rtol, "atol": atol,
-             "analytic_jacobian": "jac" in kwargs}
+    stats = {**common(), "nfev": int(sol.nfev), "njev": int(sol.njev), "nlu": int(sol.nlu),
+             "status": int(sol.status), "message": str(sol.message)}
     if not sol.success:
         reached = sol.t[-1] if len(sol.t) else t0
         raise SolveError(f"{what} failed at t = {reached:g}: {sol.message}", stats)
