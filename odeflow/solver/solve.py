@@ -420,14 +420,7 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
     _check_flow_options(flow, flow_options)
     field = FLOWS[flow](data, eta_y, eta_z, z0=z0, **flow_options)
-    if t_eval is None:
-        t_eval = default_t_eval(t0, t_end, state_size=field.size)
-    if method == "auto":
-        method = choose_method(field)
-    elif method not in METHODS:
-        raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
-                              f"{list(METHODS)}")
-    kwargs = jacobian_options(field, method)
+    t_eval, method, kwargs = _prepare(field, t0, t_end, t_eval, method)
     if not isinstance(dense_output, bool):
         raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
     event_functions, event_names = bind_events(events, field)
@@ -451,6 +444,20 @@ def _check_budget(max_nfev) -> int:
             or max_nfev < 1:
         raise ValidationError("max_nfev", f"must be an integer >= 1, got {max_nfev!r:.80}")
     return int(max_nfev)
+
+
+def _prepare(field, t0, t_end, t_eval, method) -> tuple:
+    """``(t_eval, method, solve_ivp options)`` for ``field``: the default output times
+    (sized to the state), the method ``"auto"`` resolves to (or a check of the one
+    given) and its Jacobian options."""
+    if t_eval is None:
+        t_eval = default_t_eval(t0, t_end, state_size=field.size)
+    if method == "auto":
+        method = choose_method(field)
+    elif method not in METHODS:
+        raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
+                              f"{list(METHODS)}")
+    return t_eval, method, jacobian_options(field, method)
 
 
 def _check_flow_options(flow: str, options: dict) -> None:
@@ -531,14 +538,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     _check_flow_options(flow, flow_options)
     field = StackedField([FLOWS[flow](data, ey, ez, z0=z0, **flow_options)
                           for ey, ez in points])
-    if t_eval is None:
-        t_eval = default_t_eval(t0, t_end, state_size=field.size)
-    if method == "auto":
-        method = choose_method(field)
-    elif method not in METHODS:
-        raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
-                              f"{list(METHODS)}")
-    kwargs = jacobian_options(field, method)
+    t_eval, method, kwargs = _prepare(field, t0, t_end, t_eval, method)
     scale = math.sqrt(field.P)
     sol, stats = _integrate(field, t0, t_end, t_eval, method, rtol / scale, atol / scale,
                             kwargs, max_nfev, f"{flow} flow x {field.P} ({method})", progress,
