@@ -29,10 +29,34 @@ from odeflow.io import read_text
 RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
             "rtol": float, "atol": float}
 
+#: Top-level keys of a data model written at the top of a config file.
+DATA_MODEL_KEYS = ("classes", "normalize", "vocab_size")
 #: Top-level keys of a config without a ``[data]`` table (the data model's own keys + run).
-TOP_LEVEL = ("classes", "normalize", "run", "vocab_size")
+TOP_LEVEL = ("classes", "normalize", "run", "vocab_size")  # DATA_MODEL_KEYS and run, sorted
 #: Top-level keys of a config whose data model sits in a ``[data]`` table.
 TOP_LEVEL_WITH_DATA = ("data", "run")
+
+
+def check_top_level(doc: dict, allowed: tuple = TOP_LEVEL,
+                    allowed_with_data: tuple = TOP_LEVEL_WITH_DATA,
+                    what: str = "config") -> None:
+    """Refuse a top-level key of the parsed config ``doc`` that it may not hold, by name.
+
+    ``allowed``: the keys of a file whose data model is at the top level;
+    ``allowed_with_data``: those of a file with a ``[data]`` table. The
+    error's field is the key (quoted when blank, so it is visible).
+    """
+    with_data = "data" in doc
+    extra = sorted(set(doc) - set(allowed_with_data if with_data else allowed))
+    if not extra:
+        return
+    key = extra[0]
+    shown = key if key.strip() else repr(key)
+    if with_data:
+        raise ValidationError(shown, f"unknown top-level key {key!r} beside [data]; a {what} "
+                              f"holds {list(allowed_with_data)}")
+    raise ValidationError(shown, f"unknown top-level key {key!r}; allowed: {list(allowed)} "
+                          f"(or {list(allowed_with_data)})")
 
 
 def parse_config(text: str) -> tuple[DataModel, dict]:
@@ -52,21 +76,9 @@ def parse_config(text: str) -> tuple[DataModel, dict]:
             raise ValidationError(f"run.{key}", f"must be a string, got {value!r}")
         else:
             options[key] = value
+    check_top_level(doc)
     if "data" in doc:
-        extra = sorted(set(doc) - {"data"})
-        if extra:
-            key = extra[0]
-            raise ValidationError(key if key.strip() else repr(key),
-                                  f"unknown top-level key {key!r} beside [data]; a config "
-                                  f"holds {list(TOP_LEVEL_WITH_DATA)}")
         doc = doc["data"]
-    else:
-        extra = sorted(set(doc) - set(TOP_LEVEL))
-        if extra:
-            key = extra[0]
-            raise ValidationError(key if key.strip() else repr(key),
-                                  f"unknown top-level key {key!r}; allowed: {list(TOP_LEVEL)} "
-                                  f"(or {list(TOP_LEVEL_WITH_DATA)})")
     try:
         return DataModel.from_dict(doc), options
     except RecursionError:

@@ -20,7 +20,7 @@ Schema::
     t_end = 1e4
 
 Beside ``[sweep]`` a file holds only a data model (its top-level keys
-:data:`DATA_MODEL_KEYS`, or a ``[data]`` table) and a ``[run]`` table (the
+:data:`odeflow.data.config.DATA_MODEL_KEYS`, or a ``[data]`` table) and a ``[run]`` table (the
 settings of ``odeflow run``, ignored here); any other top-level key is refused
 by name. The file is read like every other config (:func:`odeflow.io.read_text`:
 an unreadable or non-UTF-8 file is a :class:`ValidationError` naming
@@ -30,6 +30,7 @@ an unreadable or non-UTF-8 file is a :class:`ValidationError` naming
 from __future__ import annotations
 
 from odeflow.data import DataModel, parse_toml
+from odeflow.data.config import DATA_MODEL_KEYS, check_top_level
 from odeflow.errors import ValidationError
 from odeflow.io import read_text
 
@@ -37,8 +38,6 @@ from odeflow.io import read_text
 SWEEP_KEYS = ("task", "preset", "seeds", "backend", "scheduler", "workers", "batch", "store",
               "format", "grid", "settings")
 
-#: Top-level keys of a data model written at the top of the file.
-DATA_MODEL_KEYS = ("classes", "normalize", "vocab_size")
 #: Top-level keys of a sweep config without a ``[data]`` table.
 TOP_LEVEL = ("sweep", "run", *DATA_MODEL_KEYS)
 #: Top-level keys of a sweep config whose data model sits in a ``[data]`` table.
@@ -48,20 +47,6 @@ TOP_LEVEL_WITH_DATA = ("sweep", "run", "data")
 def _shown(key: str) -> str:
     """A key as it appears in a field name (a blank key quoted, so it is visible)."""
     return key if key.strip() else repr(key)
-
-
-def _check_top_level(doc: dict) -> None:
-    """Refuse a top-level key that is neither [sweep], [run] nor part of the data model."""
-    if "data" in doc:
-        allowed, beside = TOP_LEVEL_WITH_DATA, " beside [data]"
-    else:
-        allowed, beside = TOP_LEVEL, ""
-    extra = sorted(set(doc) - set(allowed))
-    if extra:
-        key = extra[0]
-        hint = "" if "data" in doc else f" (or {list(TOP_LEVEL_WITH_DATA)})"
-        raise ValidationError(_shown(key), f"unknown top-level key {key!r}{beside}; a sweep "
-                              f"config holds {list(allowed)}{hint}")
 
 
 def _parameter_names(table: dict) -> list[str] | None:
@@ -83,7 +68,7 @@ def _parameter_names(table: dict) -> list[str] | None:
 def parse_sweep_config(text: str) -> dict:
     """Keyword arguments of :func:`odeflow.sweep.sweep` from TOML text; errors name the field."""
     doc = parse_toml(text, "config")
-    _check_top_level(doc)
+    check_top_level(doc, TOP_LEVEL, TOP_LEVEL_WITH_DATA, "sweep config")
     table = doc.pop("sweep", None)
     if not isinstance(table, dict):
         raise ValidationError("sweep", "the config needs a [sweep] table")
