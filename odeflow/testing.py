@@ -1188,28 +1188,26 @@ def tampered_result_arrays(draw, arrays: dict, metadata: dict):
     return out
 
 
-def cli_verbs() -> tuple[str, ...]:
-    """The verbs the ``odeflow`` parser really has (from :func:`odeflow.cli.build_parser`)."""
+def _verb_parsers() -> dict:
+    """The sub-parser of each verb of :func:`odeflow.cli.build_parser`, by verb."""
     import argparse
 
     from odeflow.cli import build_parser
 
     for action in build_parser()._actions:
         if isinstance(action, argparse._SubParsersAction):
-            return tuple(action.choices)
-    return ()  # pragma: no cover (the parser always has subcommands)
+            return dict(action.choices)
+    return {}  # pragma: no cover (the parser always has subcommands)
+
+
+def cli_verbs() -> tuple[str, ...]:
+    """The verbs the ``odeflow`` parser really has (from :func:`odeflow.cli.build_parser`)."""
+    return tuple(_verb_parsers())
 
 
 def cli_flags(verb: str) -> set[str]:
     """The option strings the parser of ``odeflow VERB`` accepts."""
-    import argparse
-
-    from odeflow.cli import build_parser
-
-    for action in build_parser()._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return {o for a in action.choices[verb]._actions for o in a.option_strings}
-    return set()  # pragma: no cover
+    return {o for a in _verb_parsers()[verb]._actions for o in a.option_strings}
 
 
 #: Verbs the CLI fuzzers cover: every verb of the real parser (a new command
