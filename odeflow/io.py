@@ -82,6 +82,79 @@ def writable_target(path, field: str = "path") -> Path:
     return target
 
 
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its closest ancestor that exists (``lstat``: a link counts as existing)."""
+    for candidate in (path, *path.parents):
+        try:
+            os.lstat(candidate)
+        except (FileNotFoundError, NotADirectoryError):  # not there, or under a file
+            continue
+        return candidate
+    return Path(".")  # pragma: no cover (a relative path's last parent is ".")
+
+
+def writable_folder(path, field: str = "path", what: str = "a folder",
+                    hint: str = "") -> Path:
+    """Refuse a path where a folder cannot be created or written into.
+
+    Checked before anything is made there:
+
+    - a dangling symlink (no folder can be made where the link is);
+    - an existing path that is not a folder (a regular file, a device, ...);
+    - a folder above it that is a file, or that cannot be written.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The folder (it may not exist yet).
+    field : str
+        Name used in the error.
+    what : str
+        What the folder is, for the error (``"a zarr store"``).
+    hint : str
+        Added to the error for an existing non-folder.
+
+    Returns
+    -------
+    Path
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``field`` and the path.
+    """
+    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
+    if not text or "\0" in str(text):
+        raise ValidationError(field, f"must be a path, got {path!r:.80}")
+    path = Path(text)
+    try:
+        existing = _nearest_existing(path)
+        info = os.lstat(existing)
+        if stat.S_ISLNK(info.st_mode):
+            try:
+                info = os.stat(existing)
+            except FileNotFoundError:
+                target = os.readlink(existing)
+                raise ValidationError(field, f"{str(existing)!r} is a dangling symbolic link "
+                                      f"(to {target!r}); no folder can be made there: "
+                                      "remove the link or choose another path") from None
+    except OSError as exc:  # a symlink loop, a name too long, ...
+        raise ValidationError(field, f"cannot use {text!r}: "
+                              f"{exc.strerror or exc}") from None
+    if not stat.S_ISDIR(info.st_mode):
+        kind = "a regular file" if stat.S_ISREG(info.st_mode) else "not a folder"
+        if existing == path:
+            raise ValidationError(field, f"{text!r} exists and is {kind}; {what} must "
+                                  f"be a folder: choose another path{hint}")
+        raise ValidationError(field, f"cannot create {text!r}: {str(existing)!r} is {kind}, "
+                              "not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ValidationError(field, f"cannot write {text!r}: {str(existing)!r} is not "
+                              "writable")
+    return path
+
+
 def _pid_of(name: str, prefix: str) -> int | None:
     try:
         return int(name[len(prefix):].split("-", 1)[0])

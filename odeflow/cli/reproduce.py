@@ -89,33 +89,14 @@ def check_counts(seeds: int, steps: int) -> None:
 
 
 def check_out(out, figure: str) -> Path:
-    """Refuse an ``--out`` folder the figure's files cannot be written into, before training."""
-    import os
-    import stat
+    """Refuse an ``--out`` folder the figure's files cannot be written into, before training
+    (:func:`odeflow.io.writable_folder`, then each file's :func:`~odeflow.io.writable_target`)."""
+    from odeflow.io import writable_folder, writable_target
 
-    from odeflow.io import writable_target
-
-    text = os.fspath(out)
-    if not text or "\0" in text:
-        raise ValidationError("out", f"must be a folder path, got {text!r:.80}")
-    folder = Path(text)
-    try:
-        info = os.stat(folder)
-    except FileNotFoundError:
-        info = None
-    except (OSError, ValueError) as exc:
-        raise ValidationError("out", f"cannot use {text!r}: "
-                              f"{getattr(exc, 'strerror', None) or exc}") from None
-    if info is not None and not stat.S_ISDIR(info.st_mode):
-        raise ValidationError("out", f"{text!r} exists and is not a folder; --out names the "
-                              "folder of the CSV and PNG files")
+    folder = writable_folder(out, "out", what="--out (the CSV and PNG files go into it)")
     for stem in OUTPUTS[figure]:
         for suffix in (".csv", ".png"):
             writable_target(folder / f"{stem}{suffix}", "out")
-    existing = next(p for p in (folder.absolute(), *folder.absolute().parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ValidationError("out", f"cannot write into {text!r}: {str(existing)!r} is not a "
-                              "writable folder")
     return folder
 
 

@@ -25,7 +25,6 @@ import contextlib
 import json
 import os
 import shutil
-import stat
 import time
 import warnings
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write, writable_target
+from odeflow.io import atomic_write, writable_folder, writable_target
 from odeflow.sweep.journal import Journal, journal_folder, read_journal, remove_journal_folder
 from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
 from odeflow.sweep.spec import SweepSpec
@@ -363,26 +362,14 @@ def replay(ds, records) -> None:
                 ds[name].data[index] = value
 
 
-def _nearest_existing(path: Path) -> Path:
-    """``path`` or its closest ancestor that exists (``lstat``: a link counts as existing)."""
-    for candidate in (path, *path.parents):
-        try:
-            os.lstat(candidate)
-        except (FileNotFoundError, NotADirectoryError):  # not there, or under a file
-            continue
-        return candidate
-    return Path(".")  # pragma: no cover (a relative path's last parent is ".")
-
-
 def check_zarr_target(path, field: str = "store") -> Path:
     """Refuse a path where a zarr (directory) store cannot be created or continued.
 
-    Checked before zarr touches the path (zarr creates the store folder itself
-    and fails with a raw ``FileExistsError`` or ``PermissionError`` otherwise):
-
-    - a dangling symlink (zarr cannot make a folder where the link is);
-    - an existing path that is not a folder (a regular file, a device, ...);
-    - a folder above the store that is a file, or that cannot be written.
+    :func:`odeflow.io.writable_folder`, checked before zarr touches the path
+    (zarr creates the store folder itself and fails with a raw
+    ``FileExistsError`` or ``PermissionError`` otherwise): a dangling symlink,
+    an existing path that is not a folder, a folder above the store that is a
+    file or cannot be written.
 
     Parameters
     ----------
@@ -401,36 +388,8 @@ def check_zarr_target(path, field: str = "store") -> Path:
     ValidationError
         Naming ``field`` and the path.
     """
-    text = os.fspath(path) if isinstance(path, (str, os.PathLike)) else None
-    if not text or "\0" in str(text):
-        raise ValidationError(field, f"must be a path, got {path!r:.80}")
-    path = Path(text)
-    try:
-        existing = _nearest_existing(path)
-        info = os.lstat(existing)
-        if stat.S_ISLNK(info.st_mode):
-            try:
-                info = os.stat(existing)
-            except FileNotFoundError:
-                target = os.readlink(existing)
-                raise ValidationError(field, f"{str(existing)!r} is a dangling symbolic link "
-                                      f"(to {target!r}); zarr creates the store folder "
-                                      "itself: remove the link or choose another path"
-                                      ) from None
-    except OSError as exc:  # a symlink loop, a name too long, ...
-        raise ValidationError(field, f"cannot use {text!r} as a store: "
-                              f"{exc.strerror or exc}") from None
-    if not stat.S_ISDIR(info.st_mode):
-        what = "a regular file" if stat.S_ISREG(info.st_mode) else "not a folder"
-        if existing == path:
-            raise ValidationError(field, f"{text!r} exists and is {what}; a zarr store is a "
-                                  "folder: choose another path (a .nc name writes netCDF)")
-        raise ValidationError(field, f"cannot create {text!r}: {str(existing)!r} is {what}, "
-                              "not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise ValidationError(field, f"cannot write {text!r}: {str(existing)!r} is not "
-                              "writable")
-    return path
+    return writable_folder(path, field, what="a zarr store",
+                           hint=" (a .nc name writes netCDF)")
 
 
 def check_store_target(store, fmt: str | None = None, field: str = "store") -> None:
