@@ -1,7 +1,9 @@
 """Data layer: sequence classes, data models, presets and configuration files.
 
+- :mod:`odeflow.data.checks`: the number and text checks every layer and
+  every model family uses (shared).
 - :mod:`odeflow.data.model`: :class:`SequenceClass` and :class:`DataModel`
-  (spec section 1, paper Sec. 3.2) and the number checks every layer uses.
+  (spec section 1, paper Sec. 3.2).
 - :mod:`odeflow.data.generator`: the paper's synthetic data generator (spec
   section 7, :func:`sequence_classes`).
 - :mod:`odeflow.data.presets`: the built-in data models (spec section 7).
@@ -11,17 +13,16 @@
   count vectors (spec section 8, Level T).
 """
 
-from odeflow.data.config import load_config, parse_config
-from odeflow.data.generator import sequence_classes
-from odeflow.data.model import (
-    DataModel,
-    SequenceClass,
+from odeflow.data.checks import (
     as_real_array,
     as_real_number,
     parse_toml,
     validate_finite,
     validate_positive,
 )
+from odeflow.data.config import load_config, parse_config
+from odeflow.data.generator import sequence_classes
+from odeflow.data.model import DataModel, SequenceClass
 from odeflow.data.presets import DEFAULT_PRESET, PRESETS, make_preset
 from odeflow.data.sampling import CountSample, sample_counts
 

@@ -1,10 +1,11 @@
-"""The base class every vector field derives from.
+"""The base classes every vector field derives from.
 
-A vector field owns its state layout: it builds the initial state, evaluates
-the right-hand side (and, where it can, the analytic Jacobian) on the flat
-state vector that :func:`scipy.integrate.solve_ivp` integrates, and turns the
-solver's output back into a :class:`odeflow.results.trajectory.Trajectory`. The solve
-entry point (:func:`odeflow.solve`) knows nothing else about a field.
+:class:`Field` is what the solve entry point (:func:`odeflow.solve`) knows of a
+right-hand side, for every model family: the flat state vector that
+:func:`scipy.integrate.solve_ivp` integrates, the right-hand side (and, where it
+can, the analytic Jacobian), and the family's result built from the solver's
+output. :class:`VectorField` is the base of the Scan and Snap levels (a
+:class:`~odeflow.data.DataModel` and the two learning rates).
 """
 
 from __future__ import annotations
@@ -69,17 +70,21 @@ def batch_by_loop(rates, y: np.ndarray, eta_y, eta_z) -> np.ndarray:
     return np.stack([rates(y[i], ey[i], ez[i]) for i in range(y.shape[0])])
 
 
-class VectorField(ABC):
-    """A right-hand side ``dy/dt = F(t, y)`` on a flat state vector.
+class Field(ABC):
+    """Any right-hand side ``dy/dt = F(t, y)`` that :func:`odeflow.solve` integrates.
 
-    Parameters
+    The base of every model family's levels (the sequence-class levels of Scan
+    and Snap derive from :class:`VectorField`, the induction-head levels from
+    their own family base), and of the wrappers around a field (an optimiser
+    flow, a stack of fields). A field owns its flat state: it builds the initial
+    state, evaluates the right-hand side (and, where it can, the analytic
+    Jacobian or a sparsity pattern), and turns the solver's output into its
+    family's result. It never calls the solver.
+
+    Attributes
     ----------
-    data : DataModel
-    eta_y, eta_z : float
-        Learning rates of the decoder ``Y`` and the attention logits ``Z``
-        (Eqns 3-4); finite and positive.
-    z0 : optional
-        Initial logits, see :func:`initial_logits`.
+    nfev, njev : int
+        Right-hand sides and Jacobians evaluated so far (reported with results).
     """
 
     #: Name used by ``odeflow.solve(flow=...)``.
@@ -87,13 +92,7 @@ class VectorField(ABC):
     #: True when :meth:`jacobian` returns the analytic Jacobian.
     has_jacobian: bool = False
 
-    def __init__(self, data: DataModel, eta_y: float, eta_z: float, z0=None):
-        if not isinstance(data, DataModel):
-            raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
-        self.data = data
-        self.eta_y = validate_positive(eta_y, "eta_y")
-        self.eta_z = validate_positive(eta_z, "eta_z")
-        self.z_base = initial_logits(data, z0)
+    def __init__(self):
         self.nfev = 0
         self.njev = 0
 
@@ -128,8 +127,35 @@ class VectorField(ABC):
 
     @abstractmethod
     def trajectory(self, t: np.ndarray, states: np.ndarray, stats: dict):
-        """Build a :class:`~odeflow.results.Trajectory` from states of shape (n, size)."""
+        """The family's result (e.g. a :class:`~odeflow.results.Trajectory`) from
+        states of shape (n, size)."""
 
+    @abstractmethod
     def parameters(self) -> dict:
         """JSON-able description of the field's parameters (saved with results)."""
+
+
+class VectorField(Field):
+    """A level of the Scan and Snap family: a field of a :class:`DataModel`.
+
+    Parameters
+    ----------
+    data : DataModel
+    eta_y, eta_z : float
+        Learning rates of the decoder ``Y`` and the attention logits ``Z``
+        (Eqns 3-4); finite and positive.
+    z0 : optional
+        Initial logits, see :func:`initial_logits`.
+    """
+
+    def __init__(self, data: DataModel, eta_y: float, eta_z: float, z0=None):
+        super().__init__()
+        if not isinstance(data, DataModel):
+            raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
+        self.data = data
+        self.eta_y = validate_positive(eta_y, "eta_y")
+        self.eta_z = validate_positive(eta_z, "eta_z")
+        self.z_base = initial_logits(data, z0)
+
+    def parameters(self) -> dict:
         return {"flow": self.name, "eta_y": self.eta_y, "eta_z": self.eta_z}

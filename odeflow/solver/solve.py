@@ -22,8 +22,8 @@ from threadpoolctl import ThreadpoolController
 
 from odeflow.data import as_real_array, as_real_number, validate_positive
 from odeflow.errors import SolveError, ValidationError
-from odeflow.fields import FLOWS
-from odeflow.fields.base import VectorField
+from odeflow.fields import family_of
+from odeflow.fields.base import Field
 from odeflow.solver.events import bind_events
 
 #: Methods of solve_ivp that odeflow accepts.
@@ -122,7 +122,7 @@ def dense_jacobian_bytes(size: int) -> int:
     return 8 * int(size) ** 2
 
 
-def choose_method(field: VectorField) -> str:
+def choose_method(field: Field) -> str:
     """The default integrator for ``method="auto"``.
 
     Measured by ``benchmarks/bench_methods.py`` (figures in ``docs/benchmarks.md``):
@@ -141,7 +141,7 @@ def choose_method(field: VectorField) -> str:
     return getattr(field, "preferred_method", None) or "LSODA"
 
 
-def jacobian_options(field: VectorField, method: str) -> dict:
+def jacobian_options(field: Field, method: str) -> dict:
     """The ``jac`` / ``jac_sparsity`` keyword for an implicit ``method``.
 
     A field whose ``jacobian`` is sparse (``sparse_jacobian``) gives it to Radau
@@ -343,26 +343,31 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     return sol, stats
 
 
-def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
-          t_span=(0.0, 1e4), t_eval=None, method: str = "auto", rtol: float = 1e-8,
-          atol: float = 1e-10, z0=None, progress: bool | None = None,
+def solve(data, flow: str | None = None, eta_y: float | None = None,
+          eta_z: float | None = None, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
+          rtol: float = 1e-8, atol: float = 1e-10, z0=None, progress: bool | None = None,
           max_nfev: int | None = None, dense_output: bool = False, events=None,
           **flow_options):
     """Integrate the training dynamics of a data model with scipy.
 
     Parameters
     ----------
-    data : DataModel
+    data : DataModel or another family's data model
         The data distribution (sequence classes, weights, vocabulary size).
-    flow : {"exact", "finite_t", "reduced", "snap"}
+        Its type picks the model family (:func:`odeflow.fields.family_of`):
+        the flows, and the arguments they take, are that family's.
+    flow : str, optional
+        One of the family's flows; its default flow when omitted. Scan and
+        Snap (:class:`~odeflow.data.DataModel`, default ``"exact"``):
         ``"exact"``: Level E, the population gradient flow of Lemma 1 (Eqns
         3-4, 7). ``"finite_t"``: Level T, the gradient flow of the finite-``T``
         objective on a seeded sample of sequences (spec section 8; options
         ``seq_len``, ``samples_per_class``, ``seed``). ``"reduced"``: Level R,
         Theorem 1 (Eqns 8-10, 44). ``"snap"``: the scalar system of Sec. 6
         (Eqns 13-14).
-    eta_y, eta_z : float
-        Learning rates of the decoder and of the attention logits.
+    eta_y, eta_z : float, optional
+        Learning rates of the decoder and of the attention logits (Scan and
+        Snap; 1 and 0.1 by default).
     t_span : (float, float)
         ``(t0, t_end)``.
     t_eval : array_like, optional
@@ -375,7 +380,7 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     rtol, atol : float
         Tolerances passed to ``solve_ivp``.
     z0 : optional
-        Initial logits (``Z(0)``; zero by default).
+        Initial logits (``Z(0)``; zero by default; Scan and Snap).
     progress : bool, optional
         ``True``: a progress bar showing ``t``; ``False``: nothing. By default
         a bar when stderr is a terminal, else a line on stderr every
@@ -412,14 +417,17 @@ def solve(data, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
     SolveError
         When ``solve_ivp`` fails or the solution is not finite.
     """
-    if not isinstance(flow, str) or flow not in FLOWS:
-        raise ValidationError("flow", f"unknown flow {flow!r}; choose one of {sorted(FLOWS)}")
+    family = family_of(data)
+    flow = family.default_flow if flow is None else flow
+    field_class = family.field_class(flow)
     t0, t_end = _check_span(t_span)
     rtol, atol = check_tolerances(rtol, atol)
     max_nfev = _check_budget(max_nfev)
     t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
-    _check_flow_options(flow, flow_options)
-    field = FLOWS[flow](data, eta_y, eta_z, z0=z0, **flow_options)
+    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z), ("z0", z0)) if v is not None}
+    options = {**family.defaults, **given, **flow_options}
+    _check_flow_options(flow, field_class, options)
+    field = field_class(data, **options)
     t_eval, method, kwargs = _prepare(field, t0, t_end, t_eval, method)
     if not isinstance(dense_output, bool):
         raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
@@ -460,14 +468,19 @@ def _prepare(field, t0, t_end, t_eval, method) -> tuple:
     return t_eval, method, jacobian_options(field, method)
 
 
-def _check_flow_options(flow: str, options: dict) -> None:
+#: Arguments of :func:`solve` itself that reach the Scan and Snap fields.
+_SOLVE_ARGUMENTS = ("eta_y", "eta_z", "z0")
+
+
+def _check_flow_options(flow: str, field_class, options: dict) -> None:
     """Reject keyword options the flow's vector field does not take, naming them."""
-    params = inspect.signature(FLOWS[flow].__init__).parameters
-    allowed = [p for p in params if p not in ("self", "data", "eta_y", "eta_z", "z0")]
+    params = inspect.signature(field_class.__init__).parameters
+    allowed = [p for p in params if p not in ("self", "data")]
     for key in options:
         if key not in allowed:
+            shown = [p for p in allowed if p not in _SOLVE_ARGUMENTS]
             raise ValidationError(key, f"unknown option for flow {flow!r}; it takes "
-                                  f"{allowed if allowed else 'no options'}")
+                                  f"{shown if shown else 'no options'}")
 
 
 def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=None,
@@ -520,10 +533,10 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     SolveError
         When the stacked solve fails.
     """
+    from odeflow.fields import SCAN_SNAP
     from odeflow.fields.stacked import StackedField
 
-    if not isinstance(flow, str) or flow not in FLOWS:
-        raise ValidationError("flow", f"unknown flow {flow!r}; choose one of {sorted(FLOWS)}")
+    field_class = SCAN_SNAP.field_class(flow)
     try:
         points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
     except (TypeError, IndexError, KeyError):
@@ -535,8 +548,8 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     rtol, atol = check_tolerances(rtol, atol)
     max_nfev = _check_budget(max_nfev)
     t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
-    _check_flow_options(flow, flow_options)
-    field = StackedField([FLOWS[flow](data, ey, ez, z0=z0, **flow_options)
+    _check_flow_options(flow, field_class, flow_options)
+    field = StackedField([field_class(data, ey, ez, z0=z0, **flow_options)
                           for ey, ez in points])
     t_eval, method, kwargs = _prepare(field, t0, t_end, t_eval, method)
     scale = math.sqrt(field.P)
