@@ -68,6 +68,10 @@ def run(args) -> int:
               "run the same command with --resume to continue", file=sys.stderr)
         return 130
     a = ds.attrs
+    records, size = a.get("journal_skipped", (0, 0))
+    if records:
+        print(f"odeflow sweep: {kwargs['store']}: skipped {records} damaged journal "
+              f"record(s) ({size} bytes); their points were computed again", file=sys.stderr)
     print(f"odeflow sweep: {label}, task={kwargs.get('task', 'exact')}, "
           f"backend={kwargs.get('backend', 'processes')}, points={a['points']} "
           f"(already done {a['already_done']}, computed now {a['computed_now']}, "

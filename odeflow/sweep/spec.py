@@ -283,3 +283,46 @@ def _seeds(seeds, kinds) -> list | None:
     if len(set(out)) != len(out):
         raise ValidationError("seeds", f"has repeated values {list(seeds)!r:.120}")
     return out
+
+
+def spec_from_dict(stored) -> SweepSpec:
+    """The :class:`SweepSpec` a store's spec (:meth:`SweepSpec.to_dict`) describes.
+
+    The stored entries are checked again by :func:`make_spec`; a dict that is
+    not exactly what ``make_spec`` would write for them (an entry edited, added
+    or removed, values of another kind) is refused.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``odeflow_sweep`` and what does not fit.
+    """
+    field = "odeflow_sweep"
+    if not isinstance(stored, Mapping):
+        raise ValidationError(field, f"must be a JSON object, got {type(stored).__name__}")
+    keys = {"format", "grid", "seeds", "settings", "data", "times"}
+    if set(stored) != keys:
+        raise ValidationError(field, f"must have the keys {sorted(keys)}, got "
+                              f"{sorted(map(str, stored))}")
+    if stored["format"] != SPEC_FORMAT:
+        raise ValidationError(field, f"format {stored['format']!r:.40} is not "
+                              f"{SPEC_FORMAT!r}")
+    grid, settings = stored["grid"], stored["settings"]
+    if not isinstance(grid, Mapping) or not isinstance(settings, Mapping):
+        raise ValidationError(field, "grid and settings must be JSON objects")
+    settings = dict(settings)
+    task = None if "task" in grid else settings.pop("task", None)
+    preset = settings.pop("preset", None)
+    if stored["seeds"] is None:
+        settings.pop("seed", None)
+    data = stored["data"]
+    try:
+        data = preset if data is None else DataModel.from_dict(data)
+        spec = make_spec(task, dict(grid), stored["seeds"], settings, data)
+    except (ValidationError, TypeError, KeyError, AttributeError) as exc:
+        raise ValidationError(field, f"does not describe a sweep: {exc}") from None
+    differ = spec.differences(stored)
+    if differ:
+        raise ValidationError(field, f"is not what odeflow writes for its sweep "
+                              f"({', '.join(differ)} differ)")
+    return spec

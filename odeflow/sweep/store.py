@@ -11,7 +11,9 @@ one); the journal is removed only after the fold. A sweep killed at any moment
 keeps every point whose record was written: :func:`open_store` and a resumed
 sweep replay the journal over the arrays. The sweep's spec (JSON) is the group
 attribute ``odeflow_sweep``; a store made for another spec is refused, never
-overwritten. One sweep at a time writes a store (:func:`store_lock`).
+overwritten. One sweep at a time writes a store (:func:`store_lock`). Every
+chunk has a checksum, and every reader (:func:`read_store`) refuses a store
+that is not what odeflow wrote (:mod:`odeflow.sweep.integrity`).
 
 netCDF (``format="netcdf"``): points go to a zarr store beside the target
 (``NAME.nc.partial.zarr``); once every point is done the dataset is written
@@ -33,9 +35,26 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write, writable_folder, writable_target
-from odeflow.sweep.journal import Journal, journal_folder, read_journal, remove_journal_folder
+from odeflow.sweep.integrity import (
+    check_arrays,
+    check_computed,
+    compressors,
+    layout,
+    read_record,
+    refuse,
+    root_attributes,
+    update_computed,
+    write_record,
+)
+from odeflow.sweep.journal import (
+    Journal,
+    check_journal_paths,
+    journal_folder,
+    read_journal,
+    remove_journal_folder,
+)
 from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
-from odeflow.sweep.spec import SweepSpec
+from odeflow.sweep.spec import SweepSpec, spec_from_dict
 
 #: Group attribute holding the spec.
 SPEC_ATTR = "odeflow_sweep"
@@ -92,6 +111,7 @@ class SweepArrays:
         self.values["computed"][...] = 0
         self.journal = None if path is None else Journal(path)
         self._unfolded = set()
+        self.skipped = (0, 0)  # damaged journal records and bytes skipped by load()
         self._last_fold = time.monotonic()
         self._arrays = None
 
@@ -130,29 +150,29 @@ class SweepArrays:
         # would cut each later error message to its first character
         ds["error"] = ds["error"].astype(object)
         encoding = chunk_encoding(ds, len(self.spec.dims), VARIABLES)
+        encoding.update({name: {"compressors": compressors()} for name in ds.coords})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # zarr v3 consolidated-metadata notice
             try:
-                ds.to_zarr(self.path, mode="w-", encoding=encoding, consolidated=False)
+                ds.to_zarr(self.path, mode="w-", encoding=encoding, consolidated=False,
+                           write_empty_chunks=True)
             except (FileExistsError, NotADirectoryError, PermissionError) as exc:
                 # the target changed since the check (or the file system refused it)
                 raise ValidationError("store", f"cannot create the zarr store "
                                       f"{str(self.path)!r}: {exc.strerror or exc}") from None
+        write_record(self.path, list(layout(self.spec)), self.values["computed"])
 
     def load(self) -> None:
         """Read a store made for this spec, journal included; a store of another sweep is
         refused. The journal's points are in memory only until :meth:`fold`."""
-        xr = requires_xarray()
-        check_store_spec(self.path, self.spec)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds = xr.open_zarr(self.path, consolidated=False)
-            for name in VARIABLES:
-                values = ds[name].values
-                self.values[name] = values.astype(object) if name == "error" else values
-        for index, outputs in self.journal.read():
+        ds, records = read_store(self.path, self.spec)
+        for name in VARIABLES:
+            values = ds[name].values
+            self.values[name] = values.astype(object) if name == "error" else values
+        for index, outputs in records:
             self._put(index, outputs)
             self._unfolded.add(index)
+        self.skipped = (records.skipped_records, records.skipped_bytes)
 
     def write(self, index: tuple, outputs: dict) -> None:
         """Store one finished point: in memory and, with a store, as a journal record.
@@ -182,6 +202,7 @@ class SweepArrays:
         if self.path is None:
             return
         if self._unfolded:
+            update_computed(self.path, self.values["computed"])  # before the arrays change
             arrays = self._open_arrays()
             n = len(self.spec.dims)
             for name in VARIABLES:  # "computed" is the last output
@@ -210,7 +231,9 @@ class SweepArrays:
             import zarr
 
             group = zarr.open_group(self.path, mode="r+")
-            self._arrays = {name: group[name] for name in VARIABLES}
+            # every chunk is kept, fill values too: a missing chunk is damage
+            self._arrays = {name: group[name].with_config({"write_empty_chunks": True})
+                            for name in VARIABLES}
         return self._arrays
 
 
@@ -236,7 +259,8 @@ def chunk_encoding(ds, n: int, names) -> dict:
     for name in names:
         shape = ds[name].shape
         itemsize = _STR_BYTES if ds[name].dtype == object else ds[name].dtype.itemsize
-        encoding[name] = {"chunks": chunk_shape(shape[:n], shape[n:], itemsize)}
+        encoding[name] = {"chunks": chunk_shape(shape[:n], shape[n:], itemsize),
+                          "compressors": compressors()}
     return encoding
 
 
@@ -283,23 +307,57 @@ def _attr(value):
     return value if isinstance(value, (str, int, float)) else json.dumps(value)
 
 
-def check_store_spec(path: Path, spec: SweepSpec) -> None:
-    """Refuse ``path`` unless it is a sweep store made for ``spec`` (naming what differs)."""
+def check_store_spec(path: Path, spec: SweepSpec) -> list:
+    """Refuse ``path`` unless it is an undamaged-looking sweep store made for ``spec``.
+
+    The attributes, the arrays' metadata (and, for a checked store, every
+    chunk's presence) and the journal's files are checked; the chunks
+    themselves are decoded by :func:`read_store`. Returns the outputs a store
+    written before them lacks (:data:`~odeflow.sweep.outputs.ADDED_LATER`).
+    """
+    spec, record = _store_spec(path, spec)
+    missing = check_arrays(path, spec, record)
+    check_journal_paths(path)
+    return missing
+
+
+def _store_spec(path: Path, spec: SweepSpec | None):
+    """``(spec, integrity record or None)`` of the store at ``path``; with ``spec``, a
+    store of another sweep is refused naming what differs."""
+    attrs = root_attributes(path)
+    if SPEC_ATTR not in attrs:
+        raise refuse(path, "is not an odeflow sweep store")
+    text = attrs[SPEC_ATTR]
     try:
-        import zarr
+        stored = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        stored = None
+    if not isinstance(stored, dict):
+        raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON object "
+                     f"(got {text!r:.40})")
+    if spec is None:
+        try:
+            spec = spec_from_dict(stored)
+        except ValidationError as exc:
+            raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") \
+                from None
+    else:
+        check_spec_attrs({SPEC_ATTR: text}, spec, path, stored)
+    return spec, read_record(path, attrs)
 
-        attrs = dict(zarr.open_group(path, mode="r").attrs)
-    except Exception as exc:  # zarr raises several kinds for a path that is no store
-        raise ValidationError("store", f"{str(path)!r} is not a readable zarr store: "
-                              f"{exc}") from None
-    check_spec_attrs(attrs, spec, path)
 
-
-def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path) -> None:
+def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path, stored=None) -> None:
     """Refuse the store at ``path`` (attributes ``attrs``) unless it was made for ``spec``."""
     if SPEC_ATTR not in attrs:
         raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
-    stored = json.loads(attrs[SPEC_ATTR])
+    if stored is None:
+        try:
+            stored = json.loads(attrs[SPEC_ATTR])
+        except (TypeError, ValueError):
+            stored = None
+        if not isinstance(stored, dict):
+            raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON "
+                         "object")
     differ = spec.differences(stored)
     if differ:
         details = "; ".join(f"{key}: store has {_lookup(stored, key)!r:.80}, this sweep "
@@ -321,8 +379,17 @@ def open_store(path, fmt: str | None = None):
     A zarr store's journal (the points not yet folded into its arrays: a
     running or killed sweep's) is replayed over the arrays, so every stored
     point is there; ``xarray.open_zarr`` alone shows only the folded ones.
+    ``attrs["journal_skipped"]`` is ``[records, bytes]`` of the journal's
+    damaged records, skipped (:func:`odeflow.sweep.journal.decode`).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``store``, the path and what is wrong: no store there, a store
+        that is not an odeflow sweep's, or one that is damaged
+        (:func:`read_store`).
     """
-    xr = requires_xarray()
+    requires_xarray()
     path = Path(path)
     fmt = fmt or ("netcdf" if path.suffix == ".nc" else "zarr")
     if not path.exists():
@@ -331,26 +398,89 @@ def open_store(path, fmt: str | None = None):
             path, fmt = partial, "zarr"
         else:
             raise ValidationError("store", f"no sweep store at {str(path)!r}")
+    if fmt == "netcdf":
+        return _open_netcdf(path)
+    for attempt in range(3):  # a fold running meanwhile can pair old flags with new arrays
+        try:
+            ds, records = read_store(path)
+            break
+        except _Stale:
+            if attempt == 2:
+                raise refuse(path, "is damaged: its 'computed' flags are not those odeflow "
+                             "recorded (a chunk of 'computed' was changed or replaced)") \
+                    from None
+            time.sleep(0.2)
+    ds["error"] = ds["error"].astype(object)
+    replay(ds, records)
+    ds["error"] = ds["error"].astype(str)  # zarr's variable-length strings -> numpy's str
+    ds.attrs["journal_skipped"] = [records.skipped_records, records.skipped_bytes]
+    return ds
+
+
+def _open_netcdf(path: Path):
+    xr = requires_xarray()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            if fmt == "netcdf":
-                ds = xr.open_dataset(path, engine="h5netcdf").load()
-            else:
-                # the journal first: a fold running meanwhile writes its records into the
-                # arrays before removing it, so the arrays read next hold them either way
-                records = read_journal(path)
-                ds = xr.open_zarr(path, consolidated=False).load()
-                if "error" in ds:
-                    ds["error"] = ds["error"].astype(object)
-                replay(ds, records)
-                if "error" in ds:  # zarr's variable-length strings -> numpy's usual str
-                    ds["error"] = ds["error"].astype(str)
-        except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
+            ds = xr.open_dataset(path, engine="h5netcdf").load()
+        except Exception as exc:  # h5netcdf raises many kinds for an unreadable file
             raise ValidationError("store", f"cannot read {str(path)!r}: {exc}") from None
     if SPEC_ATTR not in ds.attrs:
         raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
     return ds
+
+
+class _Stale(Exception):
+    """The ``computed`` flags did not match the record (perhaps a fold ran meanwhile)."""
+
+
+def read_store(path: Path, spec: SweepSpec | None = None):
+    """The arrays of the zarr sweep store ``path`` and its journal, every check passed.
+
+    The attributes, every array's metadata and chunks (present, checksums,
+    decoding), the journal (its files; each record fits the store) and the
+    ``computed`` flags (:func:`odeflow.sweep.integrity.check_computed`) are
+    checked. With ``spec``, a store of another sweep is refused.
+
+    Returns
+    -------
+    (xarray.Dataset, odeflow.sweep.journal.Records)
+        The arrays as stored (the journal not replayed) and the journal's records.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``store``, the path and what is wrong.
+    """
+    xr = requires_xarray()
+    # the journal first: a fold running meanwhile writes its records into the arrays
+    # before removing it, so the arrays read next hold them either way
+    records = read_journal(path)
+    spec, record = _store_spec(path, spec)
+    check_arrays(path, spec, record)
+    check_records(path, spec, records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ds = xr.open_zarr(path, consolidated=False)
+        except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
+            raise refuse(path, f"cannot be read: {exc}") from None
+        for name in list(ds.variables):
+            try:
+                ds[name] = ds[name].load()
+            except Exception as exc:  # a checksum that fails, a chunk that does not decode
+                raise refuse(path, f"is damaged: a chunk of {name!r} does not decode "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") \
+                    from None
+    computed = ds["computed"].values
+    if computed.dtype != np.int64 or (computed < 0).any():
+        raise refuse(path, "is damaged: 'computed' holds values that are not counts")
+    replayed = computed.copy()
+    for index, outputs in records:
+        replayed[index] = outputs.get("computed", replayed[index])
+    if not check_computed(record, computed, replayed):
+        raise _Stale()
+    return ds, records
 
 
 def replay(ds, records) -> None:
@@ -360,6 +490,27 @@ def replay(ds, records) -> None:
         for name, value in outputs.items():
             if name in ds:
                 ds[name].data[index] = value
+
+
+def check_records(path: Path, spec: SweepSpec, records) -> None:
+    """Refuse a journal record that does not fit the store of ``spec`` (its point's index,
+    an output's name, shape or type), naming the record."""
+    shapes = {name: shape[len(spec.dims):] for name, (_, shape, _) in layout(spec).items()
+              if name in VARIABLES}
+    for number, (index, outputs) in enumerate(records, 1):
+        where = f"its journal record {number} (point {list(index)!r:.40})"
+        if len(index) != len(spec.shape) or not all(
+                0 <= i < n for i, n in zip(index, spec.shape, strict=False)):
+            raise refuse(path, f"is damaged: {where} is not a point of the grid "
+                         f"{list(spec.shape)}")
+        for name, value in outputs.items():
+            kind = VARIABLES.get(name, (None, None))[1]
+            ok = kind is not None and (isinstance(value, str) if kind == "str" else (
+                not isinstance(value, str) and value.dtype == np.dtype(kind)
+                and value.shape == shapes[name]))
+            if not ok:
+                raise refuse(path, f"is damaged: {where} has an output {name!r} that does "
+                             "not fit the store (name, shape or type)")
 
 
 def check_zarr_target(path, field: str = "store") -> Path:
