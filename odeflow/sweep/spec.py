@@ -181,6 +181,7 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     seeds = _seeds(seeds, kinds)
     if seeds is None and any(k.stochastic for k in kinds):
         fixed["seed"] = 0
+    _check_storable(checked_grid, seeds, fixed)
     spec = SweepSpec(checked_grid, seeds, dict(sorted(fixed.items())), data_dict)
     horizon = kinds[0].horizon
     largest = max(checked_grid.get(horizon, [fixed.get(horizon)]))
@@ -188,6 +189,24 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     object.__setattr__(spec, "times", [float(t) for t in times])
     spec.data_models  # noqa: B018 (build every data model now: a bad preset fails here)
     return spec
+
+
+#: The integers a store holds (int64), and so every integer of a sweep.
+INT64_RANGE = (-(1 << 63), (1 << 63) - 1)
+
+
+def _check_storable(grid: dict, seeds, settings: dict) -> None:
+    """Refuse, naming it, a value a store cannot hold (an integer beyond int64, a value
+    that is not a number or text), before any point runs."""
+    items = [(f"grid.{k}[{i}]", v) for k, values in grid.items() for i, v in enumerate(values)]
+    items += [(f"seeds[{i}]", v) for i, v in enumerate(seeds or [])]
+    items += [(f"settings.{k}", v) for k, v in settings.items()]
+    for name, value in items:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValidationError(name, f"must be a number or text, got {value!r:.60}")
+        if isinstance(value, int) and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+            raise ValidationError(name, f"is {value:.4g}, beyond the 64-bit integers a "
+                                  "store holds")
 
 
 def _task_kinds(task, grid) -> list[TaskKind]:
