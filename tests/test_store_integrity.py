@@ -192,3 +192,20 @@ def test_a_store_of_before_still_opens_and_resumes(finished, tmp_path, capsys):
                          "--out", path, "--resume", "--no-progress")
     assert code == 0 and "already done 6, computed now 0" in out, err
     assert (open_store(path).njev.values == -1).all()
+
+
+def test_a_store_of_before_missing_another_output_is_refused(finished, tmp_path, capsys):
+    """Only njev, nlu and wall_time may be missing from a store of before; a resume does not
+    re-create any other output (a deleted t0 used to come back as all-NaN)."""
+    path = tmp_path / "old.zarr"
+    old = finished[1].drop_vars(["t0"])
+    old.attrs = {"odeflow_sweep": finished[1].attrs["odeflow_sweep"]}
+    old["error"] = old["error"].astype(object)
+    old.to_zarr(path, consolidated=False)
+    with pytest.raises(ValidationError, match="'t0' is missing"):
+        open_store(path)
+    (tmp_path / "s.toml").write_text(CONFIG)
+    code, _, err = cli(capsys, "sweep", tmp_path / "s.toml", "--backend", "serial",
+                       "--out", path, "--resume", "--no-progress")
+    assert code == 2 and "'t0' is missing" in one_error_line(err)
+    assert not (path / "t0").exists()
