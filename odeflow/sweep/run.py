@@ -11,12 +11,11 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.sweep.backends import PointRunner
+from odeflow.sweep.reading import check_spec_attrs, check_store_spec
 from odeflow.sweep.spec import make_spec
 from odeflow.sweep.store import (
     FORMATS,
     SweepArrays,
-    check_spec_attrs,
-    check_store_spec,
     check_store_target,
     chunk_encoding,
     open_store,
@@ -101,7 +100,7 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     ValidationError
         Naming the field: unknown parameters, empty lists, non-numeric values,
         a store that exists (without ``resume``) or belongs to another sweep,
-        a damaged store (:func:`~odeflow.sweep.store.read_store`),
+        a damaged store (:func:`~odeflow.sweep.reading.read_store`),
         netCDF output without h5netcdf (``format``). Nothing is overwritten.
     """
     start = time.perf_counter()
@@ -203,7 +202,7 @@ def add_missing_outputs(arrays, missing) -> list:
     :data:`~odeflow.sweep.outputs.ADDED_LATER`) is resumed as before; its
     stored points get that output's fill value (-1, NaN: unknown), the points
     computed now their own. ``missing`` comes from
-    :func:`~odeflow.sweep.store.check_store_spec`, which refuses a store of
+    :func:`~odeflow.sweep.reading.check_store_spec`, which refuses a store of
     another sweep, and any other missing output, untouched.
     """
     import zarr

@@ -12,8 +12,9 @@ keeps every point whose record was written: :func:`open_store` and a resumed
 sweep replay the journal over the arrays. The sweep's spec (JSON) is the group
 attribute ``odeflow_sweep``; a store made for another spec is refused, never
 overwritten. One sweep at a time writes a store (:func:`store_lock`). Every
-chunk has a checksum, and every reader (:func:`read_store`) refuses a store
-that is not what odeflow wrote (:mod:`odeflow.sweep.integrity`).
+chunk has a checksum, and every reader
+(:func:`odeflow.sweep.reading.read_store`) refuses a store that is not what
+odeflow wrote (:mod:`odeflow.sweep.integrity`).
 
 netCDF (``format="netcdf"``): points go to a zarr store beside the target
 (``NAME.nc.partial.zarr``); once every point is done the dataset is written
@@ -35,29 +36,11 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write, writable_folder, writable_target
-from odeflow.sweep.integrity import (
-    check_arrays,
-    check_computed,
-    compressors,
-    layout,
-    read_record,
-    refuse,
-    root_attributes,
-    update_computed,
-    write_record,
-)
-from odeflow.sweep.journal import (
-    Journal,
-    check_journal_paths,
-    journal_folder,
-    read_journal,
-    remove_journal_folder,
-)
+from odeflow.sweep.integrity import compressors, layout, refuse, update_computed, write_record
+from odeflow.sweep.journal import Journal, journal_folder, remove_journal_folder
 from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
-from odeflow.sweep.spec import SweepSpec, spec_from_dict
-
-#: Group attribute holding the spec.
-SPEC_ATTR = "odeflow_sweep"
+from odeflow.sweep.reading import SPEC_ATTR, StaleComputed, read_store
+from odeflow.sweep.spec import SweepSpec
 
 #: Output formats.
 FORMATS = ("zarr", "netcdf")
@@ -307,72 +290,6 @@ def _attr(value):
     return value if isinstance(value, (str, int, float)) else json.dumps(value)
 
 
-def check_store_spec(path: Path, spec: SweepSpec) -> list:
-    """Refuse ``path`` unless it is an undamaged-looking sweep store made for ``spec``.
-
-    The attributes, the arrays' metadata (and, for a checked store, every
-    chunk's presence) and the journal's files are checked; the chunks
-    themselves are decoded by :func:`read_store`. Returns the outputs a store
-    written before them lacks (:data:`~odeflow.sweep.outputs.ADDED_LATER`).
-    """
-    spec, record = _store_spec(path, spec)
-    missing = check_arrays(path, spec, record)
-    check_journal_paths(path)
-    return missing
-
-
-def _store_spec(path: Path, spec: SweepSpec | None):
-    """``(spec, integrity record or None)`` of the store at ``path``; with ``spec``, a
-    store of another sweep is refused naming what differs."""
-    attrs = root_attributes(path)
-    if SPEC_ATTR not in attrs:
-        raise refuse(path, "is not an odeflow sweep store")
-    text = attrs[SPEC_ATTR]
-    try:
-        stored = json.loads(text) if isinstance(text, str) else None
-    except ValueError:
-        stored = None
-    if not isinstance(stored, dict):
-        raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON object "
-                     f"(got {text!r:.40})")
-    if spec is None:
-        try:
-            spec = spec_from_dict(stored)
-        except ValidationError as exc:
-            raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") \
-                from None
-    else:
-        check_spec_attrs({SPEC_ATTR: text}, spec, path, stored)
-    return spec, read_record(path, attrs)
-
-
-def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path, stored=None) -> None:
-    """Refuse the store at ``path`` (attributes ``attrs``) unless it was made for ``spec``."""
-    if SPEC_ATTR not in attrs:
-        raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
-    if stored is None:
-        try:
-            stored = json.loads(attrs[SPEC_ATTR])
-        except (TypeError, ValueError):
-            stored = None
-        if not isinstance(stored, dict):
-            raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON "
-                         "object")
-    differ = spec.differences(stored)
-    if differ:
-        details = "; ".join(f"{key}: store has {_lookup(stored, key)!r:.80}, this sweep "
-                            f"{_lookup(spec.to_dict(), key)!r:.80}" for key in differ[:4])
-        raise ValidationError("store", f"{str(path)!r} belongs to a different sweep "
-                              f"({', '.join(differ)} differ: {details}); choose another "
-                              "--out or rerun with the store's parameters")
-
-
-def _lookup(d: dict, dotted: str):
-    for part in dotted.split("."):
-        d = d.get(part) if isinstance(d, dict) else None
-    return d
-
-
 def open_store(path, fmt: str | None = None):
     """Read a finished (or partial) sweep store as an :class:`xarray.Dataset` in memory.
 
@@ -387,7 +304,7 @@ def open_store(path, fmt: str | None = None):
     ValidationError
         Naming ``store``, the path and what is wrong: no store there, a store
         that is not an odeflow sweep's, or one that is damaged
-        (:func:`read_store`).
+        (:func:`odeflow.sweep.reading.read_store`).
     """
     requires_xarray()
     path = Path(path)
@@ -404,7 +321,7 @@ def open_store(path, fmt: str | None = None):
         try:
             ds, records = read_store(path)
             break
-        except _Stale:
+        except StaleComputed:
             if attempt == 2:
                 raise refuse(path, "is damaged: its 'computed' flags are not those odeflow "
                              "recorded (a chunk of 'computed' was changed or replaced)") \
@@ -430,59 +347,6 @@ def _open_netcdf(path: Path):
     return ds
 
 
-class _Stale(Exception):
-    """The ``computed`` flags did not match the record (perhaps a fold ran meanwhile)."""
-
-
-def read_store(path: Path, spec: SweepSpec | None = None):
-    """The arrays of the zarr sweep store ``path`` and its journal, every check passed.
-
-    The attributes, every array's metadata and chunks (present, checksums,
-    decoding), the journal (its files; each record fits the store) and the
-    ``computed`` flags (:func:`odeflow.sweep.integrity.check_computed`) are
-    checked. With ``spec``, a store of another sweep is refused.
-
-    Returns
-    -------
-    (xarray.Dataset, odeflow.sweep.journal.Records)
-        The arrays as stored (the journal not replayed) and the journal's records.
-
-    Raises
-    ------
-    ValidationError
-        Naming ``store``, the path and what is wrong.
-    """
-    xr = requires_xarray()
-    # the journal first: a fold running meanwhile writes its records into the arrays
-    # before removing it, so the arrays read next hold them either way
-    records = read_journal(path)
-    spec, record = _store_spec(path, spec)
-    check_arrays(path, spec, record)
-    check_records(path, spec, records)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            ds = xr.open_zarr(path, consolidated=False)
-        except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
-            raise refuse(path, f"cannot be read: {exc}") from None
-        for name in list(ds.variables):
-            try:
-                ds[name] = ds[name].load()
-            except Exception as exc:  # a checksum that fails, a chunk that does not decode
-                raise refuse(path, f"is damaged: a chunk of {name!r} does not decode "
-                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") \
-                    from None
-    computed = ds["computed"].values
-    if computed.dtype != np.int64 or (computed < 0).any():
-        raise refuse(path, "is damaged: 'computed' holds values that are not counts")
-    replayed = computed.copy()
-    for index, outputs in records:
-        replayed[index] = outputs.get("computed", replayed[index])
-    if not check_computed(record, computed, replayed):
-        raise _Stale()
-    return ds, records
-
-
 def replay(ds, records) -> None:
     """Put the journal ``records`` (:func:`odeflow.sweep.journal.read_journal`) into the
     in-memory dataset ``ds``, in order (a later record of a point wins)."""
@@ -490,27 +354,6 @@ def replay(ds, records) -> None:
         for name, value in outputs.items():
             if name in ds:
                 ds[name].data[index] = value
-
-
-def check_records(path: Path, spec: SweepSpec, records) -> None:
-    """Refuse a journal record that does not fit the store of ``spec`` (its point's index,
-    an output's name, shape or type), naming the record."""
-    shapes = {name: shape[len(spec.dims):] for name, (_, shape, _) in layout(spec).items()
-              if name in VARIABLES}
-    for number, (index, outputs) in enumerate(records, 1):
-        where = f"its journal record {number} (point {list(index)!r:.40})"
-        if len(index) != len(spec.shape) or not all(
-                0 <= i < n for i, n in zip(index, spec.shape, strict=False)):
-            raise refuse(path, f"is damaged: {where} is not a point of the grid "
-                         f"{list(spec.shape)}")
-        for name, value in outputs.items():
-            kind = VARIABLES.get(name, (None, None))[1]
-            ok = kind is not None and (isinstance(value, str) if kind == "str" else (
-                not isinstance(value, str) and value.dtype == np.dtype(kind)
-                and value.shape == shapes[name]))
-            if not ok:
-                raise refuse(path, f"is damaged: {where} has an output {name!r} that does "
-                             "not fit the store (name, shape or type)")
 
 
 def check_zarr_target(path, field: str = "store") -> Path:
