@@ -209,3 +209,18 @@ def test_a_store_of_before_missing_another_output_is_refused(finished, tmp_path,
                        "--out", path, "--resume", "--no-progress")
     assert code == 2 and "'t0' is missing" in one_error_line(err)
     assert not (path / "t0").exists()
+
+
+def test_a_damaged_netcdf_store_is_refused(finished, tmp_path):
+    pytest.importorskip("h5netcdf")
+    path = tmp_path / "s.nc"
+    ds = sweep("exact", GRID, settings=SETTINGS, backend="serial", store=path)
+    assert_same_numbers(open_store(path), ds)
+    data = bytearray(path.read_bytes())
+    at = bytes(data).find(ds["entropy"].values.tobytes()[:64])
+    assert at > 0
+    data[at + 100] ^= 0x01  # a bit of entropy's values (Fletcher-32 covers them)
+    path.write_bytes(bytes(data))
+    with pytest.raises(ValidationError, match="cannot read") as info:
+        open_store(path)
+    assert str(path) in str(info.value)

@@ -411,7 +411,13 @@ def partial_path(path: Path) -> Path:
 
 
 def write_netcdf(ds, path: Path) -> Path:
-    """Write ``ds`` to ``path`` (netCDF-4 via h5netcdf) atomically."""
+    """Write ``ds`` to ``path`` (netCDF-4 via h5netcdf) atomically.
+
+    Every numeric variable has HDF5's Fletcher-32 checksum, so a damaged
+    chunk fails to read (:func:`open_store` refuses the file) instead of
+    giving other numbers; the text variable ``error`` has none (HDF5 filters
+    do not apply to variable-length strings).
+    """
     try:
         import h5netcdf  # noqa: F401
         import h5py  # noqa: F401  (h5netcdf's writer; an extra of h5netcdf since 1.4)
@@ -420,7 +426,10 @@ def write_netcdf(ds, path: Path) -> Path:
                               "pip install 'odeflow[sweep]'") from None
     out = ds.copy()
     out["error"] = out["error"].astype(str)
-    payload = out.to_netcdf(engine="h5netcdf")  # bytes in memory; then one atomic write
+    encoding = {name: {"fletcher32": True} for name in out.variables
+                if out[name].dtype.kind in "fiu"}
+    # bytes in memory; then one atomic write
+    payload = out.to_netcdf(engine="h5netcdf", encoding=encoding)
     return atomic_write(path, lambda fh: fh.write(payload))
 
 
