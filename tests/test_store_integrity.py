@@ -177,6 +177,19 @@ def test_one_damaged_journal_record_costs_one_point(finished, tmp_path, capsys):
     assert_same_numbers(open_store(path), finished[1])
 
 
+def test_plot_sweep_says_how_many_journal_records_it_skipped(finished, tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "s.zarr"
+    starts = pending_store(path, finished[1])
+    data = bytearray((path / JOURNAL_GROUP / JOURNAL_NAME).read_bytes())
+    data[starts[1] + 40] ^= 0x01
+    (path / JOURNAL_GROUP / JOURNAL_NAME).write_bytes(bytes(data))
+    code, out, err = cli(capsys, "plot", "sweep", "--store", path, "--x", "eta_z",
+                         "--hue", "eta_y", "--out", tmp_path / "p.png")
+    assert code == 0 and (tmp_path / "p.png").exists(), err
+    assert f"skipped 1 damaged journal record(s) ({starts[2] - starts[1]} bytes)" in err
+
+
 def test_a_store_of_before_still_opens_and_resumes(finished, tmp_path, capsys):
     """A store without checksums or integrity record (odeflow before this version) opens,
     and a resume adds the outputs such stores lack (njev, nlu, wall_time)."""
