@@ -150,15 +150,17 @@ def test_snap_result_round_trips_and_is_checked(tmp_path):
         SnapResult.load(rewrite(tmp_path, arrays, metadata))
 
 
-def test_a_member_that_is_not_npy_is_refused_by_name(tmp_path, saved):
+@pytest.mark.parametrize("member, pattern", [("metadata", "'metadata' is not an .npy array"),
+                                             ("metadata.npy", "'metadata' is not an .npy array")])
+def test_a_member_that_is_not_npy_is_refused_by_name(tmp_path, saved, member, pattern):
     import zipfile
 
     arrays, _ = contents(saved)
     path = tmp_path / "text.npz"
     np.savez(path, **arrays)
     with zipfile.ZipFile(path, "a") as zf:
-        zf.writestr("metadata", b"hello")  # 5 bytes of text, no .npy header
-    message = refused(path, "'metadata' is not an .npy array")
+        zf.writestr(member, b"hello")  # 5 bytes of text, no .npy header
+    message = refused(path, pattern)
     assert str(path) in message
 
 
