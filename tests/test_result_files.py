@@ -148,3 +148,31 @@ def test_snap_result_round_trips_and_is_checked(tmp_path):
     arrays["B"] = arrays["B"][:-1]
     with pytest.raises(ValidationError, match="'B' has shape"):
         SnapResult.load(rewrite(tmp_path, arrays, metadata))
+
+
+@pytest.mark.parametrize("member, pattern", [("metadata", "'metadata' is not an .npy array"),
+                                             ("metadata.npy", "'metadata' is not an .npy array")])
+def test_a_member_that_is_not_npy_is_refused_by_name(tmp_path, saved, member, pattern):
+    import zipfile
+
+    arrays, _ = contents(saved)
+    path = tmp_path / "text.npz"
+    np.savez(path, **arrays)
+    with zipfile.ZipFile(path, "a") as zf:
+        zf.writestr(member, b"hello")  # 5 bytes of text, no .npy header
+    message = refused(path, pattern)
+    assert str(path) in message
+
+
+@pytest.mark.parametrize("name, dtype", [("t", np.int8), ("t", np.float32),
+                                         ("z_active", np.float32), ("z_base", np.int64)])
+def test_narrowed_types_are_refused(tmp_path, saved, name, dtype):
+    arrays, metadata = contents(saved)
+    arrays[name] = arrays[name].astype(dtype)
+    refused(rewrite(tmp_path, arrays, metadata), f"array '{name}' has type")
+
+
+def test_repeated_times_are_refused(tmp_path, saved):
+    arrays, metadata = contents(saved)
+    arrays["t"][2] = arrays["t"][1]
+    refused(rewrite(tmp_path, arrays, metadata), "repeated")

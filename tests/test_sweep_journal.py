@@ -60,16 +60,23 @@ def test_records_round_trip_bit_for_bit():
     assert_same_outputs(o2, outputs(2))
 
 
-def test_a_record_cut_short_is_ignored_with_what_follows():
+def test_a_record_cut_short_or_damaged_is_skipped_alone():
     first, second = encode((0,), outputs(0)), encode((1,), outputs(1))
     data = first + second
     for end in range(len(data) + 1):  # a write stopped after any byte
         expected = (end >= len(first)) + (end == len(data))
-        assert len(decode(data[:end])) == expected, end
-    for at in (5, len(first) - 1):  # a byte changed (the lengths or the body): checksum fails
+        records = decode(data[:end])
+        assert len(records) == expected, end
+        torn = end - len(first) if end >= len(first) else end
+        assert (records.skipped_records, records.skipped_bytes) == (int(torn > 0) * (
+            end != len(data)), torn * (end != len(data))), end
+    for at in (0, 5, len(first) - 1):  # a byte changed (magic, lengths, body): skipped
         broken = bytearray(data)
         broken[at] ^= 0xFF
-        assert len(decode(bytes(broken))) == 0
+        records = decode(bytes(broken))
+        assert [index for index, _ in records] == [(1,)]  # the next record is found
+        assert (records.skipped_records, records.skipped_bytes) == (1, len(first))
+        assert_same_outputs(records[0][1], outputs(1))
 
 
 def test_a_non_numeric_output_is_refused():

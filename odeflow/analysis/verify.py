@@ -754,6 +754,8 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     if unknown or not selected:
         raise ValidationError("checks", f"unknown or empty selection {unknown or selected!r}; "
                               f"choose from {list(CHECKS)}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValidationError("seed", f"must be an integer >= 0, got {seed!r}")
     ctx = _Context(rtol, atol, method, tolerance, t_min, t_max, points_per_decade, int(seed))
     start = time.perf_counter()
     rows: list[CheckResult] = []

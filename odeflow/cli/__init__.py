@@ -11,6 +11,7 @@ line on stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import pkgutil
@@ -47,7 +48,12 @@ def main(argv=None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        if getattr(args, "out", None) == "":  # not "the default path": say so, like any flag
+            raise ValidationError("out", "is empty; give a path, or leave --out out for the "
+                                  "default")
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # a full disk or an I/O error on stdout shows here, not at exit
+        return code
     except ValidationError as exc:
         print(f"odeflow: error: {one_line(exc, cli_field(exc.field, argv))}", file=sys.stderr)
         return 2
@@ -62,11 +68,27 @@ def main(argv=None) -> int:
               "machine has", file=sys.stderr)
         return 2
     except BrokenPipeError:  # e.g. `odeflow run | head`: the reader left, nothing to report
-        try:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
+        _drop_stdout()
         return 0
+    except OSError as exc:
+        if exc.errno not in STDOUT_ERRORS or exc.filename is not None:
+            raise
+        _drop_stdout()  # what is still buffered cannot be written either
+        print(f"odeflow: error: stdout: cannot write the output of {args.command} "
+              f"({exc.strerror or exc})", file=sys.stderr)
+        return 2
+
+
+#: errno values of a write to stdout that cannot succeed (``> /dev/full``, a failing disk).
+STDOUT_ERRORS = {errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG}
+
+
+def _drop_stdout() -> None:
+    """Point stdout at the null device (its buffer is dropped at exit without an error)."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def cli_field(field: str, argv) -> str:

@@ -38,9 +38,9 @@ def register(sub) -> None:
                    help="Level T: sampled sequences per class (64)")
     p.add_argument("--sample-seed", type=int, default=0, metavar="S",
                    help="Level T: seed of the sample (0)")
-    p.add_argument("--sgd-seeds", type=int, default=0, metavar="S",
-                   help="with --seq-len: also run S seeds of SGD for t_end (1 - momentum) "
-                        "steps and give each level's logit gap to their mean (0: no SGD)")
+    p.add_argument("--sgd-seeds", type=int, metavar="S",
+                   help="with --seq-len: also run S >= 1 seeds of SGD for t_end (1 - momentum) "
+                        "steps and give each level's logit gap to their mean (default: no SGD)")
     p.add_argument("--batch-size", type=int, default=128, metavar="B",
                    help="SGD batch size (128)")
     p.add_argument("--momentum", type=float, default=0.9, metavar="MU",
@@ -54,17 +54,19 @@ def register(sub) -> None:
 def run(args) -> int:
     data, options, label = resolve(args)
     eta_y = validate_positive(options["eta_y"], "eta_y")
-    if not args.ratios:
+    if args.ratios is None:
         validate_positive(options["eta_z"], "eta_z")
-    ratios = _parse_ratios(args.ratios) if args.ratios else [options["eta_z"] / eta_y]
-    if args.sgd_seeds < 0:
-        raise ValidationError("sgd_seeds", f"must be >= 0, got {args.sgd_seeds}")
+    ratios = _parse_ratios(args.ratios) if args.ratios is not None \
+        else [options["eta_z"] / eta_y]
+    if args.sgd_seeds is not None and args.sgd_seeds < 1:
+        raise ValidationError("sgd_seeds", f"must be >= 1 (leave it out for no SGD), got "
+                              f"{args.sgd_seeds}")
     results = compare_levels_over_ratios(data, eta_y, ratios, options["t_end"],
                                          rtol=args.rtol, atol=args.atol,
                                          keep_trajectories=False, seq_len=args.seq_len,
                                          samples_per_class=args.samples_per_class,
                                          sample_seed=args.sample_seed,
-                                         sgd_seeds=args.sgd_seeds, batch_size=args.batch_size,
+                                         sgd_seeds=args.sgd_seeds or 0, batch_size=args.batch_size,
                                          momentum=args.momentum)
     if args.json:
         print(json.dumps({"data": label, "results": [r.to_dict() for r in results]}, indent=2))

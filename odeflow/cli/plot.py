@@ -59,6 +59,7 @@ def register(sub) -> None:
 def _plot_sweep(args) -> int:
     from odeflow.plots.style import save_figure
     from odeflow.plots.sweep import plot_sweep
+    from odeflow.sweep import open_store
 
     if not args.store:
         raise ValidationError("store", "odeflow plot sweep needs --store STORE")
@@ -72,7 +73,12 @@ def _plot_sweep(args) -> int:
             raise ValidationError("select", f"must be PARAM=VALUE, got {item!r}")
         select[key.strip()] = value.strip()
     start = time.perf_counter()
-    fig = plot_sweep(args.store, var=args.var, x=args.x, y=args.y, hue=args.hue,
+    ds = open_store(args.store)  # a damaged store is refused here, naming it
+    records, size = ds.attrs.get("journal_skipped", (0, 0))
+    if records:
+        print(f"odeflow plot: {args.store}: skipped {records} damaged journal record(s) "
+              f"({size} bytes); their points are shown as pending", file=sys.stderr)
+    fig = plot_sweep(ds, var=args.var, x=args.x, y=args.y, hue=args.hue,
                      time=args.time, select=select)
     path = save_figure(fig, Path(args.out or f"sweep-{args.var}.png"), dpi=args.dpi)
     print(f"odeflow plot: sweep {args.var} -> {path} ({time.perf_counter() - start:.1f} s)")

@@ -6,6 +6,7 @@ import sys
 
 import numpy as np
 
+from odeflow.cli.common import check_rows
 from odeflow.errors import ValidationError
 
 
@@ -30,7 +31,8 @@ def register(sub) -> None:
                    help="continue the sweep in STORE: stored points are not run again")
     p.add_argument("--retry-failed", action="store_true",
                    help="with --resume, also run again the points stored with an error")
-    p.add_argument("--rows", type=int, default=20, help="points shown in the table (20)")
+    p.add_argument("--rows", type=int, default=20, help="points shown in the table (20; "
+                   "0: no table)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -40,6 +42,7 @@ def run(args) -> int:
     from odeflow.sweep.config import load_sweep_config
     from odeflow.sweep.store import check_store_target
 
+    rows = check_rows(args.rows)
     kwargs = load_sweep_config(args.config)
     label = str(args.config).rsplit("/", 1)[-1].removesuffix(".toml")
     if args.backend:
@@ -68,24 +71,31 @@ def run(args) -> int:
               "run the same command with --resume to continue", file=sys.stderr)
         return 130
     a = ds.attrs
+    records, size = a.get("journal_skipped", (0, 0))
+    if records:
+        print(f"odeflow sweep: {kwargs['store']}: skipped {records} damaged journal "
+              f"record(s) ({size} bytes); their points were computed again", file=sys.stderr)
     print(f"odeflow sweep: {label}, task={kwargs.get('task', 'exact')}, "
           f"backend={kwargs.get('backend', 'processes')}, points={a['points']} "
           f"(already done {a['already_done']}, computed now {a['computed_now']}, "
           f"failed {a['failed']}), wall={a['wall_time']:.2f}s")
-    print(summary_table(ds, args.rows))
+    table = summary_table(ds, rows)
+    if table:
+        print(table)
     print(f"saved {kwargs['store']}")
     return 3 if a["failed"] else 0
 
 
 def summary_table(ds, rows: int = 20) -> str:
-    """One line per point (the first ``rows``): parameters, status, nfev, t_0, final values."""
+    """One line per point (the first ``rows``): parameters, status, nfev, t_0, final values;
+    then the failed points. ``rows=0``: the failed points only."""
     dims = [d for d in ds["computed"].dims]
     flat = {d: np.broadcast_to(ds[d].values.reshape([-1 if e == d else 1 for e in dims]),
                                ds["computed"].shape).ravel() for d in dims}
     final = {"entropy": _last(ds["entropy"]), "J": _last(ds["J"])}
     t0 = ds["t0"].mean("class", skipna=True).values.ravel() if ds.sizes["class"] else None
     header = [*dims, "status", "nfev", "t0", "entropy(end)", "J(end)"]
-    lines = ["  ".join(f"{h:>12s}" for h in header)]
+    lines = ["  ".join(f"{h:>12s}" for h in header)] if rows else []
     errors = ds["error"].values.ravel()
     nfev = ds["nfev"].values.ravel()
     n = errors.size
@@ -94,7 +104,7 @@ def summary_table(ds, rows: int = 20) -> str:
         cells += [f"{'failed' if errors[i] else 'ok':>12s}", f"{int(nfev[i]):12d}",
                   f"{t0[i]:12.4g}", f"{final['entropy'][i]:12.6g}", f"{final['J'][i]:12.6g}"]
         lines.append("  ".join(cells))
-    if n > rows:
+    if 0 < rows < n:
         lines.append(f"... {n - rows} more points (--rows to show more)")
     failed = np.flatnonzero(errors != "")
     for i in failed[:10]:

@@ -18,6 +18,19 @@ from odeflow.plots.style import HEATMAP_CMAP, finish_axes, new_figure, series_co
 AVERAGED = ("seed", "class")
 
 
+def _stored_time(da, time) -> float:
+    """``time`` as a float, refused unless finite and within the stored times."""
+    times = da["time"].values
+    try:
+        value = float(time)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not (np.isfinite(value) and times.min() <= value <= times.max()):
+        raise ValidationError("time", f"must be a finite time within the stored "
+                              f"[{times.min():g}, {times.max():g}], got {time!r}")
+    return value
+
+
 def sweep_values(ds, var: str, axes_dims: tuple, time=None, select=None):
     """``ds[var]`` reduced to the dims ``axes_dims`` (see the module notes)."""
     if var not in ds.data_vars:
@@ -31,7 +44,8 @@ def sweep_values(ds, var: str, axes_dims: tuple, time=None, select=None):
             raise ValidationError("select", f"{key!r} is not a dim of {var!r} {da.dims}")
         da = da.sel({key: _coord_value(da, key, value)})
     if "time" in da.dims:
-        da = da.sel(time=float(time), method="nearest") if time is not None else _at_end(da)
+        da = da.sel(time=_stored_time(da, time), method="nearest") if time is not None \
+            else _at_end(da)
     da = da.where(da != -1) if da.dtype.kind in "iu" else da
     for dim in AVERAGED:
         if dim in da.dims and dim not in axes_dims:

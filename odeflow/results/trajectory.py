@@ -512,12 +512,16 @@ def _check_trajectory_arrays(arrays: dict, data: DataModel, layout: str, where: 
             raise ValidationError("path", f"{where}: unexpected array {name!r}; not an "
                                   "odeflow trajectory")
     for name, shape in expected.items():
+        if name not in ("logit_query", "logit_token") and arrays[name].dtype != np.float64:
+            raise ValidationError("path", f"{where}: array {name!r} has type "
+                                  f"{arrays[name].dtype}; odeflow writes float64")
         if arrays[name].shape != shape:
             raise ValidationError("path", f"{where}: array {name!r} has shape "
                                   f"{arrays[name].shape}, inconsistent with the stored data "
                                   f"model (expected {shape})")
-    if n < 1 or np.any(np.diff(t) < 0):
-        raise ValidationError("path", f"{where}: the times 't' are empty or not increasing")
+    if n < 1 or np.any(np.diff(t) <= 0):
+        raise ValidationError("path", f"{where}: the times 't' are empty, repeated or not "
+                              "increasing")
     if "logit_query" in expected:
         rows, tokens = arrays["logit_query"], arrays["logit_token"]
         if rows.dtype.kind not in "iu" or tokens.dtype.kind not in "iu" \
@@ -575,6 +579,10 @@ def read_result_file(path, file_format: str) -> tuple[dict, dict]:
             reason = "it holds an object array, which odeflow never writes and never loads"
         raise ValidationError("path", f"{where} is damaged or not an odeflow result file "
                               f"({reason})") from None
+    for name, value in arrays.items():  # numpy hands back a member not named .npy as bytes
+        if not isinstance(value, np.ndarray):
+            raise ValidationError("path", f"{where}: member {name!r} is not an .npy array; "
+                                  "not an odeflow result file")
     if "metadata" not in arrays:
         raise ValidationError("path", f"{where} is not an odeflow result file (no metadata)")
     record = arrays.pop("metadata")

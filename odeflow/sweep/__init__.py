@@ -5,7 +5,10 @@
 - :mod:`odeflow.sweep.spec`: the checked sweep (grid, seeds, settings, data).
 - :mod:`odeflow.sweep.outputs`: the named outputs of one point.
 - :mod:`odeflow.sweep.backends`: ``serial``, ``processes``, ``dask``.
-- :mod:`odeflow.sweep.store`: the incremental zarr store (netCDF on request).
+- :mod:`odeflow.sweep.store`: the incremental zarr store (netCDF on request);
+  :mod:`odeflow.sweep.journal` its journal of finished points,
+  :mod:`odeflow.sweep.integrity` its checksums and integrity record, and
+  :mod:`odeflow.sweep.reading` the checked reading of a store.
 - :mod:`odeflow.sweep.run`: :func:`sweep`, the entry point.
 
 xarray, zarr and dask.distributed come with ``pip install "odeflow[sweep]"``;

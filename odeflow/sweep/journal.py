@@ -16,8 +16,11 @@ the header is JSON (the point's index, each array's name, dtype and shape, and
 the string outputs), the payload the arrays' raw bytes, so every float is
 stored bit for bit. A record is whole once its ``write`` returned; the kernel
 keeps it when the process is killed (SIGKILL). A record cut short (a write
-interrupted by a crash) fails its length or checksum and is ignored, with
-every byte after it, so a reader sees a prefix of the finished points.
+interrupted by a crash) or damaged later fails its length or checksum and is
+skipped: reading resynchronises at the next record that starts with
+:data:`MAGIC` and passes its checksum (:func:`decode`), so one bad byte costs
+one point, and the reader is told how many records and bytes it skipped. A
+record whose checksum is valid but that is not what odeflow writes is refused.
 :func:`odeflow.sweep.store.open_store` and a resumed sweep replay the records
 over the zarr arrays; replaying twice gives the same arrays (a record holds
 values, not increments).
@@ -32,6 +35,8 @@ import zlib
 from pathlib import Path
 
 import numpy as np
+
+from odeflow.errors import ValidationError
 
 #: The zarr group (a folder of the store) holding the journal and the lock file.
 JOURNAL_GROUP = "odeflow_journal"
@@ -65,30 +70,103 @@ def encode(index: tuple, outputs: dict) -> bytes:
                         zlib.crc32(body)) + body
 
 
-def decode(data: bytes) -> list:
-    """The whole records at the start of ``data``: a list of ``(index, outputs)``.
+class Records(list):
+    """The records of a journal, oldest first, and what was skipped reading it.
 
-    Reading stops at the first record that is cut short or fails its checksum.
+    Attributes
+    ----------
+    skipped_records : int
+        Damaged stretches skipped (each a record, or records, that failed
+        their length or checksum; a torn last record is one).
+    skipped_bytes : int
+        Bytes in those stretches.
     """
-    records, offset = [], 0
-    while offset + _PREFIX.size <= len(data):
-        magic, head, size, crc = _PREFIX.unpack_from(data, offset)
-        start = offset + _PREFIX.size
-        end = start + head + size
-        if magic != MAGIC or end > len(data) or zlib.crc32(data[start:end]) != crc:
-            break
-        header = json.loads(data[start:start + head])
-        outputs, at = {}, start + head
-        for name, dtype, shape in header["arrays"]:
-            dtype = np.dtype(dtype)
-            count = int(np.prod(shape, dtype=np.int64))
-            value = np.frombuffer(data, dtype=dtype, count=count, offset=at)
-            outputs[name] = value.reshape(shape).copy()
-            at += count * dtype.itemsize
-        outputs.update(header["strings"])
-        records.append((tuple(header["index"]), outputs))
+
+    skipped_records = 0
+    skipped_bytes = 0
+
+
+#: Data types a record's arrays may have (what :func:`encode` writes for the outputs).
+RECORD_DTYPES = ("<f8", "<i8")
+
+
+def decode(data: bytes) -> Records:
+    """The whole records in ``data``: a :class:`Records` list of ``(index, outputs)``.
+
+    A stretch that is not a whole record with a valid checksum (a record cut
+    short by a crash, a damaged byte) is skipped: reading goes on at the next
+    :data:`MAGIC` that starts a valid record, and the stretch is counted in
+    ``skipped_records`` and ``skipped_bytes``.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``journal``: a record whose checksum is valid but whose header
+        is not what :func:`encode` writes (not JSON, fields of another kind,
+        a payload of another size).
+    """
+    records, offset, skipping = Records(), 0, False
+    while offset < len(data):
+        whole = offset + _PREFIX.size <= len(data)
+        if whole:
+            magic, head, size, crc = _PREFIX.unpack_from(data, offset)
+            start = offset + _PREFIX.size
+            end = start + head + size
+            whole = magic == MAGIC and end <= len(data) \
+                and zlib.crc32(data[start:end]) == crc
+        if not whole:
+            following = data.find(MAGIC, offset + 1)
+            following = len(data) if following < 0 else following
+            records.skipped_records += not skipping
+            records.skipped_bytes += following - offset
+            offset, skipping = following, True
+            continue
+        skipping = False
+        records.append(_record(data, start, head, size, len(records)))
         offset = end
     return records
+
+
+def _record(data: bytes, start: int, head: int, size: int, number: int) -> tuple:
+    """``(index, outputs)`` of the checksum-valid record whose header starts at ``start``."""
+    where = f"record {number + 1} (byte {start - _PREFIX.size})"
+    try:
+        header = json.loads(data[start:start + head])
+        index = tuple(header["index"])
+        arrays, strings = header["arrays"], header["strings"]
+        ok = (set(header) == {"index", "arrays", "strings"} and isinstance(arrays, list)
+              and isinstance(strings, dict)
+              and all(type(i) is int for i in index)
+              and all(isinstance(v, str) for v in strings.values()))
+    except (ValueError, TypeError, KeyError):
+        ok = False
+    if not ok:
+        raise ValidationError("journal", f"{where}: its header is not what odeflow writes "
+                              "(JSON with index, arrays and strings)")
+    outputs, at = {}, start + head
+    for item in arrays:
+        try:
+            name, dtype, shape = item
+            ok = isinstance(name, str) and dtype in RECORD_DTYPES and isinstance(shape, list) \
+                and all(type(n) is int and 0 <= n < 1 << 31 for n in shape)
+        except (ValueError, TypeError):
+            ok = False
+        if not ok:
+            raise ValidationError("journal", f"{where}: array entry {item!r:.80} is not "
+                                  "[name, '<f8' or '<i8', shape]")
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64))
+        if at + count * dtype.itemsize > start + head + size:
+            raise ValidationError("journal", f"{where}: its arrays need more bytes than "
+                                  "its payload holds")
+        value = np.frombuffer(data, dtype=dtype, count=count, offset=at)
+        outputs[name] = value.reshape(shape).copy()
+        at += count * dtype.itemsize
+    if at != start + head + size:
+        raise ValidationError("journal", f"{where}: its payload has bytes its header does "
+                              "not describe")
+    outputs.update(strings)
+    return index, outputs
 
 
 class Journal:
@@ -131,13 +209,44 @@ class Journal:
             self._fd = None
 
 
-def read_journal(store) -> list:
-    """The whole records of the journal in the store folder ``store``; ``[]`` if none."""
+def read_journal(store) -> Records:
+    """The whole records of the journal in the store folder ``store`` (none if no journal).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``store`` and the path: ``odeflow_journal`` that is not a
+        folder, a journal that is not a regular file or cannot be read, a
+        checksum-valid record that is not what odeflow writes (:func:`decode`).
+    """
+    check_journal_paths(store)
+    path = Path(store) / JOURNAL_GROUP / JOURNAL_NAME
     try:
-        data = (Path(store) / JOURNAL_GROUP / JOURNAL_NAME).read_bytes()
+        data = path.read_bytes()
     except FileNotFoundError:
-        return []
-    return decode(data)
+        return Records()
+    except OSError as exc:
+        raise ValidationError("store", f"{str(store)!r}: cannot read its journal "
+                              f"{JOURNAL_GROUP}/{JOURNAL_NAME}: {exc.strerror or exc}") from None
+    try:
+        return decode(data)
+    except ValidationError as exc:
+        raise ValidationError("store", f"{str(store)!r}: its journal {JOURNAL_GROUP}/"
+                              f"{JOURNAL_NAME} is damaged: {exc.reason}") from None
+
+
+def check_journal_paths(store) -> None:
+    """Refuse a store whose journal group or journal is not what odeflow makes
+    (``odeflow_journal`` a file, ``points`` a folder, a link to elsewhere)."""
+    folder = Path(store) / JOURNAL_GROUP
+    checks = ((folder, "folder", os.path.isdir), (folder / JOURNAL_NAME, "regular file",
+                                                  os.path.isfile))
+    for path, kind, test in checks:
+        if not os.path.lexists(path):
+            return
+        if os.path.islink(path) or not test(path):
+            raise ValidationError("store", f"{str(store)!r} is damaged: "
+                                  f"{path.relative_to(store)} is not a {kind}")
 
 
 def journal_folder(store) -> Path:

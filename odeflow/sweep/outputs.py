@@ -56,6 +56,10 @@ VARIABLES = {
 #: Outputs that differ from run to run of the same point (timings).
 VARYING = ("wall_time",)
 
+#: Outputs that stores written by earlier versions of odeflow lack; a resumed sweep adds
+#: them (:func:`missing_variables`). Any other missing output is damage.
+ADDED_LATER = ("njev", "nlu", "wall_time")
+
 #: Values of a point that has not been computed (and of an output a task does not define).
 FILL = {"float64": np.nan, "int64": -1, "str": ""}
 

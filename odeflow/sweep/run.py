@@ -11,13 +11,11 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.sweep.backends import PointRunner
-from odeflow.sweep.outputs import missing_variables
+from odeflow.sweep.reading import check_spec_attrs, check_store_spec
 from odeflow.sweep.spec import make_spec
 from odeflow.sweep.store import (
     FORMATS,
     SweepArrays,
-    check_spec_attrs,
-    check_store_spec,
     check_store_target,
     chunk_encoding,
     open_store,
@@ -93,13 +91,16 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     -------
     xarray.Dataset
         ``attrs`` also hold ``points``, ``already_done``, ``computed_now``,
-        ``failed``, ``batch`` (points per task) and ``wall_time`` of this call.
+        ``failed``, ``batch`` (points per task) and ``wall_time`` of this call,
+        and, resuming a store, ``journal_skipped``: ``[records, bytes]`` of its
+        journal's damaged records, skipped (their points are computed again).
 
     Raises
     ------
     ValidationError
         Naming the field: unknown parameters, empty lists, non-numeric values,
         a store that exists (without ``resume``) or belongs to another sweep,
+        a damaged store (:func:`~odeflow.sweep.reading.read_store`),
         netCDF output without h5netcdf (``format``). Nothing is overwritten.
     """
     start = time.perf_counter()
@@ -142,19 +143,20 @@ def _run(spec, runner, path, progress, retry_failed, batch):
     if path is None:
         return _compute(arrays, runner, progress, retry_failed, batch)
     existed = path.exists()
-    if existed:
-        check_store_spec(path, spec)  # before the lock file is made in a folder of another kind
+    if existed:  # before the lock file is made in a folder of another kind or a damaged one
+        missing = check_store_spec(path, spec)
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays.create()
     with store_lock(path):
         try:
             if existed:
-                add_missing_outputs(arrays)
+                add_missing_outputs(arrays, missing)
                 arrays.load()
                 arrays.fold()  # an empty journal before this run appends to it
             result = _compute(arrays, runner, progress, retry_failed, batch)
             arrays.fold()
+            result[0].attrs["journal_skipped"] = list(arrays.skipped)
         finally:
             arrays.close()  # after a failure the journal keeps its points for --resume
     return result
@@ -193,19 +195,19 @@ def requires_netcdf() -> None:
                               "pip install 'odeflow[sweep]'") from None
 
 
-def add_missing_outputs(arrays) -> list:
-    """Add to the store of ``arrays`` the outputs it was written without; their names.
+def add_missing_outputs(arrays, missing) -> list:
+    """Add to the store of ``arrays`` the outputs ``missing`` it was written without.
 
-    A store written before an output existed (``njev``, ``nlu``, ``wall_time``)
-    is resumed as before; its stored points get that output's fill value (-1,
-    NaN: unknown), the points computed now their own. Call it after
-    :func:`~odeflow.sweep.store.check_store_spec`, so a store of another sweep
-    is refused untouched.
+    A store written before an output existed (``njev``, ``nlu``, ``wall_time``:
+    :data:`~odeflow.sweep.outputs.ADDED_LATER`) is resumed as before; its
+    stored points get that output's fill value (-1, NaN: unknown), the points
+    computed now their own. ``missing`` comes from
+    :func:`~odeflow.sweep.reading.check_store_spec`, which refuses a store of
+    another sweep, and any other missing output, untouched.
     """
     import zarr
 
     group = zarr.open_group(arrays.path, mode="r")
-    missing = missing_variables(group.array_keys())
     if not missing:
         return missing
     ds = arrays.dataset()[missing]  # every point at the fill value

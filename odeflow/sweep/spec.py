@@ -181,6 +181,7 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     seeds = _seeds(seeds, kinds)
     if seeds is None and any(k.stochastic for k in kinds):
         fixed["seed"] = 0
+    _check_storable(checked_grid, seeds, fixed)
     spec = SweepSpec(checked_grid, seeds, dict(sorted(fixed.items())), data_dict)
     horizon = kinds[0].horizon
     largest = max(checked_grid.get(horizon, [fixed.get(horizon)]))
@@ -188,6 +189,24 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     object.__setattr__(spec, "times", [float(t) for t in times])
     spec.data_models  # noqa: B018 (build every data model now: a bad preset fails here)
     return spec
+
+
+#: The integers a store holds (int64), and so every integer of a sweep.
+INT64_RANGE = (-(1 << 63), (1 << 63) - 1)
+
+
+def _check_storable(grid: dict, seeds, settings: dict) -> None:
+    """Refuse, naming it, a value a store cannot hold (an integer beyond int64, a value
+    that is not a number or text), before any point runs."""
+    items = [(f"grid.{k}[{i}]", v) for k, values in grid.items() for i, v in enumerate(values)]
+    items += [(f"seeds[{i}]", v) for i, v in enumerate(seeds or [])]
+    items += [(f"settings.{k}", v) for k, v in settings.items()]
+    for name, value in items:
+        if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+            raise ValidationError(name, f"must be a number or text, got {value!r:.60}")
+        if isinstance(value, int) and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
+            raise ValidationError(name, f"is {value:.4g}, beyond the 64-bit integers a "
+                                  "store holds")
 
 
 def _task_kinds(task, grid) -> list[TaskKind]:
@@ -283,3 +302,46 @@ def _seeds(seeds, kinds) -> list | None:
     if len(set(out)) != len(out):
         raise ValidationError("seeds", f"has repeated values {list(seeds)!r:.120}")
     return out
+
+
+def spec_from_dict(stored) -> SweepSpec:
+    """The :class:`SweepSpec` a store's spec (:meth:`SweepSpec.to_dict`) describes.
+
+    The stored entries are checked again by :func:`make_spec`; a dict that is
+    not exactly what ``make_spec`` would write for them (an entry edited, added
+    or removed, values of another kind) is refused.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``odeflow_sweep`` and what does not fit.
+    """
+    field = "odeflow_sweep"
+    if not isinstance(stored, Mapping):
+        raise ValidationError(field, f"must be a JSON object, got {type(stored).__name__}")
+    keys = {"format", "grid", "seeds", "settings", "data", "times"}
+    if set(stored) != keys:
+        raise ValidationError(field, f"must have the keys {sorted(keys)}, got "
+                              f"{sorted(map(str, stored))}")
+    if stored["format"] != SPEC_FORMAT:
+        raise ValidationError(field, f"format {stored['format']!r:.40} is not "
+                              f"{SPEC_FORMAT!r}")
+    grid, settings = stored["grid"], stored["settings"]
+    if not isinstance(grid, Mapping) or not isinstance(settings, Mapping):
+        raise ValidationError(field, "grid and settings must be JSON objects")
+    settings = dict(settings)
+    task = None if "task" in grid else settings.pop("task", None)
+    preset = settings.pop("preset", None)
+    if stored["seeds"] is None:
+        settings.pop("seed", None)
+    data = stored["data"]
+    try:
+        data = preset if data is None else DataModel.from_dict(data)
+        spec = make_spec(task, dict(grid), stored["seeds"], settings, data)
+    except (ValidationError, TypeError, KeyError, AttributeError) as exc:
+        raise ValidationError(field, f"does not describe a sweep: {exc}") from None
+    differ = spec.differences(stored)
+    if differ:
+        raise ValidationError(field, f"is not what odeflow writes for its sweep "
+                              f"({', '.join(differ)} differ)")
+    return spec

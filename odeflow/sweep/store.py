@@ -11,7 +11,10 @@ one); the journal is removed only after the fold. A sweep killed at any moment
 keeps every point whose record was written: :func:`open_store` and a resumed
 sweep replay the journal over the arrays. The sweep's spec (JSON) is the group
 attribute ``odeflow_sweep``; a store made for another spec is refused, never
-overwritten. One sweep at a time writes a store (:func:`store_lock`).
+overwritten. One sweep at a time writes a store (:func:`store_lock`). Every
+chunk has a checksum, and every reader
+(:func:`odeflow.sweep.reading.read_store`) refuses a store that is not what
+odeflow wrote (:mod:`odeflow.sweep.integrity`).
 
 netCDF (``format="netcdf"``): points go to a zarr store beside the target
 (``NAME.nc.partial.zarr``); once every point is done the dataset is written
@@ -33,12 +36,11 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write, writable_folder, writable_target
-from odeflow.sweep.journal import Journal, journal_folder, read_journal, remove_journal_folder
+from odeflow.sweep.integrity import compressors, layout, refuse, update_computed, write_record
+from odeflow.sweep.journal import Journal, journal_folder, remove_journal_folder
 from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
+from odeflow.sweep.reading import SPEC_ATTR, StaleComputed, read_store
 from odeflow.sweep.spec import SweepSpec
-
-#: Group attribute holding the spec.
-SPEC_ATTR = "odeflow_sweep"
 
 #: Output formats.
 FORMATS = ("zarr", "netcdf")
@@ -92,6 +94,7 @@ class SweepArrays:
         self.values["computed"][...] = 0
         self.journal = None if path is None else Journal(path)
         self._unfolded = set()
+        self.skipped = (0, 0)  # damaged journal records and bytes skipped by load()
         self._last_fold = time.monotonic()
         self._arrays = None
 
@@ -130,29 +133,29 @@ class SweepArrays:
         # would cut each later error message to its first character
         ds["error"] = ds["error"].astype(object)
         encoding = chunk_encoding(ds, len(self.spec.dims), VARIABLES)
+        encoding.update({name: {"compressors": compressors()} for name in ds.coords})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # zarr v3 consolidated-metadata notice
             try:
-                ds.to_zarr(self.path, mode="w-", encoding=encoding, consolidated=False)
+                ds.to_zarr(self.path, mode="w-", encoding=encoding, consolidated=False,
+                           write_empty_chunks=True)
             except (FileExistsError, NotADirectoryError, PermissionError) as exc:
                 # the target changed since the check (or the file system refused it)
                 raise ValidationError("store", f"cannot create the zarr store "
                                       f"{str(self.path)!r}: {exc.strerror or exc}") from None
+        write_record(self.path, list(layout(self.spec)), self.values["computed"])
 
     def load(self) -> None:
         """Read a store made for this spec, journal included; a store of another sweep is
         refused. The journal's points are in memory only until :meth:`fold`."""
-        xr = requires_xarray()
-        check_store_spec(self.path, self.spec)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            ds = xr.open_zarr(self.path, consolidated=False)
-            for name in VARIABLES:
-                values = ds[name].values
-                self.values[name] = values.astype(object) if name == "error" else values
-        for index, outputs in self.journal.read():
+        ds, records = read_store(self.path, self.spec)
+        for name in VARIABLES:
+            values = ds[name].values
+            self.values[name] = values.astype(object) if name == "error" else values
+        for index, outputs in records:
             self._put(index, outputs)
             self._unfolded.add(index)
+        self.skipped = (records.skipped_records, records.skipped_bytes)
 
     def write(self, index: tuple, outputs: dict) -> None:
         """Store one finished point: in memory and, with a store, as a journal record.
@@ -182,6 +185,7 @@ class SweepArrays:
         if self.path is None:
             return
         if self._unfolded:
+            update_computed(self.path, self.values["computed"])  # before the arrays change
             arrays = self._open_arrays()
             n = len(self.spec.dims)
             for name in VARIABLES:  # "computed" is the last output
@@ -210,7 +214,9 @@ class SweepArrays:
             import zarr
 
             group = zarr.open_group(self.path, mode="r+")
-            self._arrays = {name: group[name] for name in VARIABLES}
+            # every chunk is kept, fill values too: a missing chunk is damage
+            self._arrays = {name: group[name].with_config({"write_empty_chunks": True})
+                            for name in VARIABLES}
         return self._arrays
 
 
@@ -236,7 +242,8 @@ def chunk_encoding(ds, n: int, names) -> dict:
     for name in names:
         shape = ds[name].shape
         itemsize = _STR_BYTES if ds[name].dtype == object else ds[name].dtype.itemsize
-        encoding[name] = {"chunks": chunk_shape(shape[:n], shape[n:], itemsize)}
+        encoding[name] = {"chunks": chunk_shape(shape[:n], shape[n:], itemsize),
+                          "compressors": compressors()}
     return encoding
 
 
@@ -283,46 +290,23 @@ def _attr(value):
     return value if isinstance(value, (str, int, float)) else json.dumps(value)
 
 
-def check_store_spec(path: Path, spec: SweepSpec) -> None:
-    """Refuse ``path`` unless it is a sweep store made for ``spec`` (naming what differs)."""
-    try:
-        import zarr
-
-        attrs = dict(zarr.open_group(path, mode="r").attrs)
-    except Exception as exc:  # zarr raises several kinds for a path that is no store
-        raise ValidationError("store", f"{str(path)!r} is not a readable zarr store: "
-                              f"{exc}") from None
-    check_spec_attrs(attrs, spec, path)
-
-
-def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path) -> None:
-    """Refuse the store at ``path`` (attributes ``attrs``) unless it was made for ``spec``."""
-    if SPEC_ATTR not in attrs:
-        raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
-    stored = json.loads(attrs[SPEC_ATTR])
-    differ = spec.differences(stored)
-    if differ:
-        details = "; ".join(f"{key}: store has {_lookup(stored, key)!r:.80}, this sweep "
-                            f"{_lookup(spec.to_dict(), key)!r:.80}" for key in differ[:4])
-        raise ValidationError("store", f"{str(path)!r} belongs to a different sweep "
-                              f"({', '.join(differ)} differ: {details}); choose another "
-                              "--out or rerun with the store's parameters")
-
-
-def _lookup(d: dict, dotted: str):
-    for part in dotted.split("."):
-        d = d.get(part) if isinstance(d, dict) else None
-    return d
-
-
 def open_store(path, fmt: str | None = None):
     """Read a finished (or partial) sweep store as an :class:`xarray.Dataset` in memory.
 
     A zarr store's journal (the points not yet folded into its arrays: a
     running or killed sweep's) is replayed over the arrays, so every stored
     point is there; ``xarray.open_zarr`` alone shows only the folded ones.
+    ``attrs["journal_skipped"]`` is ``[records, bytes]`` of the journal's
+    damaged records, skipped (:func:`odeflow.sweep.journal.decode`).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``store``, the path and what is wrong: no store there, a store
+        that is not an odeflow sweep's, or one that is damaged
+        (:func:`odeflow.sweep.reading.read_store`).
     """
-    xr = requires_xarray()
+    requires_xarray()
     path = Path(path)
     fmt = fmt or ("netcdf" if path.suffix == ".nc" else "zarr")
     if not path.exists():
@@ -331,22 +315,32 @@ def open_store(path, fmt: str | None = None):
             path, fmt = partial, "zarr"
         else:
             raise ValidationError("store", f"no sweep store at {str(path)!r}")
+    if fmt == "netcdf":
+        return _open_netcdf(path)
+    for attempt in range(3):  # a fold running meanwhile can pair old flags with new arrays
+        try:
+            ds, records = read_store(path)
+            break
+        except StaleComputed:
+            if attempt == 2:
+                raise refuse(path, "is damaged: its 'computed' flags are not those odeflow "
+                             "recorded (a chunk of 'computed' was changed or replaced)") \
+                    from None
+            time.sleep(0.2)
+    ds["error"] = ds["error"].astype(object)
+    replay(ds, records)
+    ds["error"] = ds["error"].astype(str)  # zarr's variable-length strings -> numpy's str
+    ds.attrs["journal_skipped"] = [records.skipped_records, records.skipped_bytes]
+    return ds
+
+
+def _open_netcdf(path: Path):
+    xr = requires_xarray()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
-            if fmt == "netcdf":
-                ds = xr.open_dataset(path, engine="h5netcdf").load()
-            else:
-                # the journal first: a fold running meanwhile writes its records into the
-                # arrays before removing it, so the arrays read next hold them either way
-                records = read_journal(path)
-                ds = xr.open_zarr(path, consolidated=False).load()
-                if "error" in ds:
-                    ds["error"] = ds["error"].astype(object)
-                replay(ds, records)
-                if "error" in ds:  # zarr's variable-length strings -> numpy's usual str
-                    ds["error"] = ds["error"].astype(str)
-        except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
+            ds = xr.open_dataset(path, engine="h5netcdf").load()
+        except Exception as exc:  # h5netcdf raises many kinds for an unreadable file
             raise ValidationError("store", f"cannot read {str(path)!r}: {exc}") from None
     if SPEC_ATTR not in ds.attrs:
         raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
@@ -417,7 +411,13 @@ def partial_path(path: Path) -> Path:
 
 
 def write_netcdf(ds, path: Path) -> Path:
-    """Write ``ds`` to ``path`` (netCDF-4 via h5netcdf) atomically."""
+    """Write ``ds`` to ``path`` (netCDF-4 via h5netcdf) atomically.
+
+    Every numeric variable has HDF5's Fletcher-32 checksum, so a damaged
+    chunk fails to read (:func:`open_store` refuses the file) instead of
+    giving other numbers; the text variable ``error`` has none (HDF5 filters
+    do not apply to variable-length strings).
+    """
     try:
         import h5netcdf  # noqa: F401
         import h5py  # noqa: F401  (h5netcdf's writer; an extra of h5netcdf since 1.4)
@@ -426,7 +426,10 @@ def write_netcdf(ds, path: Path) -> Path:
                               "pip install 'odeflow[sweep]'") from None
     out = ds.copy()
     out["error"] = out["error"].astype(str)
-    payload = out.to_netcdf(engine="h5netcdf")  # bytes in memory; then one atomic write
+    encoding = {name: {"fletcher32": True} for name in out.variables
+                if out[name].dtype.kind in "fiu"}
+    # bytes in memory; then one atomic write
+    payload = out.to_netcdf(engine="h5netcdf", encoding=encoding)
     return atomic_write(path, lambda fh: fh.write(payload))
 
 

@@ -1,0 +1,173 @@
+"""Reading a sweep store with every check: the spec it was made for, its integrity
+(:mod:`odeflow.sweep.integrity`), its journal's records, and only then its values.
+
+Every reader of a zarr sweep store (:func:`odeflow.sweep.store.open_store`,
+``odeflow plot sweep``, a resumed sweep) goes through :func:`read_store`; a
+store that is not what odeflow wrote is a :class:`~odeflow.errors.ValidationError`
+naming ``store``, the path and what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from odeflow.errors import ValidationError
+from odeflow.sweep.integrity import (
+    check_arrays,
+    check_computed,
+    layout,
+    read_record,
+    refuse,
+    root_attributes,
+)
+from odeflow.sweep.journal import check_journal_paths, read_journal
+from odeflow.sweep.outputs import VARIABLES
+from odeflow.sweep.spec import SweepSpec, spec_from_dict
+
+#: Group attribute holding the spec.
+SPEC_ATTR = "odeflow_sweep"
+
+
+def check_store_spec(path: Path, spec: SweepSpec) -> list:
+    """Refuse ``path`` unless it is an undamaged-looking sweep store made for ``spec``.
+
+    The attributes, the arrays' metadata (and, for a checked store, every
+    chunk's presence) and the journal's files are checked; the chunks
+    themselves are decoded by :func:`read_store`. Returns the outputs a store
+    written before them lacks (:data:`~odeflow.sweep.outputs.ADDED_LATER`).
+    """
+    spec, record = store_spec(path, spec)
+    missing = check_arrays(path, spec, record)
+    check_journal_paths(path)
+    return missing
+
+
+def store_spec(path: Path, spec: SweepSpec | None):
+    """``(spec, integrity record or None)`` of the store at ``path``; with ``spec``, a
+    store of another sweep is refused naming what differs."""
+    attrs = root_attributes(path)
+    if SPEC_ATTR not in attrs:
+        raise refuse(path, "is not an odeflow sweep store")
+    text = attrs[SPEC_ATTR]
+    try:
+        stored = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        stored = None
+    if not isinstance(stored, dict):
+        raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON object "
+                     f"(got {text!r:.40})")
+    if spec is None:
+        try:
+            spec = spec_from_dict(stored)
+        except ValidationError as exc:
+            raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") \
+                from None
+    else:
+        check_spec_attrs({SPEC_ATTR: text}, spec, path, stored)
+    return spec, read_record(path, attrs)
+
+
+def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path, stored=None) -> None:
+    """Refuse the store at ``path`` (attributes ``attrs``) unless it was made for ``spec``."""
+    if SPEC_ATTR not in attrs:
+        raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
+    if stored is None:
+        try:
+            stored = json.loads(attrs[SPEC_ATTR])
+        except (TypeError, ValueError):
+            stored = None
+        if not isinstance(stored, dict):
+            raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON "
+                         "object")
+    differ = spec.differences(stored)
+    if differ:
+        details = "; ".join(f"{key}: store has {_lookup(stored, key)!r:.80}, this sweep "
+                            f"{_lookup(spec.to_dict(), key)!r:.80}" for key in differ[:4])
+        raise ValidationError("store", f"{str(path)!r} belongs to a different sweep "
+                              f"({', '.join(differ)} differ: {details}); choose another "
+                              "--out or rerun with the store's parameters")
+
+
+def _lookup(d: dict, dotted: str):
+    for part in dotted.split("."):
+        d = d.get(part) if isinstance(d, dict) else None
+    return d
+
+
+class StaleComputed(Exception):
+    """The ``computed`` flags did not match the record (perhaps a fold ran meanwhile)."""
+
+
+def read_store(path: Path, spec: SweepSpec | None = None):
+    """The arrays of the zarr sweep store ``path`` and its journal, every check passed.
+
+    The attributes, every array's metadata and chunks (present, checksums,
+    decoding), the journal (its files; each record fits the store) and the
+    ``computed`` flags (:func:`odeflow.sweep.integrity.check_computed`) are
+    checked. With ``spec``, a store of another sweep is refused.
+
+    Returns
+    -------
+    (xarray.Dataset, odeflow.sweep.journal.Records)
+        The arrays as stored (the journal not replayed) and the journal's records.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``store``, the path and what is wrong.
+    """
+    import xarray as xr
+
+    # the journal first: a fold running meanwhile writes its records into the arrays
+    # before removing it, so the arrays read next hold them either way
+    records = read_journal(path)
+    spec, record = store_spec(path, spec)
+    check_arrays(path, spec, record)
+    check_records(path, spec, records)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            ds = xr.open_zarr(path, consolidated=False)
+        except Exception as exc:  # xarray/zarr raise many kinds for an unreadable store
+            raise refuse(path, f"cannot be read: {exc}") from None
+        for name in list(ds.variables):
+            try:
+                ds[name] = ds[name].load()
+            except Exception as exc:  # a checksum that fails, a chunk that does not decode
+                raise refuse(path, f"is damaged: a chunk of {name!r} does not decode "
+                             f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") \
+                    from None
+    computed = ds["computed"].values
+    if computed.dtype != np.int64 or (computed < 0).any():
+        raise refuse(path, "is damaged: 'computed' holds values that are not counts")
+    replayed = computed.copy()
+    for index, outputs in records:
+        replayed[index] = outputs.get("computed", replayed[index])
+    if not check_computed(record, computed, replayed):
+        raise StaleComputed()
+    return ds, records
+
+
+def check_records(path: Path, spec: SweepSpec, records) -> None:
+    """Refuse a journal record that does not fit the store of ``spec`` (its point's index,
+    an output's name, shape or type), naming the record."""
+    shapes = {name: shape[len(spec.dims):] for name, (_, shape, _) in layout(spec).items()
+              if name in VARIABLES}
+    for number, (index, outputs) in enumerate(records, 1):
+        where = f"its journal record {number} (point {list(index)!r:.40})"
+        if len(index) != len(spec.shape) or not all(
+                0 <= i < n for i, n in zip(index, spec.shape, strict=False)):
+            raise refuse(path, f"is damaged: {where} is not a point of the grid "
+                         f"{list(spec.shape)}")
+        for name, value in outputs.items():
+            kind = VARIABLES.get(name, (None, None))[1]
+            ok = kind is not None and (isinstance(value, str) if kind == "str" else (
+                not isinstance(value, str) and value.dtype == np.dtype(kind)
+                and value.shape == shapes[name]))
+            if not ok:
+                raise refuse(path, f"is damaged: {where} has an output {name!r} that does "
+                             "not fit the store (name, shape or type)")
