@@ -28,24 +28,22 @@ with ``u = eta v``,
 
 .. math::
 
-    \\theta' = c_u u + c_F F(\\theta), \\qquad u' = a F(\\theta) - b u,
+    \\theta' = u, \\qquad u' = a F(\\theta) - b u,
 
-where the spec's ODE (section 9) is ``c_u = 1, c_F = 0, a = 1, b = 1 - mu`` and
-the *modified* equation (``modified=True``; derived and checked in
-``derivations/heavy_ball_modified_equation.py``) is
-
-.. math::
-
-    b = -\\ln\\mu, \\quad a = \\frac{b}{1-\\mu}, \\quad c_u = \\frac{\\mu b}{1-\\mu},
-    \\quad c_F = \\frac{1 - \\mu - \\mu b}{(1-\\mu)^2},
-
-the flow whose solution from ``u(0) = 0`` under a constant ``F`` passes through
-the discrete heavy ball at *every* step: ``theta(k) = theta_0 + t_k F`` with the
-warm-up map ``t_k`` of spec section 6. The spec's ODE from ``u(0) = 0`` lags the
-recursion by one step there (``theta_{k+1} = theta_k + u_{k+1}`` uses the *new*
-velocity: the recursion is the symplectic, not the forward, Euler step of the
-spec's ODE). Which flow and which start follow the recursion best on a real
-level is measured in ``docs/optimisers.md`` (``docs/make_optimisers.py``).
+the spec's ODE (section 9) with ``a = 1, b = 1 - mu``, or (``modified=True``)
+with the *matched* rates ``b = -ln mu``, ``a = b / (1 - mu)``. The recursion
+``u_{k+1} = mu u_k + F(theta_k)``, ``theta_{k+1} = theta_k + u_{k+1}`` uses the
+*new* velocity: it is the symplectic, not the forward, Euler step of the ODE,
+and read on a staggered grid (``theta_k`` at ``s = k + 1/2``, ``u_k`` at ``s =
+k``) it is the ODE's midpoint rule, second order except for the damping term,
+which is first order in ``1 - mu``; the matched rates make that term exact for a
+constant force (``derivations/heavy_ball_modified_equation.py`` derives both
+with sympy). Hence ``offset``: the trajectory at step ``k`` is the ODE, started
+at rest, read at ``s = k + offset`` (default ``1/2``: the ODE starts at rest
+half a step *before* step 0, so its state at step 0 is not exactly
+``theta_0``). ``offset = 0`` with ``u(0) = 0`` lags the recursion by one step
+under a constant gradient. The choice of the defaults is measured
+(``docs/optimisers.md``, ``docs/make_optimisers.py``).
 
 :class:`Adam` (``m <- b1 m + (1-b1) g``, ``v <- b2 v + (1-b2) g^2``, ``theta <-
 theta + eta m_hat / (sqrt(v_hat) + eps)``, bias-corrected), entrywise:
@@ -76,7 +74,7 @@ Time axis. Trajectories of an optimiser flow are on the step axis
 (``traj.flow_time``, :meth:`Momentum.flow_time`); Adam has no first-order time
 map (``traj.flow_time`` is None): its ODE is the comparison.
 
-Jacobian. The heavy ball's is ``[[c_F dF, c_u I], [a dF, -b I]]`` and Adam's
+Jacobian. The heavy ball's is ``[[0, I], [a dF, -b I]]`` and Adam's
 ``[[0, D_m, D_v], [k_1 dg, -k_1 I, 0], [2 k_2 diag(g) dg, 0, -k_2 I]]``
 (``dg = diag(1/eta) dF``, ``D_m``, ``D_v`` diagonal), both built from the inner
 field's analytic Jacobian ``dF``; :meth:`OptimizerFlow.jacobian` returns them
@@ -145,31 +143,40 @@ class Momentum:
     mu : float
         Momentum coefficient in ``[0, 1)`` (0.9 in the paper).
     start : {"rest", "first_step"}, default "rest"
-        ``"rest"``: ``u(0) = 0`` (spec section 9); ``"first_step"``: the first
-        heavy-ball step taken exactly on ``[0, 1]`` (``theta_1 = theta_0 + F_0``,
-        ``u_1 = F_0``; a straight line in between), the ODE from ``s = 1``.
-    modified : bool, default True
-        Use the modified equation (module docstring) instead of the spec's
-        ``theta' = u, u' = F - (1 - mu) u``: exact at every step for a constant
-        gradient, and measured to follow the recursion on syn-small many times
-        closer (``docs/optimisers.md``). ``mu = 0`` with ``modified=True`` is the
-        gradient flow ``theta' = F`` (the velocity is then not tracked: zero).
+        ``"rest"``: ``u = 0`` at the ODE's start (spec section 9);
+        ``"first_step"``: the first heavy-ball step taken exactly on ``[0, 1]``
+        of the ODE's clock (``theta_1 = theta_0 + F_0``, ``u_1 = F_0``; a straight
+        line in between), the ODE from there.
+    offset : float, default 0.5
+        Step ``k`` of the trajectory is the ODE at ``s = k + offset``, ``offset``
+        in ``[0, 1]`` (module docstring; the half-step of the staggered reading).
+    modified : bool, default False
+        The matched rates ``b = -ln mu``, ``a = b / (1 - mu)`` instead of the spec's
+        ``a = 1``, ``b = 1 - mu`` (needs ``mu > 0``).
 
     Raises
     ------
     ValidationError
-        Naming ``mu``, ``start`` or ``modified``.
+        Naming ``mu``, ``start``, ``offset`` or ``modified``.
     """
 
     kind = "momentum"
 
-    def __init__(self, mu: float = 0.9, start: str = "rest", modified: bool = True):
+    def __init__(self, mu: float = 0.9, start: str = "rest", offset: float = 0.5,
+                 modified: bool = False):
         self.mu = _fraction(mu, "mu")
         self.start = _choice(start, "start", MOMENTUM_STARTS)
+        off = as_real_number(offset, "offset", "in [0, 1]")
+        if not 0.0 <= off <= 1.0:
+            raise ValidationError("offset", f"must be in [0, 1], got {offset!r}")
+        self.offset = off
         self.modified = _flag(modified, "modified")
+        if self.modified and self.mu == 0.0:
+            raise ValidationError("modified", "the matched rates -ln(mu) need mu > 0")
 
     def __repr__(self) -> str:
-        return f"Momentum(mu={self.mu!r}, start={self.start!r}, modified={self.modified!r})"
+        return (f"Momentum(mu={self.mu!r}, start={self.start!r}, offset={self.offset!r}, "
+                f"modified={self.modified!r})")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Momentum) and self.describe() == other.describe()
@@ -179,15 +186,12 @@ class Momentum:
         """Copies of the parameter state the optimiser keeps (the velocity: 1)."""
         return 1
 
-    def coefficients(self) -> tuple[float, float, float, float]:
-        """``(c_u, c_F, a, b)`` of ``theta' = c_u u + c_F F``, ``u' = a F - b u``."""
-        mu = self.mu
+    def coefficients(self) -> tuple[float, float]:
+        """``(a, b)`` of ``u' = a F - b u``."""
         if not self.modified:
-            return 1.0, 0.0, 1.0, 1.0 - mu
-        if mu == 0.0:
-            return 0.0, 1.0, 0.0, 0.0
-        b = -math.log(mu)
-        return mu * b / (1.0 - mu), (1.0 - mu - mu * b) / (1.0 - mu) ** 2, b / (1.0 - mu), b
+            return 1.0, 1.0 - self.mu
+        b = -math.log(self.mu)
+        return b / (1.0 - self.mu), b
 
     def flow_time(self, steps) -> np.ndarray:
         """The warm-up map :func:`warmup_flow_time` at ``mu``."""
@@ -195,7 +199,7 @@ class Momentum:
 
     def describe(self) -> dict:
         """JSON-able description (saved with trajectories as ``meta["optimizer"]``)."""
-        return {"kind": self.kind, "mu": self.mu, "start": self.start,
+        return {"kind": self.kind, "mu": self.mu, "start": self.start, "offset": self.offset,
                 "modified": self.modified}
 
 
@@ -208,7 +212,7 @@ class Adam:
         ``(b1, b2)``, each in ``[0, 1)`` (``> 0`` with ``modified=True``).
     eps : float, default 1e-8
         ``eps > 0``.
-    start : {"limit", "first_step"}, default "limit"
+    start : {"limit", "first_step"}, default "first_step"
         ``"limit"``: from ``s = 0``, ``m(0) = v(0) = 0``, with the limits of the
         bias-corrected moments at ``s = 0`` (module docstring);
         ``"first_step"``: the first Adam step taken exactly on ``[0, 1]``.
@@ -224,7 +228,7 @@ class Adam:
 
     kind = "adam"
 
-    def __init__(self, betas=(0.9, 0.999), eps: float = 1e-8, start: str = "limit",
+    def __init__(self, betas=(0.9, 0.999), eps: float = 1e-8, start: str = "first_step",
                  modified: bool = True):
         if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise ValidationError("betas", f"must be two numbers (b1, b2), got {betas!r:.80}")
@@ -273,6 +277,8 @@ class Adam:
 
 
 OPTIMIZERS = (Momentum, Adam)
+#: Runge-Kutta steps of :meth:`OptimizerFlow.initial_state`'s advance by ``offset``.
+OFFSET_SUBSTEPS = 64
 
 
 def check_optimizer(optimizer):
@@ -328,14 +334,39 @@ class OptimizerFlow(Field):
         self.blocks = 1 + optimizer.state_blocks
         self._theta0 = np.asarray(inner.initial_state(), dtype=float)
         self._first = None  # the exact first step (start="first_step"), made on first use
+        #: Step ``k`` is the ODE's clock at ``k + offset`` (heavy ball; 0 for Adam).
+        self.offset = float(getattr(optimizer, "offset", 0.0))
+        self._start = None  # the state at step 0, made on first use
 
     # ------------------------------------------------------------ state
     @property
     def size(self) -> int:
         return self.blocks * self.n
 
-    def initial_state(self) -> np.ndarray:
+    def rest_state(self) -> np.ndarray:
+        """The optimiser at rest at the level's start (the ODE's clock at 0), flat."""
         return np.concatenate([self._theta0, np.zeros(self.size - self.n)])
+
+    def initial_state(self) -> np.ndarray:
+        """The state at step 0: :meth:`rest_state` advanced by ``offset`` on the ODE's clock.
+
+        The advance (heavy ball with ``offset > 0``) takes :data:`OFFSET_SUBSTEPS`
+        classical Runge-Kutta steps (local error ``O((offset/n)^5)``; the test
+        suite checks it against ``solve_ivp``).
+        """
+        if self._start is None:
+            y = self.rest_state()
+            if self.offset > 0:
+                h = self.offset / OFFSET_SUBSTEPS
+                for i in range(OFFSET_SUBSTEPS):
+                    s = i * h
+                    k1 = self._ode_rhs(s, y)
+                    k2 = self._ode_rhs(s + h / 2, y + h / 2 * k1)
+                    k3 = self._ode_rhs(s + h / 2, y + h / 2 * k2)
+                    k4 = self._ode_rhs(s + h, y + h * k3)
+                    y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+            self._start = y
+        return self._start.copy()
 
     def split(self, y: np.ndarray) -> tuple[np.ndarray, ...]:
         """Views ``(theta, u)`` or ``(theta, m, v)`` of a flat state."""
@@ -361,16 +392,18 @@ class OptimizerFlow(Field):
 
     # ------------------------------------------------------------ field
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
-        """``d(theta, state)/ds`` at step time ``s = t``."""
+        """``d(theta, state)/ds`` at step ``t`` (the ODE's clock at ``t + offset``)."""
         self.nfev += 1
+        return self._ode_rhs(t + self.offset, y)
+
+    def _ode_rhs(self, t: float, y: np.ndarray) -> np.ndarray:
+        """The optimiser ODE at ``t`` on its own clock (0 at rest)."""
         if self._in_first_step(t):
-            return self.first_step() - self.initial_state()
+            return self.first_step() - self.rest_state()
         if self.optimizer.kind == "momentum":
             theta, u = self.split(y)
-            cu, cf, a, b = self.optimizer.coefficients()
-            F = self.inner.rhs(t, theta)
-            dtheta = cu * u + cf * F if cf else cu * u
-            return np.concatenate([dtheta, a * F - b * u])
+            a, b = self.optimizer.coefficients()
+            return np.concatenate([u, a * self.inner.rhs(t, theta) - b * u])
         theta, m, v = self.split(y)
         g = self.inner.gradient(theta)
         k1, k2 = self.optimizer.rates()
@@ -397,6 +430,7 @@ class OptimizerFlow(Field):
     def jacobian(self, t: float, y: np.ndarray) -> np.ndarray:
         """Analytic Jacobian (module docstring), dense ``(size, size)``."""
         self.njev += 1
+        t = t + self.offset
         n = self.n
         J = np.zeros((self.size, self.size))
         if self._in_first_step(t):
@@ -405,9 +439,8 @@ class OptimizerFlow(Field):
         dF = np.asarray(self.inner.jacobian(t, theta))
         diag = np.arange(n)
         if self.optimizer.kind == "momentum":
-            cu, cf, a, b = self.optimizer.coefficients()
-            J[:n, :n] = cf * dF
-            J[diag, n + diag] = cu
+            a, b = self.optimizer.coefficients()
+            J[diag, n + diag] = 1.0
             J[n:, :n] = a * dF
             J[n + diag, n + diag] = -b
             return J
@@ -448,7 +481,7 @@ class OptimizerFlow(Field):
         block = sparse.csr_matrix(block, dtype=bool)
         eye = sparse.identity(n, dtype=bool, format="csr")
         if self.blocks == 2:
-            rows = [[block, eye], [block, eye]]
+            rows = [[None, eye], [block, eye]]
         else:
             rows = [[block, eye, eye], [block, eye, None], [block, None, eye]]
         return sparse.bmat(rows, format="csr").astype(bool)

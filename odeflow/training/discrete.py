@@ -153,7 +153,8 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
         The level's result on the step axis (``traj.steps``), with the optimiser's
         state (``traj.velocity`` / ``traj.moments``), as :func:`odeflow.solve`
         returns the optimiser flow; ``meta["flow"]`` is ``"discrete_momentum"``
-        or ``"discrete_adam"`` and ``meta["level"]`` the level's flow name.
+        or ``"discrete_adam"`` and ``meta["level"]`` the level's flow name;
+        ``traj.y`` holds the raw flat states (as a solve's).
 
     Raises
     ------
@@ -167,10 +168,10 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     steps = check_count(steps, "steps")
     marks = record_steps(steps, record_every)
     opt, n, rate = flow.optimizer, flow.n, flow.rate
-    theta = flow.initial_state()[:n].copy()
+    theta = flow.rest_state()[:n].copy()
     first, second = np.zeros(n), np.zeros(n)
     states = np.empty((marks.size, flow.size))
-    states[0] = flow.initial_state()
+    states[0] = flow.rest_state()
     bar = StepProgress(steps, progress, f"discrete {opt.kind}")
     start = time.perf_counter()
     k, r = 0, 1
@@ -202,4 +203,5 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
              "rhs_calls": steps}
     traj = flow.trajectory(marks.astype(float), states, stats)
     traj.meta.update({"level": traj.meta.get("flow"), "flow": f"discrete_{opt.kind}"})
+    traj.attach_solution(states.T)
     return traj
