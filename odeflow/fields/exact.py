@@ -226,7 +226,9 @@ class ExactFlow(VectorField):
         """The plain gradient ``grad J`` (Eqns 3-4 at unit rates) on the flat state.
 
         Lumped decoder rows hold the gradient of each of the rows they stand for
-        (they are equal), not their sum.
+        (they are equal), not their sum. That is why a lumped state is valid under
+        Adam (:class:`~odeflow.fields.optimizers.OptimizerFlow`), which acts per
+        entry: the lumped entries share their gradient exactly (spec section 9).
         """
         return self.rates(y, 1.0, 1.0)
 

@@ -77,7 +77,8 @@ map (``traj.flow_time`` is None): its ODE is the comparison.
 Jacobian. The heavy ball's is ``[[0, I], [a dF, -b I]]`` and Adam's
 ``[[0, D_m, D_v], [k_1 dg, -k_1 I, 0], [2 k_2 diag(g) dg, 0, -k_2 I]]``
 (``dg = diag(1/eta) dF``, ``D_m``, ``D_v`` diagonal), both built from the inner
-field's analytic Jacobian ``dF``; :meth:`OptimizerFlow.jacobian` returns them
+field's analytic Jacobian ``dF`` (Adam's ``D_v`` is taken as 0 where ``v = 0``, where it
+is unbounded: entries at rest); :meth:`OptimizerFlow.jacobian` returns them
 dense (every integrator, LSODA included, takes a dense Jacobian) and
 :meth:`OptimizerFlow.jac_sparsity` the block pattern for states too large for a
 dense one.
