@@ -180,6 +180,16 @@ def test_adam_first_step_start_is_the_exact_first_step(data):
     assert traj.flow_time is None and traj.optimizer["kind"] == "adam"
 
 
+def test_momentum_first_step_start_is_the_exact_first_step(data):
+    field = ExactFlow(data, 1.0, 1.0)
+    traj = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=1.0, progress=False,
+                         optimizer=Momentum(0.9, start="first_step", offset=0.0),
+                         t_span=(0, 3))
+    disc = optimizer_steps(field, Momentum(0.9), 1)
+    np.testing.assert_allclose(traj.y[:, 1], disc.y[:, 1], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(traj.y[:, 0], disc.y[:, 0])
+
+
 def test_lumped_adam_flow_equals_unlumped(data):
     opts = {"flow": "exact", "eta_y": 1.0, "eta_z": 0.1, "optimizer": Adam(),
             "t_span": (0, 30), "progress": False, "rtol": 1e-9, "atol": 1e-11}
