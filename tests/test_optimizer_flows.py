@@ -65,8 +65,8 @@ class ConstantField(Field):
 
 
 def integrate(flow, s_end, t_eval=None, rtol=1e-11, atol=1e-13):
-    sol = solve_ivp(flow.rhs, (0.0, s_end), flow.initial_state(), t_eval=t_eval, rtol=rtol,
-                    atol=atol, method="DOP853")
+    sol = solve_ivp(flow.rhs, (flow.start_step, s_end), flow.initial_state(), t_eval=t_eval,
+                    rtol=rtol, atol=atol, method="DOP853")
     assert sol.success
     return sol.y
 

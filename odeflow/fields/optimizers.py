@@ -278,8 +278,7 @@ class Adam:
 
 
 OPTIMIZERS = (Momentum, Adam)
-#: Runge-Kutta steps of :meth:`OptimizerFlow.initial_state`'s advance by ``offset``.
-OFFSET_SUBSTEPS = 64
+
 
 
 def check_optimizer(optimizer):
@@ -313,6 +312,10 @@ class OptimizerFlow(Field):
 
     Notes
     -----
+    The solve runs from :attr:`start_step` (``-offset``; 0 for Adam) with the
+    optimiser at rest, so that step ``k`` is the ODE at ``k + offset`` on its own
+    clock (:func:`odeflow.solve` does this); the state at step 0 is then not
+    exactly the level's start for ``offset > 0``.
     Flat state: the inner field's state ``theta`` (``n`` entries), then the
     velocity ``u = eta v`` (heavy ball) or the moments ``m``, ``v`` (Adam), each
     in the inner field's state layout. ``t`` is the step time ``s``. The result
@@ -337,7 +340,6 @@ class OptimizerFlow(Field):
         self._first = None  # the exact first step (start="first_step"), made on first use
         #: Step ``k`` is the ODE's clock at ``k + offset`` (heavy ball; 0 for Adam).
         self.offset = float(getattr(optimizer, "offset", 0.0))
-        self._start = None  # the state at step 0, made on first use
 
     # ------------------------------------------------------------ state
     @property
@@ -349,25 +351,14 @@ class OptimizerFlow(Field):
         return np.concatenate([self._theta0, np.zeros(self.size - self.n)])
 
     def initial_state(self) -> np.ndarray:
-        """The state at step 0: :meth:`rest_state` advanced by ``offset`` on the ODE's clock.
+        """The state at :attr:`start_step` (at rest: :meth:`rest_state`)."""
+        return self.rest_state()
 
-        The advance (heavy ball with ``offset > 0``) takes :data:`OFFSET_SUBSTEPS`
-        classical Runge-Kutta steps (local error ``O((offset/n)^5)``; the test
-        suite checks it against ``solve_ivp``).
-        """
-        if self._start is None:
-            y = self.rest_state()
-            if self.offset > 0:
-                h = self.offset / OFFSET_SUBSTEPS
-                for i in range(OFFSET_SUBSTEPS):
-                    s = i * h
-                    k1 = self._ode_rhs(s, y)
-                    k2 = self._ode_rhs(s + h / 2, y + h / 2 * k1)
-                    k3 = self._ode_rhs(s + h / 2, y + h / 2 * k2)
-                    k4 = self._ode_rhs(s + h, y + h * k3)
-                    y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
-            self._start = y
-        return self._start.copy()
+    @property
+    def start_step(self) -> float:
+        """The step at which the ODE starts at rest: ``-offset`` (the solve starts there,
+        so that step ``k`` is the ODE at ``k + offset`` on its own clock)."""
+        return -self.offset
 
     def split(self, y: np.ndarray) -> tuple[np.ndarray, ...]:
         """Views ``(theta, u)`` or ``(theta, m, v)`` of a flat state."""
@@ -491,13 +482,16 @@ class OptimizerFlow(Field):
         return self.inner.margins(y[: self.n])
 
     # ------------------------------------------------------------ results
-    def default_steps(self, t0: float, t_end: float, max_points: int = 2001) -> np.ndarray | None:
-        """Every whole step in ``[t0, t_end]`` (and ``t_end``) when there are at most
-        ``max_points``; None otherwise (the solve's log-spaced default)."""
+    def default_steps(self, t0: float, t_end: float, max_points: int = 2001) -> np.ndarray:
+        """Output steps of a solve on ``[t0, t_end]``: every whole step (and ``t_end``)
+        when there are at most ``max_points``, else ``max_points`` whole steps spaced
+        evenly in ``log(1 + k)``."""
         first, last = math.ceil(t0), math.floor(t_end)
         if last - first + 1 > max_points:
-            return None
-        grid = np.arange(first, last + 1, dtype=float)
+            grid = np.unique(np.round(np.expm1(np.linspace(math.log1p(first), math.log1p(last),
+                                                           max_points))))
+        else:
+            grid = np.arange(first, last + 1, dtype=float)
         if grid.size == 0 or grid[0] > t0:
             grid = np.concatenate([[t0], grid])
         if grid[-1] < t_end:

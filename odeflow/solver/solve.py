@@ -455,6 +455,7 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         field = optimizer_flow(field, optimizer, t0)
         if t_eval is None:
             t_eval = field.default_steps(t0, t_end)
+        t0 = field.start_step  # at rest half a step early for the heavy ball's offset
     t_eval, method, kwargs = _prepare(field, t0, t_end, t_eval, method)
     if not isinstance(dense_output, bool):
         raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
