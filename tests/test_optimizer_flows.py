@@ -127,6 +127,7 @@ def test_discrete_heavy_ball_converges_to_the_ode_with_the_derived_order(data):
         staggered.append(np.linalg.norm(disc - integrate(matched, K)[: matched.n, -1]))
     p_forward = np.log2(np.array(forward[:-1]) / forward[1:])
     p_staggered = np.log2(np.array(staggered[:-1]) / staggered[1:])
+    print("orders: forward", np.round(p_forward, 3), "staggered, matched", np.round(p_staggered, 3))
     # CF7: forward reading first order; staggered reading with matched rates second order
     assert np.all(np.abs(p_forward - 1.0) < 0.15), p_forward
     assert np.all(np.abs(p_staggered - 2.0) < 0.2), p_staggered
