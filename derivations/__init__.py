@@ -18,6 +18,8 @@ module                    result                                      paper
 ``cf4_relative_gain``     relative gain of distinct tokens            Thm 3, Eqn 11
 ``cf5_dominant_bounds``   bounds on the dominant token's growth       Eqn 12
 ``cf6_snap``              common-token logit and ``B(t)``             Thm 4, Eqn 13-14
+``heavy_ball_modified_``  CF7: heavy-ball/Adam ODEs vs recursions     spec sections 6, 9
+``equation``              (warm-up map, lag, modified equation)
 ========================  ==========================================  ==================
 
 Each module exposes ``derive()`` returning a :class:`Derivation`; running
@@ -56,6 +58,7 @@ MODULES: tuple[str, ...] = (
     "cf4_relative_gain",
     "cf5_dominant_bounds",
     "cf6_snap",
+    "heavy_ball_modified_equation",
 )
 
 

@@ -189,6 +189,21 @@ def test_sparse_storage_jacobian_and_gradient():
     assert np.linalg.norm(rhs - scale * grad) / np.linalg.norm(rhs) < 1e-6
 
 
+def test_sparse_storage_product_and_gather_agree(monkeypatch):
+    """Supports.sample: the one-product path and the chunked gather give the same rhs."""
+    import odeflow.fields.classes as classes
+
+    rng = np.random.default_rng(11)
+    data = random_model(rng, M=20, K=5, n_queries=2, support=5, active=15)
+    field = ExactFlow(data, 1.1, 0.5, storage="sparse")
+    y = random_state(field, rng)
+    product = field.rhs(0.0, y)
+    monkeypatch.setattr(classes, "SAMPLE_PRODUCT_LIMIT", 0)
+    monkeypatch.setattr(classes, "GATHER_CHUNK", 7)
+    gather = field.rhs(0.0, y)
+    np.testing.assert_allclose(product, gather, rtol=1e-12, atol=1e-14)
+
+
 def test_logits_carried_only_where_a_class_of_the_query_can_attend():
     rng = np.random.default_rng(3)
     data = random_model(rng, M=50, K=4, n_queries=2, support=3, active=40)

@@ -24,6 +24,7 @@ from odeflow.data import as_real_array, as_real_number, validate_positive
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields import family_of
 from odeflow.fields.base import Field
+from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.events import bind_events
 
 #: Methods of solve_ivp that odeflow accepts.
@@ -359,7 +360,7 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
           eta_z: float = FAMILY_DEFAULT, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
           rtol: float = 1e-8, atol: float = 1e-10, z0=None, progress: bool | None = None,
           max_nfev: int | None = None, dense_output: bool = False, events=None,
-          **flow_options):
+          optimizer=None, **flow_options):
     """Integrate the training dynamics of a data model with scipy.
 
     Parameters
@@ -410,6 +411,14 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         (the maximum of ``gamma``, Theorem 1b). Results in ``traj.t_events``
         and ``traj.y_events``; a terminal event ends the solve early
         (``traj.status == 1``).
+    optimizer : odeflow.Momentum or odeflow.Adam, optional
+        Integrate the optimiser's ODE in *step time* around the level (spec
+        section 9, :class:`~odeflow.fields.optimizers.OptimizerFlow`):
+        ``t_span`` (from 0) and ``t_eval`` are then in optimiser steps (every
+        whole step by default), ``traj.steps`` is the step axis and the
+        optimiser state is kept (``traj.velocity``, ``traj.moments``). Only for
+        levels whose state is the parameters (``exact``, ``finite_t``, the
+        induction-head levels). None (default): the plain gradient flow.
     **flow_options
         Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
         ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
@@ -442,6 +451,11 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     options = {**family.defaults, **given, **flow_options}
     _check_flow_options(flow, field_class, options)
     field = field_class(data, **options)
+    if optimizer is not None:
+        field = optimizer_flow(field, optimizer, t0)
+        if t_eval is None:
+            t_eval = field.default_steps(t0, t_end)
+        t0 = field.start_step  # at rest half a step early for the heavy ball's offset
     t_eval, method, kwargs = _prepare(field, t0, t_end, t_eval, method)
     if not isinstance(dense_output, bool):
         raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
