@@ -18,7 +18,13 @@ module                    result                                      paper
 ``cf4_relative_gain``     relative gain of distinct tokens            Thm 3, Eqn 11
 ``cf5_dominant_bounds``   bounds on the dominant token's growth       Eqn 12
 ``cf6_snap``              common-token logit and ``B(t)``             Thm 4, Eqn 13-14
+``cf_ih1_replicator``     induction heads, stage-1 replicator         spec 10, CF-IH1
+``cf_ih2_classifier``     induction heads, stage-3 mixture and a(t)   spec 10, CF-IH2
 ========================  ==========================================  ==================
+
+The last two belong to the induction-head family (Chen, Sheen, Wang and Yang,
+"Unveiling Induction Heads", 2024; spec section 10): their numeric twins live
+in :mod:`odeflow.analysis.induction.closed_forms`.
 
 Each module exposes ``derive()`` returning a :class:`Derivation`; running
 ``python -m derivations`` prints every result and its check.
@@ -56,6 +62,8 @@ MODULES: tuple[str, ...] = (
     "cf4_relative_gain",
     "cf5_dominant_bounds",
     "cf6_snap",
+    "cf_ih1_replicator",
+    "cf_ih2_classifier",
 )
 
 

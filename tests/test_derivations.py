@@ -38,7 +38,7 @@ def test_result_object_fields(module_name):
     result = importlib.import_module(f"derivations.{module_name}").derive()
     assert isinstance(result, Derivation)
     assert result.name.startswith("CF") and result.title and result.summary
-    assert "Eqn" in result.equation or "Lemma" in result.equation or "Theorem" in result.equation
+    assert any(word in result.equation for word in ("Eqn", "Lemma", "Theorem", "spec section"))
     assert set(result.latex) == set(result.exprs)
     assert all(isinstance(s, str) and s for s in result.latex.values())
     assert result.targets["main"] == (result.expr, result.symbols)
