@@ -19,6 +19,7 @@ function                            quantity                                    
 :func:`mixture_prediction`          ``y = (1-u) pi_S*(.|z_q) + u nu(z_q)``      CF-IH2
 :func:`classifier_loss`             exact 1-D loss of ``a`` at ``p = delta_S*``  CF-IH2
 :func:`classifier_loss_derivative`  ``d loss / da``                             CF-IH2
+:func:`classifier_curve`            both, laws computed once (for ODE RHS)      CF-IH2
 :func:`classifier_constant`         ``C`` and ``loss_inf`` of the asymptote     CF-IH2
 :func:`classifier_asymptote`        ``a(t) ~ ln(e^{2 a_0} + 4 eta_a C t) / 2``  CF-IH2
 ==================================  ==========================================  ==========
@@ -54,6 +55,7 @@ from odeflow.errors import ValidationError
 __all__ = [
     "classifier_asymptote",
     "classifier_constant",
+    "classifier_curve",
     "classifier_loss",
     "classifier_loss_derivative",
     "code_information",
@@ -388,10 +390,11 @@ def replicator_weights(p0, info, kappa_values) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # CF-IH2: the classifier at p = delta_S*
 # ---------------------------------------------------------------------------
-def _selected_laws(data, subset) -> list[np.ndarray]:
+def _selected_laws(data, subset) -> np.ndarray:
+    """``P_S*`` of every kernel: shape ``(N_pi, d**|S*|, d)``."""
     _, _, heads, degree = model_arrays(data)
     subset = _check_subset(subset, heads, degree)
-    return [subset_law(j, subset) for j in _joint_laws(data)]
+    return np.array([subset_law(j, subset) for j in _joint_laws(data)])
 
 
 def match_probability(data, subset) -> np.ndarray:
@@ -400,24 +403,37 @@ def match_probability(data, subset) -> np.ndarray:
     Returns an array ``(N_pi, d**|S*|)``: one row per kernel, one entry per
     value of ``z_{q,S*}`` (equal to ``mu(z_{S*})``).
     """
-    return np.array([law.sum(axis=1) for law in _selected_laws(data, subset)])
+    return _selected_laws(data, subset).sum(axis=-1)
 
 
-def _mixture_parts(law: np.ndarray):
-    """``rho, pi_S, nu`` of one kernel from ``P_S``."""
-    rho = law.sum(axis=1)
-    mu_e = law.sum(axis=0)
+def _mixture_parts(laws: np.ndarray):
+    """``rho, 1 - rho, pi_S, nu`` from ``P_S`` (``(..., d**|S|, d)``).
+
+    The non-matching mass ``sum_{s' != s} P_S(s', e)`` is summed directly, not
+    formed as ``mu(e) - P_S(s, e)``, so that small entries of ``nu`` keep their
+    relative precision.
+    """
+    rows = laws.shape[-2]
+    others = np.stack([np.delete(laws, s, axis=-2).sum(axis=-2) for s in range(rows)], axis=-2)
+    rho = laws.sum(axis=-1)
+    rest = others.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        pi_s = law / rho[:, None]
-        nu = np.where(rho[:, None] < 1.0, (mu_e[None, :] - law) / (1.0 - rho[:, None]), 0.0)
-    return rho, pi_s, nu
+        pi_s = laws / rho[..., None]
+        nu = np.where(rest[..., None] > 0, others / rest[..., None], 0.0)
+    return rho, rest, pi_s, nu
 
 
-def _mixture_weight(rho: np.ndarray, a: float) -> np.ndarray:
-    """``u = (1 - rho) / (rho e^a + 1 - rho)``, written without overflow for large ``a``."""
+def _mixture_weight(rho: np.ndarray, rest: np.ndarray, a) -> tuple[np.ndarray, np.ndarray]:
+    """``u = (1 - rho) / (rho e^a + 1 - rho)`` and ``1 - u`` (``rest = 1 - rho``).
+
+    Both from log space, so neither overflows for large ``a`` and ``1 - u``
+    keeps its relative precision when ``rho`` is tiny.
+    """
     with np.errstate(divide="ignore"):
-        log_u = np.log1p(-rho) - np.logaddexp(np.log(rho) + a, np.log1p(-rho))
-    return np.exp(log_u)
+        log_match = np.log(rho) + a
+        log_rest = np.log(rest)
+        log_den = np.logaddexp(log_match, log_rest)
+    return np.exp(log_rest - log_den), np.exp(log_match - log_den)
 
 
 def mixture_prediction(data, a: float, subset) -> np.ndarray:
@@ -431,29 +447,33 @@ def mixture_prediction(data, a: float, subset) -> np.ndarray:
     ndarray, shape (N_pi, d**|S*|, d)
     """
     a = validate_finite(a, "a")
-    out = []
-    for law in _selected_laws(data, subset):
-        rho, pi_s, nu = _mixture_parts(law)
-        u = _mixture_weight(rho, a)[:, None]
-        out.append((1.0 - u) * pi_s + u * nu)
-    return np.array(out)
+    rho, rest, pi_s, nu = _mixture_parts(_selected_laws(data, subset))
+    u, v = _mixture_weight(rho, rest, a)
+    return v[..., None] * pi_s + u[..., None] * nu
 
 
-def _classifier_terms(law: np.ndarray, a: float, loss: str) -> tuple[float, float]:
-    rho, pi_s, nu = _mixture_parts(law)
-    u = _mixture_weight(rho, a)[:, None]
-    y = (1.0 - u) * pi_s + u * nu
-    dy = -u * (1.0 - u) * (nu - pi_s)  # du/da = -u (1 - u)
+def _classifier_terms(laws: np.ndarray, a: np.ndarray, loss: str):
+    """Loss and ``d loss/da`` at every ``a`` (1-D), averaged over the kernels of ``laws``."""
+    rho, rest, pi_s, nu = _mixture_parts(laws)
+    u, v = _mixture_weight(rho[None], rest[None], a[:, None, None])  # (A, N, R); v = 1 - u
+    u, v = u[..., None], v[..., None]
+    y = v * pi_s + u * nu
+    dy = -u * v * (nu - pi_s)  # du/da = -u (1 - u)
     if loss == "nll":
         with np.errstate(divide="ignore", invalid="ignore"):
-            value = -np.sum(np.where(law > 0, law * np.log(y), 0.0))
-            slope = -np.sum(np.where(law > 0, law * dy / y, 0.0))
+            value = -np.sum(np.where(laws > 0, laws * np.log(y), 0.0), axis=(-2, -1))
+            # -sum_e P dy/y = -rho u^2 v sum_e (nu - pi)^2 / y, using sum nu = sum pi = 1:
+            # free of the cancellation of the O(u) terms, and visibly <= 0
+            gap = np.where(y > 0, (nu - pi_s) ** 2 / y, 0.0)
+            slope = -np.sum(rho[..., None] * u**2 * v * gap, axis=(-2, -1))
     else:
-        lse = np.log(np.sum(np.exp(y), axis=1))
-        soft = np.exp(y - lse[:, None])
-        value = -np.sum(law * y) + np.sum(rho * lse)
-        slope = -np.sum(law * dy) + np.sum(rho[:, None] * soft * dy)
-    return float(value), float(slope)
+        peak = y.max(axis=-1, keepdims=True)
+        lse = np.log(np.sum(np.exp(y - peak), axis=-1)) + peak[..., 0]
+        soft = np.exp(y - lse[..., None])
+        value = -np.sum(laws * y, axis=(-2, -1)) + np.sum(rho * lse, axis=-1)
+        slope = (-np.sum(laws * dy, axis=(-2, -1))
+                 + np.sum(rho[..., None] * soft * dy, axis=(-2, -1)))
+    return value.mean(axis=-1), slope.mean(axis=-1)
 
 
 def classifier_loss(data, a, subset, loss: str = "nll") -> np.ndarray:
@@ -464,24 +484,42 @@ def classifier_loss(data, a, subset, loss: str = "nll") -> np.ndarray:
     cross-entropy of the vector ``y`` (``loss="code"``). Broadcasts over ``a``.
     """
     loss = _check_loss(loss)
-    laws = _selected_laws(data, subset)
-    a = np.asarray(_finite_array(a, "a"))
-    values = [np.mean([_classifier_terms(law, float(x), loss)[0] for law in laws])
-              for x in a.ravel()]
-    return np.asarray(values).reshape(a.shape)
+    a = _finite_array(a, "a")
+    value, _ = _classifier_terms(_selected_laws(data, subset), a.ravel(), loss)
+    return value.reshape(a.shape)
 
 
 def classifier_loss_derivative(data, a, subset, loss: str = "nll") -> np.ndarray:
     """``d loss / da`` of :func:`classifier_loss` (analytic: ``du/da = -u (1 - u)``).
 
+    Under ``loss="nll"`` it is computed as
+    ``-E_pi sum_s mu(s) u^2 (1 - u) sum_e (nu_e - pi_e)^2 / y_e`` (the terms of
+    order ``u`` cancel exactly because ``sum_e nu_e = sum_e pi_e = 1``), so it
+    keeps its relative precision as ``a`` grows, and is never positive.
+
     The 1-D flow of stage 3 is ``a' = -eta_a * classifier_loss_derivative(a)``.
     """
     loss = _check_loss(loss)
+    a = _finite_array(a, "a")
+    _, slope = _classifier_terms(_selected_laws(data, subset), a.ravel(), loss)
+    return slope.reshape(a.shape)
+
+
+def classifier_curve(data, subset, loss: str = "nll"):
+    """``curve(a) -> (loss(a), loss'(a))`` with the kernels' laws computed once.
+
+    For right-hand sides of the 1-D stage-3 flow, which evaluate the
+    derivative many times; ``a`` is a float or a 1-D array.
+    """
+    loss = _check_loss(loss)
     laws = _selected_laws(data, subset)
-    a = np.asarray(_finite_array(a, "a"))
-    values = [np.mean([_classifier_terms(law, float(x), loss)[1] for law in laws])
-              for x in a.ravel()]
-    return np.asarray(values).reshape(a.shape)
+
+    def curve(a):
+        a = _finite_array(a, "a")
+        value, slope = _classifier_terms(laws, np.atleast_1d(a).ravel(), loss)
+        return value.reshape(a.shape), slope.reshape(a.shape)
+
+    return curve
 
 
 def _finite_array(value, name: str) -> np.ndarray:
@@ -501,14 +539,13 @@ def classifier_constant(data, subset) -> tuple[float, float]:
     term in ``u`` vanishes because ``sum_e nu_e = sum_e pi_e = 1``). Needs every
     ``pi_S*(e|s) > 0``.
     """
-    constants, limits = [], []
-    for law in _selected_laws(data, subset):
-        rho, pi_s, nu = _mixture_parts(law)
-        if np.any(pi_s <= 0):
-            raise ValidationError("data", "the asymptote needs every pi_S*(e|z_S*) > 0")
-        chi2 = np.sum((nu - pi_s) ** 2 / pi_s, axis=1)
-        constants.append(0.5 * np.sum(rho * ((1.0 - rho) / rho) ** 2 * chi2))
-        limits.append(-np.sum(law * np.log(pi_s)))
+    laws = _selected_laws(data, subset)
+    rho, rest, pi_s, nu = _mixture_parts(laws)
+    if np.any(pi_s <= 0):
+        raise ValidationError("data", "the asymptote needs every pi_S*(e|z_S*) > 0")
+    chi2 = np.sum((nu - pi_s) ** 2 / pi_s, axis=-1)
+    constants = 0.5 * np.sum(rest**2 / rho * chi2, axis=-1)
+    limits = -np.sum(laws * np.log(pi_s), axis=(-2, -1))
     return float(np.mean(constants)), float(np.mean(limits))
 
 

@@ -1,0 +1,314 @@
+"""``odeflow verify`` checks of the induction-head family: I_S, CF-IH1, CF-IH2 (spec section 10).
+
+Registered with :mod:`odeflow.analysis.check_registry` (no Scan-and-Snap module
+is imported). Each check compares a closed form of
+:mod:`odeflow.analysis.induction.closed_forms` with an independent numeric
+computation on the presets ``ih-point`` (the point-mass kernel, exact) and
+``ih-paper`` (the Dirichlet sample):
+
+======  ===================================================================  ===============
+check   numeric side                                                         closed form
+======  ===================================================================  ===============
+I_S     window-pair pairing ``<K_S, G>`` (:func:`kernel_information`)        ``I_S``, ``J_S``
+CF-IH1  scipy integration of the replicator ODE with a varying ``a(t)``      replicator
+CF-IH2  window sum of ``y`` over every key window; its complex-step ``dL/da``  mixture, ``L'``
+CF-IH2  scipy integration of ``a' = -eta_a L'(a)`` to ``t = 1e12``            ``a(t)`` asymptote
+======  ===================================================================  ===============
+
+The asymptote row on ``ih-point`` measures ``r = -L'(a) e^{2a} / (2C)`` at the
+end of the 1-D run (``-> 1``) and the slope of ``a`` in ``ln t`` (``-> 1/2``);
+its note also gives the slope the 1-D ODE shows on ``ih-paper``, whose
+Dirichlet kernels have entries down to ``1e-35`` so that its asymptote
+(``C ~ 1e31``) lies beyond any practical time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from scipy.integrate import solve_ivp
+
+from odeflow.analysis.check_registry import (
+    CheckFamily,
+    CheckResult,
+    CheckSettings,
+    register_checks,
+    relative_error,
+)
+from odeflow.analysis.induction import closed_forms as cf
+from odeflow.errors import SolveError
+
+__all__ = ["INDUCTION_CHECKS", "PRESETS", "integrate_classifier", "integrate_replicator",
+           "window_sum_loss", "window_sum_prediction"]
+
+#: Presets every check runs on.
+PRESETS = ("ih-point", "ih-paper")
+#: Classifier weights at which the mixture is compared with the window sum.
+MIXTURE_A = (0.01, 1.0, 5.0, 20.0)
+#: Stage-1 run of the replicator check: selector rate and ``a(t) = A0 (1 + 0.5 sin t)``.
+REPLICATOR_ETA_C, REPLICATOR_A0 = 1.0, 0.01
+#: kappa reached at the end of the replicator run.
+REPLICATOR_KAPPA_END = 200.0
+#: Stage-3 run: rate, start and end of the 1-D classifier ODE.
+CLASSIFIER_ETA_A, CLASSIFIER_A0, CLASSIFIER_T_END = 1.0, 0.01, 1e12
+#: Largest |r - 1| and |slope - 1/2| the asymptote row accepts at t = CLASSIFIER_T_END.
+ASYMPTOTE_TOLERANCE = 1e-3
+
+TITLES = {"I_S": ("I_S, J_S (first order in a)", "spec 10, CF-IH1"),
+          "CF-IH1": ("p_S(t) (replicator)", "spec 10, CF-IH1"),
+          "CF-IH2": ("y, loss'(a), a(t) (stage 3)", "spec 10, CF-IH2")}
+
+
+def _load_preset(name: str):
+    from odeflow.data.induction import InductionData
+
+    return InductionData.preset(name)
+
+
+class _Context:
+    """Settings and preset data models shared by the induction checks of one run."""
+
+    def __init__(self, settings: CheckSettings, loader=_load_preset):
+        self.settings = settings
+        self._loader = loader
+        self._models: dict = {}
+
+    def model(self, name: str):
+        if name not in self._models:
+            self._models[name] = self._loader(name)
+        return self._models[name]
+
+
+# ---------------------------------------------------------------------------
+# independent numeric sides
+# ---------------------------------------------------------------------------
+def window_sum_prediction(joint: np.ndarray, subset, a) -> np.ndarray:
+    """``y_e(z_q) = sum_z P(z, e) e^{a K} / sum_z mu(z) e^{a K}``, ``K = 1[z_S = z_{q,S}]``.
+
+    The stage-3 prediction summed over every key window of one kernel (no
+    mixture algebra). ``a`` may be complex (for complex-step derivatives).
+
+    Parameters
+    ----------
+    joint : ndarray, shape (d,) * m + (d,)
+        :func:`~odeflow.analysis.induction.closed_forms.window_joint_law`.
+    subset : tuple of int
+    a : float or complex
+
+    Returns
+    -------
+    ndarray, shape (d**m, d)
+        One row per query window ``z_q`` (flattened like ``joint``).
+    """
+    d = joint.shape[-1]
+    m = joint.ndim - 1
+    law = joint.reshape(-1, d)
+    windows = np.indices((d,) * m).reshape(m, -1).T
+    keys = windows[:, [h - 1 for h in subset]]
+    match = np.all(keys[:, None, :] == keys[None, :, :], axis=-1)  # (z, z_q)
+    weight = np.exp(a * match)
+    num = weight.T @ law
+    den = weight.T @ law.sum(axis=1)
+    return num / den[:, None]
+
+
+def window_sum_loss(joint: np.ndarray, subset, a) -> complex:
+    """``-sum_{z_q} sum_e P(z_q, e) log y_e(z_q)`` with :func:`window_sum_prediction`."""
+    d = joint.shape[-1]
+    law = joint.reshape(-1, d)
+    y = window_sum_prediction(joint, subset, a)
+    return -np.sum(np.where(law > 0, law * np.log(np.where(law > 0, y, 1.0)), 0.0))
+
+
+def integrate_replicator(p0, info, eta_c, u0, a_of_t, t_eval, rtol, atol, method):
+    """Integrate ``p' = (4 eta_c a(t) / U_0) p (I - p.I)`` and ``int a`` with solve_ivp.
+
+    Returns
+    -------
+    p : ndarray, shape (len(t_eval), #S)
+    integral : ndarray
+        ``int_0^t a``.
+    stats : dict
+    """
+    info = np.asarray(info, float)
+
+    def rhs(t, y):
+        p = y[:-1]
+        rate = 4.0 * eta_c * a_of_t(t) / u0
+        return np.concatenate([rate * p * (info - p @ info), [a_of_t(t)]])
+
+    start = time.perf_counter()
+    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), np.concatenate([p0, [0.0]]), method=method,
+                    t_eval=t_eval, rtol=rtol, atol=atol)
+    stats = {"method": method, "nfev": int(sol.nfev), "wall_time": time.perf_counter() - start}
+    if not sol.success:
+        raise SolveError(f"replicator ODE with {method}: {sol.message}", stats)
+    return sol.y[:-1].T, sol.y[-1], stats
+
+
+def integrate_classifier(data, subset, eta_a, a0, t_eval, rtol, atol, method="LSODA"):
+    """Integrate the 1-D stage-3 flow ``a' = -eta_a loss'(a)`` (CF-IH2) with solve_ivp."""
+    curve = cf.classifier_curve(data, subset)
+
+    def rhs(t, y):
+        return [-eta_a * float(curve(y[0])[1])]
+
+    start = time.perf_counter()
+    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), [a0], method=method, t_eval=t_eval,
+                    rtol=rtol, atol=atol)
+    stats = {"method": method, "nfev": int(sol.nfev), "wall_time": time.perf_counter() - start}
+    if not sol.success:
+        raise SolveError(f"stage-3 classifier ODE with {method}: {sol.message}", stats)
+    return sol.y[0], stats
+
+
+# ---------------------------------------------------------------------------
+# the checks
+# ---------------------------------------------------------------------------
+def _check_information(ctx: _Context) -> list[CheckResult]:
+    rows = []
+    for name in PRESETS:
+        data = ctx.model(name)
+        for loss in ("nll", "code"):
+            table = cf.information_table(data, loss)
+            pairing = cf.kernel_information(data, None, loss)
+            keys = list(table)
+            closed = np.array([table[s] for s in keys])
+            numeric = np.array([pairing[s] for s in keys])
+            scale = float(np.max(np.abs(closed)))
+            symbol = "I_S" if loss == "nll" else "J_S"
+            best = max(table, key=table.get)
+            rows.append(CheckResult(
+                "I_S", f"{symbol}, every |S| <= D", "spec 10, CF-IH1",
+                f"{name}, loss={loss}", relative_error(numeric, closed, scale),
+                ctx.settings.tolerance, floor="max|I|",
+                note=f"{name} {symbol}: " + ", ".join(f"{_subset(s)} {table[s]:.4g}"
+                                                      for s in keys)
+                     + f"; argmax {_subset(best)}",
+                details={"table": {_subset(s): table[s] for s in keys},
+                         "argmax": list(best)}))
+    return rows
+
+
+def _subset(s) -> str:
+    return "{" + ",".join(str(h) for h in s) + "}"
+
+
+def _check_replicator(ctx: _Context) -> list[CheckResult]:
+    s = ctx.settings
+    rows = []
+    for name in PRESETS:
+        data = ctx.model(name)
+        table = cf.information_table(data)
+        info = np.array(list(table.values()))
+        p0 = np.full(info.size, 1.0 / info.size)
+        u0 = info.size * 1e-4  # c_S(0) = 0.01 on every subset
+        spread = float(np.ptp(info))
+        t_end = REPLICATOR_KAPPA_END * u0 / (4 * REPLICATOR_ETA_C * REPLICATOR_A0)
+
+        def a_of_t(t, t_end=t_end):
+            return REPLICATOR_A0 * (1.0 + 0.5 * np.sin(6.0 * t / t_end))
+
+        t_eval = np.linspace(0.0, t_end, 201)
+        p_num, integral, stats = integrate_replicator(p0, info, REPLICATOR_ETA_C, u0, a_of_t,
+                                                      t_eval, s.rtol, s.atol, s.method)
+        # kappa from the exact integral of a(t), not from the solver's accumulator
+        exact_integral = REPLICATOR_A0 * (t_eval + t_end / 12.0 * (1.0 - np.cos(6.0 * t_eval
+                                                                                / t_end)))
+        k = 4 * REPLICATOR_ETA_C / u0 * exact_integral
+        closed = cf.replicator_weights(p0, info, k)
+        best = int(np.argmax(info))
+        rows.append(CheckResult(
+            "CF-IH1", "p_S(t), replicator ODE", "spec 10, CF-IH1",
+            f"{name}, eta_c={REPLICATOR_ETA_C:g}, a(t)={REPLICATOR_A0:g}(1+sin/2), p(0) uniform",
+            relative_error(p_num, closed, 1e-12), s.tolerance, floor="1e-12",
+            note=f"{name}: kappa to {k[-1]:.3g} (kappa * spread of I = {k[-1] * spread:.3g}); "
+                 f"p_S* {_subset(list(table)[best])} from {p_num[0, best]:.3f} to "
+                 f"{p_num[-1, best]:.6f}",
+            details={"kappa_end": float(k[-1]), "p_best_end": float(p_num[-1, best]),
+                     "integral_rel_error": relative_error(integral[1:], exact_integral[1:]),
+                     "solver": stats}))
+    return rows
+
+
+def _check_classifier(ctx: _Context) -> list[CheckResult]:
+    s = ctx.settings
+    rows = []
+    for name in PRESETS:
+        data = ctx.model(name)
+        subset = cf.selected_subset(data)
+        kernels, n, heads, _ = cf.model_arrays(data)
+        joints = [cf.window_joint_law(k, n, max(heads, n - 1)) for k in kernels]
+        # (1) mixture vs window sum, per query window
+        err = 0.0
+        for a in MIXTURE_A:
+            mixture = cf.mixture_prediction(data, a, subset)
+            for j, joint in enumerate(joints):
+                direct = window_sum_prediction(joint, subset, a)
+                windows = np.indices(joint.shape[:-1]).reshape(joint.ndim - 1, -1).T
+                index = np.ravel_multi_index(windows[:, [h - 1 for h in subset]].T,
+                                             (joint.shape[-1],) * len(subset)) \
+                    if subset else np.zeros(len(windows), int)
+                err = max(err, relative_error(direct, mixture[j][index]))
+        rows.append(CheckResult(
+            "CF-IH2", "y(z_q): mixture vs window sum", "spec 10, CF-IH2",
+            f"{name}, S*={_subset(subset)}, a in {list(MIXTURE_A)}", err, s.tolerance,
+            note=f"{name}: every query window of every kernel ({len(joints)})"))
+        # (2) analytic loss'(a) vs complex step of the window-sum loss
+        h = 1e-30
+        grid = [0.01, 0.5, 2.0, 8.0]
+        analytic = cf.classifier_loss_derivative(data, grid, subset)
+        stepped = np.array([np.mean([window_sum_loss(j, subset, a + 1j * h).imag / h
+                                     for j in joints]) for a in grid])
+        value = cf.classifier_loss(data, grid, subset)
+        direct = np.array([np.mean([window_sum_loss(j, subset, a).real for j in joints])
+                           for a in grid])
+        rows.append(CheckResult(
+            "CF-IH2", "loss(a), loss'(a) vs window sum", "spec 10, CF-IH2",
+            f"{name}, S*={_subset(subset)}, a in {grid}",
+            max(relative_error(analytic, stepped), relative_error(value, direct)), s.tolerance,
+            note=f"{name}: loss' by complex step (h = 1e-30) of the window-sum loss; "
+                 f"loss from {value[0]:.4f} to {value[-1]:.4f}"))
+    rows.append(_check_asymptote(ctx))
+    return rows
+
+
+def _check_asymptote(ctx: _Context) -> CheckResult:
+    s = ctx.settings
+    t_eval = np.concatenate([[0.0], np.geomspace(1.0, CLASSIFIER_T_END, 25)])
+    rtol = max(s.rtol, 1e-12)
+    data = ctx.model("ih-point")
+    subset = cf.selected_subset(data)
+    constant, limit = cf.classifier_constant(data, subset)
+    a, stats = integrate_classifier(data, subset, CLASSIFIER_ETA_A, CLASSIFIER_A0, t_eval,
+                                    rtol, 1e-12)
+    ratio = -cf.classifier_loss_derivative(data, a[-1], subset) * np.exp(2 * a[-1]) / (2 * constant)
+    slopes = np.diff(a[1:]) / np.diff(np.log(t_eval[1:]))
+    asymptote = cf.classifier_asymptote(t_eval[-1], CLASSIFIER_A0, CLASSIFIER_ETA_A, constant)
+    error = max(abs(float(ratio) - 1.0), abs(float(slopes[-1]) - 0.5))
+    paper = ctx.model("ih-paper")
+    paper_subset = cf.selected_subset(paper)
+    paper_t = np.concatenate([[0.0], np.geomspace(1.0, 1e4, 5)])
+    paper_a, _ = integrate_classifier(paper, paper_subset, CLASSIFIER_ETA_A, CLASSIFIER_A0,
+                                      paper_t, rtol, 1e-12)
+    paper_slope = np.diff(paper_a[1:]) / np.diff(np.log(paper_t[1:]))
+    return CheckResult(
+        "CF-IH2", "a(t) asymptote of the 1-D ODE", "spec 10, CF-IH2",
+        f"ih-point, S*={_subset(subset)}, eta_a={CLASSIFIER_ETA_A:g}, a0={CLASSIFIER_A0:g}, "
+        f"t to {CLASSIFIER_T_END:g}", error, ASYMPTOTE_TOLERANCE,
+        note=f"ih-point: C = {constant:.4g}, loss_inf = {limit:.4g}; at t = "
+             f"{CLASSIFIER_T_END:g}: a = {a[-1]:.3f} (asymptote {float(asymptote):.3f}), "
+             f"-L'(a) e^(2a)/(2C) = {float(ratio):.6f}, slope da/dln t = {slopes[-1]:.5f}; "
+             f"ih-paper ({_subset(paper_subset)}) 1-D ODE slope per decade t = 1..1e4: "
+             + ", ".join(f"{x:.3f}" for x in paper_slope),
+        details={"C": constant, "loss_inf": limit, "a_end": float(a[-1]),
+                 "ratio": float(ratio), "slope_end": float(slopes[-1]),
+                 "paper_slopes": paper_slope, "solver": stats})
+
+
+_CHECKS = {"I_S": _check_information, "CF-IH1": _check_replicator, "CF-IH2": _check_classifier}
+
+#: The induction family's checks in the registry of ``odeflow verify``.
+INDUCTION_CHECKS = register_checks(CheckFamily(
+    "induction", TITLES, _Context, lambda ctx, name: _CHECKS[name](ctx), position=1))
