@@ -1,0 +1,285 @@
+"""Theory of the induction-head family (spec section 10): I_S, J_S, CF-IH1, CF-IH2.
+
+The closed forms of :mod:`odeflow.analysis.induction.closed_forms` against
+independent computations written here (enumeration of token sequences,
+scipy integration of the ODEs), and the checks of ``odeflow verify``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from scipy.integrate import solve_ivp
+
+from odeflow.analysis.induction import closed_forms as cf
+from odeflow.analysis.induction import verify as iv
+from odeflow.errors import ValidationError
+
+#: The authors' notebook kernel (spec section 10), rows x_{i-1} d + x_{i-2}.
+POINT_KERNEL = np.array([[0.4992, 0.5008], [0.0081, 0.9919], [0.8004, 0.1996],
+                         [0.1080, 0.8920]])
+
+
+@dataclass
+class Model:
+    """The fields of a data model the closed forms read (duck type of InductionData)."""
+
+    kernels: np.ndarray
+    n_gram: int
+    heads: int
+    degree: int
+
+    @property
+    def vocab_size(self) -> int:
+        return self.kernels.shape[-1]
+
+
+def point_model(heads=2, degree=2) -> Model:
+    return Model(POINT_KERNEL[None], 3, heads, degree)
+
+
+def dirichlet_model(seed=5, d=3, n=2, heads=3, degree=2, count=3, alpha=0.5) -> Model:
+    rng = np.random.default_rng(seed)
+    return Model(rng.dirichlet(alpha * np.ones(d), size=(count, d ** (n - 1))), n, heads, degree)
+
+
+# ---------------------------------------------------------------------------
+# an independent brute force: enumerate token sequences
+# ---------------------------------------------------------------------------
+def brute_laws(kernel, n, length):
+    """``{(window, e): probability}`` by enumerating every sequence of length + 1 tokens.
+
+    The stationary law of the last n - 1 tokens comes from power iteration of
+    the sequence chain (not a linear solve); ``window[k - 1]`` is the token at
+    offset ``k`` before ``e``.
+    """
+    d = kernel.shape[1]
+
+    def pi(next_token, previous):  # previous: (x_{i-1}, ..., x_{i-n+1})
+        row = sum(x * d ** (n - 2 - k) for k, x in enumerate(previous))
+        return kernel[row, next_token]
+
+    contexts = list(itertools.product(range(d), repeat=n - 1))
+    law = {c: 1.0 / len(contexts) for c in contexts}
+    for _ in range(1500):
+        new = defaultdict(float)
+        for c, w in law.items():
+            for x in range(d):
+                new[(x, *c[:-1])] += w * pi(x, c)
+        law = dict(new)
+    out = defaultdict(float)
+    for seq in itertools.product(range(d), repeat=length + 1):  # oldest first
+        prob = law[tuple(reversed(seq[: n - 1]))]
+        for i in range(n - 1, length + 1):
+            prob *= pi(seq[i], tuple(reversed(seq[i - n + 1: i])))
+        window = tuple(reversed(seq[:-1]))
+        out[window, seq[-1]] += prob
+    return out
+
+
+def brute_information(model, subset, loss="nll"):
+    """Prior-averaged I_S (or J_S) from the definition, on enumerated sequences."""
+    values = []
+    length = max(model.heads, model.n_gram - 1)
+    d = model.vocab_size
+    for kernel in model.kernels:
+        joint = brute_laws(kernel, model.n_gram, length)
+        p_s = defaultdict(float)
+        mu_e = np.zeros(d)
+        for (window, e), prob in joint.items():
+            p_s[tuple(window[h - 1] for h in subset), e] += prob
+            mu_e[e] += prob
+        target = np.exp(mu_e) / np.exp(mu_e).sum()
+        total = 0.0
+        for s in {key[0] for key in p_s}:
+            mu_s = sum(p_s[s, e] for e in range(d))
+            cond = np.array([p_s[s, e] / mu_s for e in range(d)])
+            if loss == "nll":
+                total += mu_s**2 * (np.sum(cond**2 / mu_e) - 1.0)
+            else:
+                total += mu_s**2 * np.sum((cond - target) * (cond - mu_e))
+        values.append(total)
+    return float(np.mean(values))
+
+
+@pytest.mark.parametrize("loss", ["nll", "code"])
+@pytest.mark.parametrize("model", [point_model(), dirichlet_model(),
+                                   dirichlet_model(seed=2, d=2, n=3, heads=3, count=2)],
+                         ids=["ih-point", "dirichlet-d3-n2", "dirichlet-d2-n3"])
+def test_information_equals_brute_force(model, loss):
+    table = cf.information_table(model, loss)
+    assert list(table) == cf.all_subsets(model.heads, model.degree)
+    for subset, value in table.items():
+        assert value == pytest.approx(brute_information(model, subset, loss), abs=1e-12), subset
+    assert table[()] == pytest.approx(0.0, abs=1e-15)
+
+
+def test_single_subset_functions_agree_with_the_table():
+    model = dirichlet_model()
+    table = cf.information_table(model)
+    code = cf.information_table(model, "code")
+    for subset in table:
+        assert cf.mutual_information(model, subset) == pytest.approx(table[subset], abs=1e-15)
+        assert cf.code_information(model, subset) == pytest.approx(code[subset], abs=1e-15)
+
+
+def test_ih_point_information_selects_offset_two():
+    """Spec 10 claim: with the point-mass kernel stage 1 selects {2}, not {1, 2}."""
+    table = cf.information_table(point_model())
+    assert cf.selected_subset(point_model()) == (2,)
+    assert table[(2,)] > table[(1, 2)] > table[(1,)] > 0
+    assert cf.selected_subset(point_model(), "code") == (2,)
+
+
+def test_window_pairing_equals_the_subset_formula_and_soft_copier_differs():
+    model = dirichlet_model(heads=2)
+    table = cf.information_table(model)
+    exact = cf.kernel_information(model)
+    for s in table:
+        assert exact[s] == pytest.approx(table[s], abs=1e-14)
+    sharp = cf.kernel_information(model, [[40.0, 0.0], [40.0, 0.0]])
+    soft = cf.kernel_information(model, [[3.0, 0.1], [3.0, 0.1]])
+    for s in table:
+        assert sharp[s] == pytest.approx(table[s], rel=1e-12, abs=1e-15)
+    assert max(abs(soft[s] - table[s]) for s in table if s) > 1e-3
+
+
+def test_first_order_in_a_is_minus_information():
+    """d loss/da at a = 0 of the window-sum loss at p = delta_S equals -I_S (complex step)."""
+    model = point_model()
+    joint = cf.window_joint_law(model.kernels[0], 3, 2)
+    table = cf.information_table(model)
+    for subset, info in table.items():
+        slope = iv.window_sum_loss(joint, subset, 1e-30j).imag / 1e-30
+        assert slope == pytest.approx(-info, abs=1e-14)
+
+
+def test_stationary_window_law_is_stationary():
+    kernel = dirichlet_model(d=3, n=3).kernels[0]
+    joint = cf.window_joint_law(kernel, 3, 4)  # axes: offsets 1..4, then e
+    assert joint.sum() == pytest.approx(1.0)
+    # the law of (offsets 1, 2) equals the law of (e, offset 1): a shift of the window
+    first = joint.sum(axis=(2, 3, 4))
+    shifted = joint.sum(axis=(1, 2, 3)).T
+    np.testing.assert_allclose(first, shifted, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------
+# CF-IH1: replicator
+# ---------------------------------------------------------------------------
+def test_replicator_closed_form_solves_the_ode():
+    model = dirichlet_model(d=3, n=3, heads=3, count=4, alpha=0.3)
+    info = np.array(list(cf.information_table(model).values()))
+    p0 = np.random.default_rng(1).dirichlet(np.ones(info.size))
+    eta_c, u0, a = 2.0, 7e-4, 0.01
+    rate = 4 * eta_c * a / u0
+
+    def rhs(t, p):
+        return rate * p * (info - p @ info)
+
+    t = np.linspace(0.0, 30.0, 61)
+    sol = solve_ivp(rhs, (0, 30.0), p0, t_eval=t, method="DOP853", rtol=1e-12, atol=1e-15)
+    closed = cf.replicator_weights(p0, info, cf.kappa(t, eta_c, u0, a))
+    np.testing.assert_allclose(sol.y.T, closed, rtol=1e-8, atol=1e-13)
+    assert closed[-1].argmax() == info.argmax() and closed[-1].max() > 0.99
+
+
+def test_kappa_of_a_varying_a_is_the_trapezoid_integral():
+    t = np.linspace(0, 2, 2001)
+    a = 0.01 * (1 + t**2)
+    k = cf.kappa(t, 1.5, 0.02, a)
+    assert k[-1] == pytest.approx(4 * 1.5 / 0.02 * 0.01 * (2 + 8 / 3), rel=1e-6)
+    assert cf.kappa(2.0, 1.5, 0.02, 0.01) == pytest.approx(4 * 1.5 / 0.02 * 0.02)
+
+
+def test_replicator_weights_stay_finite_in_log_space():
+    p = cf.replicator_weights([0.5, 0.5, 0.0], [1.0, 0.0, 5.0], [0.0, 1e4])
+    assert np.all(np.isfinite(p))
+    np.testing.assert_allclose(p[-1], [1.0, 0.0, 0.0])
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"p0": [0.5, 0.6], "info": [1, 2], "kappa_values": 1.0}, "p0"),
+    ({"p0": [0.5, 0.5], "info": [1, 2, 3], "kappa_values": 1.0}, "info"),
+    ({"p0": [0.5, 0.5], "info": [1, np.nan], "kappa_values": 1.0}, "info"),
+    ({"p0": [0.5, 0.5], "info": [1, 2], "kappa_values": np.inf}, "kappa"),
+])
+def test_replicator_bad_input_names_the_field(kwargs, field):
+    with pytest.raises(ValidationError) as err:
+        cf.replicator_weights(**kwargs)
+    assert err.value.field == field
+
+
+def test_bad_subset_and_loss_name_the_field():
+    with pytest.raises(ValidationError) as err:
+        cf.mutual_information(point_model(), (1, 3))
+    assert err.value.field == "subset"
+    with pytest.raises(ValidationError) as err:
+        cf.information_table(point_model(), "mse")
+    assert err.value.field == "loss"
+    with pytest.raises(ValidationError) as err:
+        cf.kappa(1.0, -1.0, 1.0, 0.1)
+    assert err.value.field == "eta_c"
+
+
+# ---------------------------------------------------------------------------
+# CF-IH2: the classifier at p = delta_S*
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("subset", [(2,), (1, 2), (1,)])
+def test_mixture_equals_window_sum(subset):
+    model = point_model()
+    joint = cf.window_joint_law(model.kernels[0], 3, 2)
+    windows = np.indices((2, 2)).reshape(2, -1).T
+    index = np.ravel_multi_index(windows[:, [h - 1 for h in subset]].T, (2,) * len(subset))
+    for a in (0.0, 0.3, 4.0, 40.0):
+        mixture = cf.mixture_prediction(model, a, subset)[0]
+        np.testing.assert_allclose(iv.window_sum_prediction(joint, subset, a), mixture[index],
+                                   rtol=1e-13)
+    rho = cf.match_probability(model, subset)[0]
+    assert rho.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("loss", ["nll", "code"])
+def test_classifier_derivative_is_the_derivative_of_the_loss(loss):
+    model = dirichlet_model(d=3, n=3, heads=2, count=3, alpha=0.3)
+    subset = cf.selected_subset(model)
+    a = np.array([0.01, 0.7, 3.0, 9.0])
+    h = 1e-5
+    numeric = (cf.classifier_loss(model, a + h, subset, loss)
+               - cf.classifier_loss(model, a - h, subset, loss)) / (2 * h)
+    analytic = cf.classifier_loss_derivative(model, a, subset, loss)
+    np.testing.assert_allclose(analytic, numeric, rtol=1e-5, atol=1e-11)
+    assert np.all(analytic < 0)  # the loss falls as a grows: a -> infinity
+    value, slope = cf.classifier_curve(model, subset, loss)(a)
+    np.testing.assert_allclose(slope, analytic)
+    np.testing.assert_allclose(value, cf.classifier_loss(model, a, subset, loss))
+
+
+def test_classifier_asymptote_matches_the_1d_ode():
+    """a(t) of a' = -eta_a loss'(a) approaches (1/2) ln(e^{2 a0} + 4 eta_a C t) + const."""
+    model = point_model()
+    subset = (2,)
+    constant, limit = cf.classifier_constant(model, subset)
+    t = np.concatenate([[0.0], np.geomspace(1.0, 1e12, 13)])
+    a, _ = iv.integrate_classifier(model, subset, 0.5, 0.01, t, 1e-11, 1e-12)
+    slope = np.diff(a[1:]) / np.diff(np.log(t[1:]))
+    assert slope[-1] == pytest.approx(0.5, abs=1e-4)
+    # loss - loss_inf ~ C e^{-2a}: -loss'(a) e^{2a} -> 2 C, and loss -> loss_inf
+    rate = -cf.classifier_loss_derivative(model, a[-1], subset) * math.exp(2 * a[-1])
+    assert rate == pytest.approx(2 * constant, rel=1e-4)
+    assert cf.classifier_loss(model, a[-1], subset) == pytest.approx(limit, abs=1e-11)
+    # the closed form of the asymptotic ODE lies parallel to the run: constant offset
+    offset = a[1:] - cf.classifier_asymptote(t[1:], 0.01, 0.5, constant)
+    assert abs(offset[-1] - offset[-2]) < 1e-4
+
+
+def test_classifier_constant_needs_positive_probabilities():
+    kernel = POINT_KERNEL.copy()
+    kernel[1] = [0.0, 1.0]
+    with pytest.raises(ValidationError):
+        cf.classifier_constant(Model(kernel[None], 3, 2, 2), (1, 2))
