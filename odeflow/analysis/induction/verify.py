@@ -50,6 +50,10 @@ MIXTURE_A = (0.01, 1.0, 5.0, 20.0)
 REPLICATOR_ETA_C, REPLICATOR_A0 = 1.0, 0.01
 #: kappa reached at the end of the replicator run.
 REPLICATOR_KAPPA_END = 200.0
+#: Stage-1 runs of the full flow (all orders in a): a, then a halved; kappa * spread(I) reached.
+FIRST_ORDER_A, FIRST_ORDER_SPREAD = (0.01, 0.005), 40.0
+#: Accepted range of error(a/2) / error(a): the error must shrink linearly with a.
+FIRST_ORDER_RATIO = (0.4, 0.6)
 #: Stage-3 run: rate, start and end of the 1-D classifier ODE.
 CLASSIFIER_ETA_A, CLASSIFIER_A0, CLASSIFIER_T_END = 1.0, 0.01, 1e12
 #: Largest |r - 1| and |slope - 1/2| the asymptote row accepts at t = CLASSIFIER_T_END.
@@ -83,6 +87,46 @@ class _Context:
 # ---------------------------------------------------------------------------
 # independent numeric sides
 # ---------------------------------------------------------------------------
+def subset_matches(joint: np.ndarray, subsets) -> np.ndarray:
+    """``K_S(z, z_q) = 1[z_S = z_{q,S}]`` over the windows of ``joint``: ``(#S, W, W)``."""
+    d = joint.shape[-1]
+    m = joint.ndim - 1
+    windows = np.indices((d,) * m).reshape(m, -1).T
+    out = []
+    for subset in subsets:
+        keys = windows[:, [h - 1 for h in subset]]
+        out.append(np.all(keys[:, None, :] == keys[None, :, :], axis=-1).astype(float))
+    return np.array(out)
+
+
+def window_sum_loss_of_kernel(laws: np.ndarray, kernel_matrix: np.ndarray, a) -> np.ndarray:
+    """The nll loss ``-sum_{z_q, e} P(z_q, e) log y_e(z_q)`` of each kernel, by window sums.
+
+    ``y_e(z_q) = sum_z P(z, e) e^{a K(z, z_q)} / sum_z mu(z) e^{a K(z, z_q)}``
+    (spec section 10, population flow). Complex ``a`` or ``K`` give
+    complex-step derivatives.
+
+    Parameters
+    ----------
+    laws : ndarray, shape (N, W, d)
+        ``P(z, e)`` of each kernel over the windows ``z``.
+    kernel_matrix : ndarray, shape (..., W, W)
+        ``K(z, z_q)``; leading axes (a batch of kernels matrices) come first
+        in the result.
+    a : float or complex
+
+    Returns
+    -------
+    ndarray, shape (..., N)
+    """
+    weight = np.swapaxes(np.exp(a * kernel_matrix), -1, -2)[..., None, :, :]  # (..., 1, q, z)
+    num = weight @ laws  # (..., N, q, e)
+    den = weight @ laws.sum(axis=-1)[..., None]  # (..., N, q, 1)
+    y = num / den
+    safe = np.where(laws > 0, y, 1.0)
+    return -np.sum(np.where(laws > 0, laws * np.log(safe), 0.0), axis=(-2, -1))
+
+
 def window_sum_prediction(joint: np.ndarray, subset, a) -> np.ndarray:
     """``y_e(z_q) = sum_z P(z, e) e^{a K} / sum_z mu(z) e^{a K}``, ``K = 1[z_S = z_{q,S}]``.
 
@@ -102,23 +146,57 @@ def window_sum_prediction(joint: np.ndarray, subset, a) -> np.ndarray:
         One row per query window ``z_q`` (flattened like ``joint``).
     """
     d = joint.shape[-1]
-    m = joint.ndim - 1
     law = joint.reshape(-1, d)
-    windows = np.indices((d,) * m).reshape(m, -1).T
-    keys = windows[:, [h - 1 for h in subset]]
-    match = np.all(keys[:, None, :] == keys[None, :, :], axis=-1)  # (z, z_q)
-    weight = np.exp(a * match)
-    num = weight.T @ law
-    den = weight.T @ law.sum(axis=1)
-    return num / den[:, None]
+    weight = np.exp(a * subset_matches(joint, [subset])[0])
+    return (weight.T @ law) / (weight.T @ law.sum(axis=1))[:, None]
 
 
 def window_sum_loss(joint: np.ndarray, subset, a) -> complex:
     """``-sum_{z_q} sum_e P(z_q, e) log y_e(z_q)`` with :func:`window_sum_prediction`."""
     d = joint.shape[-1]
-    law = joint.reshape(-1, d)
-    y = window_sum_prediction(joint, subset, a)
-    return -np.sum(np.where(law > 0, law * np.log(np.where(law > 0, y, 1.0)), 0.0))
+    matches = subset_matches(joint, [subset])[0]
+    return window_sum_loss_of_kernel(joint.reshape(1, -1, d), matches, a)[0]
+
+
+def integrate_selector(data, a: float, eta_c: float, c0, t_eval, rtol, atol, method):
+    """Stage 1 of the exact-copier population flow: ``c' = -eta_c grad_c loss`` at fixed ``a``.
+
+    Written from the spec's formulas (window sums over every key and query
+    window of every kernel, ``K = sum_S p_S 1[z_S = z_{q,S}]``), independently
+    of :mod:`odeflow.fields`; the gradient is a complex-step derivative (exact
+    to round-off). All orders in ``a`` are kept, so the run differs from the
+    replicator (CF-IH1) by ``O(a)``.
+
+    Returns
+    -------
+    p : ndarray, shape (len(t_eval), #S)
+    u : ndarray
+        ``U = sum c^2`` along the run (conserved).
+    stats : dict
+    """
+    kernels, n, heads, degree = cf.model_arrays(data)
+    subsets = cf.all_subsets(heads, degree)
+    joints = [cf.window_joint_law(k, n, max(heads, n - 1)) for k in kernels]
+    d = kernels.shape[-1]
+    laws = np.array([j.reshape(-1, d) for j in joints])
+    matches = subset_matches(joints[0], subsets)
+    step = 1e-30
+
+    def rhs(t, c):
+        shifted = c[None, :] + 1j * step * np.eye(c.size)  # one complex step per coefficient
+        p = shifted**2 / np.sum(shifted**2, axis=1, keepdims=True)
+        losses = window_sum_loss_of_kernel(laws, np.tensordot(p, matches, 1), a).mean(axis=-1)
+        return -eta_c * losses.imag / step
+
+    start = time.perf_counter()
+    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), np.asarray(c0, float), method=method,
+                    t_eval=t_eval, rtol=rtol, atol=atol)
+    stats = {"method": method, "nfev": int(sol.nfev), "wall_time": time.perf_counter() - start}
+    if not sol.success:
+        raise SolveError(f"stage-1 selector flow with {method}: {sol.message}", stats)
+    c = sol.y.T
+    u = np.sum(c**2, axis=1)
+    return c**2 / u[:, None], u, stats
 
 
 def integrate_replicator(p0, info, eta_c, u0, a_of_t, t_eval, rtol, atol, method):
@@ -229,7 +307,40 @@ def _check_replicator(ctx: _Context) -> list[CheckResult]:
             details={"kappa_end": float(k[-1]), "p_best_end": float(p_num[-1, best]),
                      "integral_rel_error": relative_error(integral[1:], exact_integral[1:]),
                      "solver": stats}))
+        rows.append(_check_first_order(ctx, name, table))
     return rows
+
+
+def _check_first_order(ctx: _Context, name: str, table: dict) -> CheckResult:
+    """The exact-copier flow of ``c`` at fixed ``a`` against CF-IH1: error ``O(a)``."""
+    s = ctx.settings
+    data = ctx.model(name)
+    info = np.array(list(table.values()))
+    p0 = np.full(info.size, 1.0 / info.size)
+    c0 = np.full(info.size, 0.01)
+    u0 = float(np.sum(c0**2))
+    errors, drifts, stats = [], [], {}
+    for a in FIRST_ORDER_A:
+        t_end = FIRST_ORDER_SPREAD / np.ptp(info) * u0 / (4 * REPLICATOR_ETA_C * a)
+        t_eval = np.linspace(0.0, t_end, 41)
+        p_flow, u, stats = integrate_selector(data, a, REPLICATOR_ETA_C, c0, t_eval,
+                                              max(s.rtol, 1e-12), 1e-14, s.method)
+        closed = cf.replicator_weights(p0, info, cf.kappa(t_eval, REPLICATOR_ETA_C, u0, a))
+        errors.append(float(np.max(np.abs(p_flow - closed))))
+        drifts.append(float(np.max(np.abs(u / u0 - 1))))
+    ratio = errors[1] / errors[0]
+    low, high = FIRST_ORDER_RATIO
+    best = int(np.argmax(info))
+    return CheckResult(
+        "CF-IH1", f"p_S(t): full flow, a={FIRST_ORDER_A[0]:g}", "spec 10, CF-IH1",
+        f"{name}, exact copier, eta_c={REPLICATOR_ETA_C:g}, c(0)=0.01, a fixed",
+        errors[0], FIRST_ORDER_A[0], floor="abs",
+        conditions_met=bool(low <= ratio <= high and max(drifts) < 1e-8),
+        note=f"{name}: max_t |p_flow - p_CF| = {errors[0]:.3e} at a = {FIRST_ORDER_A[0]:g}, "
+             f"{errors[1]:.3e} at a = {FIRST_ORDER_A[1]:g} (ratio {ratio:.4f}, must lie in "
+             f"[{low}, {high}]: O(a)); U drift {max(drifts):.1e}; p_S* "
+             f"{_subset(list(table)[best])} -> {closed[-1, best]:.4f}",
+        details={"errors": errors, "ratio": ratio, "u_drift": drifts, "solver": stats})
 
 
 def _check_classifier(ctx: _Context) -> list[CheckResult]:
