@@ -145,7 +145,8 @@ def derive() -> Derivation:
         "first_order_loss": sp.Eq(sp.Symbol("loss"), sp.Symbol("loss_0")
                                   - a * sp.Sum(sp.Symbol("p_S") * sp.Symbol("I_S"),
                                                (sp.Symbol("S"), 1, sp.Symbol("N_S")))),
-        "c_dot": sp.Eq(sp.Symbol("c_1'"), c_dot_claim[0]),
+        "c_dot": sp.Eq(sp.Symbol("c_1'"), 2 * eta * a * c[0] / sp.Symbol("U")
+                       * (info[0] - sp.Symbol("Ibar"))),
         "kappa_rate": sp.Eq(kappa_rate, 4 * eta * a / U0),
         "replicator": sp.Eq(sp.Symbol("p_1'"), kappa_rate * sp.Symbol("p_1")
                             * (info[0] - sp.Symbol("Ibar"))),

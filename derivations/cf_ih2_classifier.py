@@ -111,7 +111,11 @@ def derive() -> Derivation:
         "mixture": sp.Eq(sp.Symbol("y"), (1 - sp.Symbol("u")) * sp.Symbol("pi_S*")
                          + sp.Symbol("u") * sp.Symbol("nu")),
         "du_da": sp.Eq(sp.Symbol("du/da"), -sp.Symbol("u") * (1 - sp.Symbol("u"))),
-        "C": sp.Eq(C, sp.Sum(sp.Symbol("mu_s") * C_claim.subs(rho, sp.Symbol("mu_s")),
+        "chi2": sp.Eq(sp.Symbol("chi^2_s"), sp.Sum((sp.Symbol("nu_e") - sp.Symbol("pi_e")) ** 2
+                                                   / sp.Symbol("pi_e"),
+                                                   (sp.Symbol("e"), 1, sp.Symbol("d")))),
+        "C": sp.Eq(C, sp.Sum(sp.Symbol("mu_s") * (1 - sp.Symbol("mu_s")) ** 2
+                             / sp.Symbol("mu_s") ** 2 * sp.Symbol("chi^2_s") / 2,
                              (sp.Symbol("s"), 1, sp.Symbol("N_s")))),
         "a_t": sp.Eq(sp.Function("a")(t), a_t),
     }
