@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ from scipy.integrate import solve_ivp
 
 from odeflow.analysis.induction import closed_forms as cf
 from odeflow.analysis.induction import verify as iv
+from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
 
 #: The authors' notebook kernel (spec section 10), rows x_{i-1} d + x_{i-2}.
@@ -25,27 +25,13 @@ POINT_KERNEL = np.array([[0.4992, 0.5008], [0.0081, 0.9919], [0.8004, 0.1996],
                          [0.1080, 0.8920]])
 
 
-@dataclass
-class Model:
-    """The fields of a data model the closed forms read (duck type of InductionData)."""
-
-    kernels: np.ndarray
-    n_gram: int
-    heads: int
-    degree: int
-
-    @property
-    def vocab_size(self) -> int:
-        return self.kernels.shape[-1]
+def point_model(heads=2, degree=2) -> InductionData:
+    return InductionData(2, 3, heads, degree, prior="point", kernel=POINT_KERNEL)
 
 
-def point_model(heads=2, degree=2) -> Model:
-    return Model(POINT_KERNEL[None], 3, heads, degree)
-
-
-def dirichlet_model(seed=5, d=3, n=2, heads=3, degree=2, count=3, alpha=0.5) -> Model:
-    rng = np.random.default_rng(seed)
-    return Model(rng.dirichlet(alpha * np.ones(d), size=(count, d ** (n - 1))), n, heads, degree)
+def dirichlet_model(seed=5, d=3, n=2, heads=3, degree=2, count=3, alpha=0.5) -> InductionData:
+    return InductionData(d, n, heads, degree, prior="dirichlet", alpha=alpha,
+                         num_kernels=count, seed=seed)
 
 
 # ---------------------------------------------------------------------------
@@ -113,7 +99,7 @@ def brute_information(model, subset, loss="nll"):
                          ids=["ih-point", "dirichlet-d3-n2", "dirichlet-d2-n3"])
 def test_information_equals_brute_force(model, loss):
     table = cf.information_table(model, loss)
-    assert list(table) == cf.all_subsets(model.heads, model.degree)
+    assert list(table) == model.subsets
     for subset, value in table.items():
         assert value == pytest.approx(brute_information(model, subset, loss), abs=1e-12), subset
     assert table[()] == pytest.approx(0.0, abs=1e-15)
@@ -152,21 +138,11 @@ def test_window_pairing_equals_the_subset_formula_and_soft_copier_differs():
 def test_first_order_in_a_is_minus_information():
     """d loss/da at a = 0 of the window-sum loss at p = delta_S equals -I_S (complex step)."""
     model = point_model()
-    joint = cf.window_joint_law(model.kernels[0], 3, 2)
+    laws = model.window_joint(2)
     table = cf.information_table(model)
     for subset, info in table.items():
-        slope = iv.window_sum_loss(joint, subset, 1e-30j).imag / 1e-30
+        slope = iv.window_sum_loss(laws, subset, 1e-30j)[0].imag / 1e-30
         assert slope == pytest.approx(-info, abs=1e-14)
-
-
-def test_stationary_window_law_is_stationary():
-    kernel = dirichlet_model(d=3, n=3).kernels[0]
-    joint = cf.window_joint_law(kernel, 3, 4)  # axes: offsets 1..4, then e
-    assert joint.sum() == pytest.approx(1.0)
-    # the law of (offsets 1, 2) equals the law of (e, offset 1): a shift of the window
-    first = joint.sum(axis=(2, 3, 4))
-    shifted = joint.sum(axis=(1, 2, 3)).T
-    np.testing.assert_allclose(first, shifted, atol=1e-15)
 
 
 # ---------------------------------------------------------------------------
@@ -233,13 +209,13 @@ def test_bad_subset_and_loss_name_the_field():
 @pytest.mark.parametrize("subset", [(2,), (1, 2), (1,)])
 def test_mixture_equals_window_sum(subset):
     model = point_model()
-    joint = cf.window_joint_law(model.kernels[0], 3, 2)
-    windows = np.indices((2, 2)).reshape(2, -1).T
+    laws = model.window_joint(2)
+    windows = np.indices((2, 2)).reshape(2, -1).T  # row z = 2 z_1 + z_2
     index = np.ravel_multi_index(windows[:, [h - 1 for h in subset]].T, (2,) * len(subset))
     for a in (0.0, 0.3, 4.0, 40.0):
         mixture = cf.mixture_prediction(model, a, subset)[0]
-        np.testing.assert_allclose(iv.window_sum_prediction(joint, subset, a), mixture[index],
-                                   rtol=1e-13)
+        np.testing.assert_allclose(iv.window_sum_prediction(laws, subset, a)[0],
+                                   mixture[index], rtol=1e-13)
     rho = cf.match_probability(model, subset)[0]
     assert rho.sum() == pytest.approx(1.0)
 
@@ -281,5 +257,8 @@ def test_classifier_asymptote_matches_the_1d_ode():
 def test_classifier_constant_needs_positive_probabilities():
     kernel = POINT_KERNEL.copy()
     kernel[1] = [0.0, 1.0]
-    with pytest.raises(ValidationError):
-        cf.classifier_constant(Model(kernel[None], 3, 2, 2), (1, 2))
+    model = InductionData(2, 3, 2, 2, prior="point", kernel=kernel)
+    assert cf.classifier_constant(model, (1,))[0] > 0  # pi_{1} has no zero entry
+    with pytest.raises(ValidationError) as err:
+        cf.classifier_constant(model, (1, 2))
+    assert err.value.field == "data"

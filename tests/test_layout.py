@@ -190,7 +190,7 @@ SHARED_MODULES = {
     "odeflow.results", "odeflow.results.solution", "odeflow.results.files",
     "odeflow.fields", "odeflow.fields.base", "odeflow.fields.families",
     "odeflow.fields.optimizers",
-    "odeflow.analysis", "odeflow.training",
+    "odeflow.analysis", "odeflow.analysis.check_registry", "odeflow.training",
 }
 #: Layers whose every module is shared (the solver, sweeps and front ends).
 SHARED_LAYERS = {"solver", "sweep", "cli"}

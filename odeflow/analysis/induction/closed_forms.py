@@ -37,19 +37,18 @@ same pairing with ``K_S = prod_{h in S} <v^_h(z), v^_h(z_q)>`` gives
 :func:`kernel_information`. Every quantity is averaged over the data model's
 kernels (the prior sample; exact for a point-mass prior).
 
-A data model is read through :func:`model_arrays` (kernel array
-``(N_pi, d**(n-1), d)`` in the layout of the family contract, ``n``, ``H``,
-``D``). Invalid arguments raise :class:`odeflow.ValidationError` naming the
-argument.
+A data model is an :class:`~odeflow.data.induction.InductionData`; its
+stationary window laws come from :mod:`odeflow.data.induction.markov` (through
+``data.window_joint``). Invalid arguments raise :class:`odeflow.ValidationError`
+naming the argument.
 """
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from odeflow.data.checks import validate_finite, validate_positive
+from odeflow.data.induction import markov
 from odeflow.errors import ValidationError
 
 __all__ = [
@@ -64,12 +63,10 @@ __all__ = [
     "kernel_information",
     "match_probability",
     "mixture_prediction",
-    "model_arrays",
     "mutual_information",
     "replicator_weights",
     "selected_subset",
-    "subset_law",
-    "window_joint_law",
+    "subset_laws",
 ]
 
 #: Losses of the family (spec section 10).
@@ -77,88 +74,22 @@ LOSSES = ("nll", "code")
 
 
 # ---------------------------------------------------------------------------
-# the data model as arrays
+# the data model's laws (odeflow.data.induction.markov)
 # ---------------------------------------------------------------------------
-def model_arrays(data) -> tuple[np.ndarray, int, int, int]:
-    """``(kernels, n, H, D)`` of an induction data model.
+def subset_laws(data, subset) -> np.ndarray:
+    """``P_S[k, z_S, e]``: joint law of the tokens at offsets ``S`` and the next token.
 
-    Parameters
-    ----------
-    data : InductionData
-        The family's data model (kernel sample, n-gram order, heads, degree).
-
-    Returns
-    -------
-    kernels : ndarray, shape (N_pi, d**(n-1), d)
-        Row ``r = sum_k x_{i-k} d**(n-1-k)`` (offset 1 most significant).
-    n, H, D : int
+    For every kernel ``k`` of ``data`` under its stationary law, shape
+    ``(N_pi, d**|S|, d)``; the row sums are ``mu(z_S)`` and ``P_S / mu(z_S)`` is
+    ``pi_S(e|z_S)`` (:func:`odeflow.data.induction.markov.subset_joint_law`).
     """
-    kernels = np.asarray(data.kernels, dtype=float)
-    return kernels, int(data.n_gram), int(data.heads), int(data.degree)
+    _, heads, degree = _sizes(data)
+    subset = _check_subset(subset, heads, degree)
+    return markov.subset_joint_law(data.window_joint(heads), subset)
 
 
-def all_subsets(heads: int, degree: int) -> list[tuple[int, ...]]:
-    """Every subset of ``{1..H}`` with ``|S| <= D``, by size then lexicographically."""
-    return [s for k in range(degree + 1) for s in itertools.combinations(range(1, heads + 1), k)]
-
-
-def _stationary_context_law(kernel: np.ndarray, n: int) -> np.ndarray:
-    """Stationary law of the chain on the last ``n - 1`` tokens (row layout of ``kernel``)."""
-    rows, d = kernel.shape
-    transition = np.zeros((rows, rows))
-    top = d ** (n - 2)
-    for r in range(rows):
-        transition[r, np.arange(d) * top + r // d] += kernel[r]
-    system = transition.T - np.eye(rows)
-    system[-1] = 1.0
-    rhs = np.zeros(rows)
-    rhs[-1] = 1.0
-    law = np.linalg.solve(system, rhs)
-    if np.any(law < -1e-12):
-        raise ValidationError("kernels", "the chain has no unique stationary law")
-    return np.clip(law, 0.0, None)
-
-
-def window_joint_law(kernel: np.ndarray, n: int, length: int) -> np.ndarray:
-    """Stationary joint law of a window of ``length`` tokens and the token after it.
-
-    Parameters
-    ----------
-    kernel : ndarray, shape (d**(n-1), d)
-    n : int
-        n-gram order.
-    length : int
-        Window length ``m >= n - 1``.
-
-    Returns
-    -------
-    ndarray, shape (d,) * length + (d,)
-        ``P[x_{-1}, ..., x_{-m}, e]``: axis ``k - 1`` is the token at offset ``k``
-        before the position, the last axis that position's token.
-    """
-    rows, d = kernel.shape
-    joint = _stationary_context_law(kernel, n)  # axes offsets 1..n-1 (flattened)
-    k = n - 1
-    for _ in range(length - (n - 1) + 1):
-        flat = joint.reshape(rows, -1)
-        grown = flat[:, :, None] * kernel[:, None, :]  # (parents, rest, new token)
-        joint = np.moveaxis(grown.reshape(rows * flat.shape[1], d), -1, 0)
-        k += 1
-    joint = joint.reshape((d,) * k)
-    return np.moveaxis(joint, 0, -1)  # newest token (the position's own) last
-
-
-def subset_law(joint: np.ndarray, subset) -> np.ndarray:
-    """``P_S[z_S, e]``: the joint law of the tokens at offsets ``S`` and the next token.
-
-    Returns an array of shape ``(d**|S|, d)``; its row sums are ``mu(z_S)`` and
-    ``P_S / mu(z_S)`` is ``pi_S(e|z_S)``.
-    """
-    m = joint.ndim - 1
-    d = joint.shape[-1]
-    keep = [h - 1 for h in subset]
-    drop = tuple(ax for ax in range(m) if ax not in keep)
-    return joint.sum(axis=drop).reshape(d ** len(keep), d)
+def _sizes(data) -> tuple[int, int, int]:
+    return int(data.vocab_size), int(data.heads), int(data.degree)
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -185,20 +116,14 @@ def _check_subset(subset, heads: int, degree: int) -> tuple[int, ...]:
     return subset
 
 
-def _joint_laws(data, length: int | None = None) -> list[np.ndarray]:
-    kernels, n, heads, _ = model_arrays(data)
-    length = max(heads, n - 1) if length is None else max(length, n - 1)
-    return [window_joint_law(k, n, length) for k in kernels]
-
-
-def _subset_information(law: np.ndarray, loss: str) -> float:
-    """``I_S`` (nll) or ``J_S`` (code) of one kernel from ``P_S`` (rows: ``z_S``)."""
-    mu_s = law.sum(axis=1, keepdims=True)
-    mu_e = law.sum(axis=0, keepdims=True)
+def _subset_information(laws: np.ndarray, loss: str) -> np.ndarray:
+    """``I_S`` (nll) or ``J_S`` (code) of each kernel from ``P_S`` ``(N, d**|S|, d)``."""
+    mu_s = laws.sum(axis=-1, keepdims=True)
+    mu_e = laws.sum(axis=-2, keepdims=True)
     if loss == "nll":
-        return float(np.sum(law**2 / mu_e) - np.sum(mu_s**2))
-    target = _softmax(mu_e[0])[None, :]
-    return float(np.sum((law - mu_s * target) * (law - mu_s * mu_e)))
+        return np.sum(laws**2 / mu_e, axis=(-2, -1)) - np.sum(mu_s**2, axis=(-2, -1))
+    target = _softmax(mu_e)
+    return np.sum((laws - mu_s * target) * (laws - mu_s * mu_e), axis=(-2, -1))
 
 
 # ---------------------------------------------------------------------------
@@ -217,10 +142,7 @@ def mutual_information(data, subset) -> float:
     subset : tuple of int
         Head numbers (offsets) ``S``, ``|S| <= D``.
     """
-    _, _, heads, degree = model_arrays(data)
-    subset = _check_subset(subset, heads, degree)
-    return float(np.mean([_subset_information(subset_law(j, subset), "nll")
-                          for j in _joint_laws(data)]))
+    return float(np.mean(_subset_information(subset_laws(data, subset), "nll")))
 
 
 def code_information(data, subset) -> float:
@@ -229,10 +151,7 @@ def code_information(data, subset) -> float:
     The coefficient that replaces ``I_S`` in the replicator under
     ``loss="code"`` (cross-entropy applied to the probability vector ``y``).
     """
-    _, _, heads, degree = model_arrays(data)
-    subset = _check_subset(subset, heads, degree)
-    return float(np.mean([_subset_information(subset_law(j, subset), "code")
-                          for j in _joint_laws(data)]))
+    return float(np.mean(_subset_information(subset_laws(data, subset), "code")))
 
 
 def information_table(data, loss: str = "nll") -> dict[tuple[int, ...], float]:
@@ -242,11 +161,8 @@ def information_table(data, loss: str = "nll") -> dict[tuple[int, ...], float]:
     the empty set first).
     """
     loss = _check_loss(loss)
-    _, _, heads, degree = model_arrays(data)
-    subsets = all_subsets(heads, degree)
-    laws = _joint_laws(data)
-    return {s: float(np.mean([_subset_information(subset_law(j, s), loss) for j in laws]))
-            for s in subsets}
+    return {s: float(np.mean(_subset_information(subset_laws(data, s), loss)))
+            for s in data.subsets}
 
 
 def selected_subset(data, loss: str = "nll") -> tuple[int, ...]:
@@ -258,7 +174,7 @@ def selected_subset(data, loss: str = "nll") -> tuple[int, ...]:
 def _copier_features(logits: np.ndarray, d: int, length: int) -> np.ndarray:
     """``v^_h(z)`` for every window ``z`` of ``length`` tokens: shape ``(H, d**length, d)``."""
     heads = logits.shape[0]
-    windows = np.array(list(itertools.product(range(d), repeat=length)))  # axis k: offset k+1
+    windows = markov.window_tokens(d, length)  # column m - 1: offset m
     weights = _softmax(logits)  # (H, H): head h, offset h + j
     features = np.zeros((heads, len(windows), d))
     for h in range(heads):
@@ -286,8 +202,7 @@ def kernel_information(data, copier_logits=None, loss: str = "nll") -> dict:
     loss : {"nll", "code"}
     """
     loss = _check_loss(loss)
-    kernels, n, heads, degree = model_arrays(data)
-    d = kernels.shape[-1]
+    d, heads, _ = _sizes(data)
     length = 2 * heads - 1
     if copier_logits is None:
         logits = np.full((heads, heads), -np.inf)
@@ -299,11 +214,9 @@ def kernel_information(data, copier_logits=None, loss: str = "nll") -> dict:
                                   f"array, got shape {logits.shape}")
     features = _copier_features(logits, d, length)
     grams = np.einsum("hzc,hqc->hzq", features, features)  # (H, windows, windows)
+    laws = data.window_joint(length)
     pairing = np.zeros(grams.shape[1:])
-    for joint in _joint_laws(data, length):
-        if joint.ndim - 1 > length:  # parents beyond the copier's window
-            joint = joint.sum(axis=tuple(range(length, joint.ndim - 1)))
-        law = joint.reshape(-1, d)
+    for law in laws:
         mu_z = law.sum(axis=1)
         mu_e = law.sum(axis=0)
         if loss == "nll":
@@ -311,9 +224,9 @@ def kernel_information(data, copier_logits=None, loss: str = "nll") -> dict:
         else:
             target = _softmax(mu_e)
             pairing += (law - np.outer(mu_z, mu_e)) @ (law - np.outer(mu_z, target)).T
-    pairing /= len(kernels)
+    pairing /= len(laws)
     table = {}
-    for s in all_subsets(heads, degree):
+    for s in data.subsets:
         k = np.ones_like(pairing)
         for h in s:
             k = k * grams[h - 1]
@@ -390,20 +303,13 @@ def replicator_weights(p0, info, kappa_values) -> np.ndarray:
 # ---------------------------------------------------------------------------
 # CF-IH2: the classifier at p = delta_S*
 # ---------------------------------------------------------------------------
-def _selected_laws(data, subset) -> np.ndarray:
-    """``P_S*`` of every kernel: shape ``(N_pi, d**|S*|, d)``."""
-    _, _, heads, degree = model_arrays(data)
-    subset = _check_subset(subset, heads, degree)
-    return np.array([subset_law(j, subset) for j in _joint_laws(data)])
-
-
 def match_probability(data, subset) -> np.ndarray:
     """``rho(z_q)``: probability that a stationary key window matches the query on ``S*``.
 
     Returns an array ``(N_pi, d**|S*|)``: one row per kernel, one entry per
     value of ``z_{q,S*}`` (equal to ``mu(z_{S*})``).
     """
-    return _selected_laws(data, subset).sum(axis=-1)
+    return subset_laws(data, subset).sum(axis=-1)
 
 
 def _mixture_parts(laws: np.ndarray):
@@ -447,7 +353,7 @@ def mixture_prediction(data, a: float, subset) -> np.ndarray:
     ndarray, shape (N_pi, d**|S*|, d)
     """
     a = validate_finite(a, "a")
-    rho, rest, pi_s, nu = _mixture_parts(_selected_laws(data, subset))
+    rho, rest, pi_s, nu = _mixture_parts(subset_laws(data, subset))
     u, v = _mixture_weight(rho, rest, a)
     return v[..., None] * pi_s + u[..., None] * nu
 
@@ -485,7 +391,7 @@ def classifier_loss(data, a, subset, loss: str = "nll") -> np.ndarray:
     """
     loss = _check_loss(loss)
     a = _finite_array(a, "a")
-    value, _ = _classifier_terms(_selected_laws(data, subset), a.ravel(), loss)
+    value, _ = _classifier_terms(subset_laws(data, subset), a.ravel(), loss)
     return value.reshape(a.shape)
 
 
@@ -501,7 +407,7 @@ def classifier_loss_derivative(data, a, subset, loss: str = "nll") -> np.ndarray
     """
     loss = _check_loss(loss)
     a = _finite_array(a, "a")
-    _, slope = _classifier_terms(_selected_laws(data, subset), a.ravel(), loss)
+    _, slope = _classifier_terms(subset_laws(data, subset), a.ravel(), loss)
     return slope.reshape(a.shape)
 
 
@@ -512,7 +418,7 @@ def classifier_curve(data, subset, loss: str = "nll"):
     derivative many times; ``a`` is a float or a 1-D array.
     """
     loss = _check_loss(loss)
-    laws = _selected_laws(data, subset)
+    laws = subset_laws(data, subset)
 
     def curve(a):
         a = _finite_array(a, "a")
@@ -539,7 +445,7 @@ def classifier_constant(data, subset) -> tuple[float, float]:
     term in ``u`` vanishes because ``sum_e nu_e = sum_e pi_e = 1``). Needs every
     ``pi_S*(e|s) > 0``.
     """
-    laws = _selected_laws(data, subset)
+    laws = subset_laws(data, subset)
     rho, rest, pi_s, nu = _mixture_parts(laws)
     if np.any(pi_s <= 0):
         raise ValidationError("data", "the asymptote needs every pi_S*(e|z_S*) > 0")

@@ -37,6 +37,7 @@ from odeflow.analysis.check_registry import (
     relative_error,
 )
 from odeflow.analysis.induction import closed_forms as cf
+from odeflow.data.induction import InductionData, markov
 from odeflow.errors import SolveError
 
 __all__ = ["INDUCTION_CHECKS", "PRESETS", "integrate_classifier", "integrate_replicator",
@@ -65,8 +66,6 @@ TITLES = {"I_S": ("I_S, J_S (first order in a)", "spec 10, CF-IH1"),
 
 
 def _load_preset(name: str):
-    from odeflow.data.induction import InductionData
-
     return InductionData.preset(name)
 
 
@@ -87,14 +86,12 @@ class _Context:
 # ---------------------------------------------------------------------------
 # independent numeric sides
 # ---------------------------------------------------------------------------
-def subset_matches(joint: np.ndarray, subsets) -> np.ndarray:
-    """``K_S(z, z_q) = 1[z_S = z_{q,S}]`` over the windows of ``joint``: ``(#S, W, W)``."""
-    d = joint.shape[-1]
-    m = joint.ndim - 1
-    windows = np.indices((d,) * m).reshape(m, -1).T
+def subset_matches(vocab_size: int, window: int, subsets) -> np.ndarray:
+    """``K_S(z, z_q) = 1[z_S = z_{q,S}]`` over all windows of ``window`` tokens: ``(#S, W, W)``."""
+    tokens = markov.window_tokens(vocab_size, window)
     out = []
     for subset in subsets:
-        keys = windows[:, [h - 1 for h in subset]]
+        keys = tokens[:, [h - 1 for h in subset]]
         out.append(np.all(keys[:, None, :] == keys[None, :, :], axis=-1).astype(float))
     return np.array(out)
 
@@ -127,35 +124,38 @@ def window_sum_loss_of_kernel(laws: np.ndarray, kernel_matrix: np.ndarray, a) ->
     return -np.sum(np.where(laws > 0, laws * np.log(safe), 0.0), axis=(-2, -1))
 
 
-def window_sum_prediction(joint: np.ndarray, subset, a) -> np.ndarray:
+def window_sum_prediction(laws: np.ndarray, subset, a) -> np.ndarray:
     """``y_e(z_q) = sum_z P(z, e) e^{a K} / sum_z mu(z) e^{a K}``, ``K = 1[z_S = z_{q,S}]``.
 
-    The stage-3 prediction summed over every key window of one kernel (no
-    mixture algebra). ``a`` may be complex (for complex-step derivatives).
+    The stage-3 prediction summed over every key window (no mixture algebra).
+    ``a`` may be complex (for complex-step derivatives).
 
     Parameters
     ----------
-    joint : ndarray, shape (d,) * m + (d,)
-        :func:`~odeflow.analysis.induction.closed_forms.window_joint_law`.
+    laws : ndarray, shape (N, d**m, d)
+        ``P(z, e)`` of each kernel (``data.window_joint(m)``, ``m >= max S``).
     subset : tuple of int
     a : float or complex
 
     Returns
     -------
-    ndarray, shape (d**m, d)
-        One row per query window ``z_q`` (flattened like ``joint``).
+    ndarray, shape (N, d**m, d)
+        One row per query window ``z_q``.
     """
-    d = joint.shape[-1]
-    law = joint.reshape(-1, d)
-    weight = np.exp(a * subset_matches(joint, [subset])[0])
-    return (weight.T @ law) / (weight.T @ law.sum(axis=1))[:, None]
+    matches = _matches_of(laws, subset)
+    weight = np.swapaxes(np.exp(a * matches), -1, -2)
+    return (weight @ laws) / (weight @ laws.sum(axis=-1)[..., None])
 
 
-def window_sum_loss(joint: np.ndarray, subset, a) -> complex:
-    """``-sum_{z_q} sum_e P(z_q, e) log y_e(z_q)`` with :func:`window_sum_prediction`."""
-    d = joint.shape[-1]
-    matches = subset_matches(joint, [subset])[0]
-    return window_sum_loss_of_kernel(joint.reshape(1, -1, d), matches, a)[0]
+def window_sum_loss(laws: np.ndarray, subset, a) -> np.ndarray:
+    """``-sum_{z_q} sum_e P(z_q, e) log y_e(z_q)`` of each kernel at ``p = delta_S``."""
+    return window_sum_loss_of_kernel(laws, _matches_of(laws, subset), a)
+
+
+def _matches_of(laws: np.ndarray, subset) -> np.ndarray:
+    d = laws.shape[-1]
+    window = int(round(np.log(laws.shape[-2]) / np.log(d)))
+    return subset_matches(d, window, [subset])[0]
 
 
 def integrate_selector(data, a: float, eta_c: float, c0, t_eval, rtol, atol, method):
@@ -174,12 +174,8 @@ def integrate_selector(data, a: float, eta_c: float, c0, t_eval, rtol, atol, met
         ``U = sum c^2`` along the run (conserved).
     stats : dict
     """
-    kernels, n, heads, degree = cf.model_arrays(data)
-    subsets = cf.all_subsets(heads, degree)
-    joints = [cf.window_joint_law(k, n, max(heads, n - 1)) for k in kernels]
-    d = kernels.shape[-1]
-    laws = np.array([j.reshape(-1, d) for j in joints])
-    matches = subset_matches(joints[0], subsets)
+    laws = data.window_joint(data.heads)
+    matches = subset_matches(data.vocab_size, data.heads, data.subsets)
     step = 1e-30
 
     def rhs(t, c):
@@ -349,32 +345,29 @@ def _check_classifier(ctx: _Context) -> list[CheckResult]:
     for name in PRESETS:
         data = ctx.model(name)
         subset = cf.selected_subset(data)
-        kernels, n, heads, _ = cf.model_arrays(data)
-        joints = [cf.window_joint_law(k, n, max(heads, n - 1)) for k in kernels]
+        laws = data.window_joint(data.heads)
+        tokens = markov.window_tokens(data.vocab_size, data.heads)
+        index = np.zeros(len(tokens), int)  # z_q -> z_{q,S*}
+        for h in subset:
+            index = index * data.vocab_size + tokens[:, h - 1]
         # (1) mixture vs window sum, per query window
         err = 0.0
         for a in MIXTURE_A:
             mixture = cf.mixture_prediction(data, a, subset)
-            for j, joint in enumerate(joints):
-                direct = window_sum_prediction(joint, subset, a)
-                windows = np.indices(joint.shape[:-1]).reshape(joint.ndim - 1, -1).T
-                index = np.ravel_multi_index(windows[:, [h - 1 for h in subset]].T,
-                                             (joint.shape[-1],) * len(subset)) \
-                    if subset else np.zeros(len(windows), int)
-                err = max(err, relative_error(direct, mixture[j][index]))
+            direct = window_sum_prediction(laws, subset, a)
+            err = max(err, relative_error(direct, mixture[:, index]))
         rows.append(CheckResult(
             "CF-IH2", "y(z_q): mixture vs window sum", "spec 10, CF-IH2",
             f"{name}, S*={_subset(subset)}, a in {list(MIXTURE_A)}", err, s.tolerance,
-            note=f"{name}: every query window of every kernel ({len(joints)})"))
+            note=f"{name}: every query window of every kernel ({len(laws)})"))
         # (2) analytic loss'(a) vs complex step of the window-sum loss
         h = 1e-30
         grid = [0.01, 0.5, 2.0, 8.0]
         analytic = cf.classifier_loss_derivative(data, grid, subset)
-        stepped = np.array([np.mean([window_sum_loss(j, subset, a + 1j * h).imag / h
-                                     for j in joints]) for a in grid])
+        stepped = np.array([np.mean(window_sum_loss(laws, subset, a + 1j * h).imag) / h
+                            for a in grid])
         value = cf.classifier_loss(data, grid, subset)
-        direct = np.array([np.mean([window_sum_loss(j, subset, a).real for j in joints])
-                           for a in grid])
+        direct = np.array([np.mean(window_sum_loss(laws, subset, a).real) for a in grid])
         rows.append(CheckResult(
             "CF-IH2", "loss(a), loss'(a) vs window sum", "spec 10, CF-IH2",
             f"{name}, S*={_subset(subset)}, a in {grid}",
