@@ -262,3 +262,65 @@ def test_classifier_constant_needs_positive_probabilities():
     with pytest.raises(ValidationError) as err:
         cf.classifier_constant(model, (1, 2))
     assert err.value.field == "data"
+
+
+# ---------------------------------------------------------------------------
+# odeflow verify
+# ---------------------------------------------------------------------------
+def test_verify_lists_the_family_checks():
+    from odeflow.analysis.check_registry import registered_checks
+
+    checks = registered_checks()
+    assert {"I_S", "CF-IH1", "CF-IH2"} <= set(checks)
+    assert checks.index("CF6") < checks.index("I_S")  # Scan and Snap first, whatever the import
+
+
+def test_cli_runs_one_induction_check(capsys):
+    from odeflow.cli import main
+
+    code = main(["verify", "--only", "CF-IH2", "--no-notes"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line[:3].strip().isdigit()]
+    assert code == 0, out
+    assert rows and all(line.split()[1] == "CF-IH2" for line in rows)
+    assert "asymptote" in out and "FAIL" not in out
+
+
+def test_full_flow_error_is_first_order_in_a():
+    from odeflow.analysis.check_registry import CheckSettings
+
+    ctx = iv._Context(CheckSettings(1e-10, 1e-30, "LSODA", 1e-7, 1e-3, 1e9, 20, 0))
+    row = iv._check_first_order(ctx, "ih-point", cf.information_table(ctx.model("ih-point")))
+    low, high = iv.FIRST_ORDER_RATIO
+    assert row.passed, row.note
+    assert low <= row.details["ratio"] <= high
+    assert row.max_rel_error < iv.FIRST_ORDER_A[0]
+
+
+@pytest.mark.parametrize("target, factor, check", [
+    ("replicator_weights", "kappa", "CF-IH1"),
+    ("information_table", "value", "I_S"),
+    ("mixture_prediction", "value", "CF-IH2"),
+    ("classifier_constant", "value", "CF-IH2"),
+])
+def test_a_wrong_closed_form_fails_its_check(monkeypatch, target, factor, check):
+    from odeflow.analysis.verify import verify
+
+    original = getattr(cf, target)
+
+    def wrong(*args, **kwargs):
+        if factor == "kappa":
+            p0, info, k = args
+            return original(p0, info, 1.1 * np.asarray(k))
+        out = original(*args, **kwargs)
+        if target == "classifier_constant":
+            return 1.1 * out[0], out[1]
+        if isinstance(out, dict):
+            return {key: 1.1 * value for key, value in out.items()}
+        return 1.1 * out
+
+    monkeypatch.setattr(cf, target, wrong)
+    monkeypatch.setattr(iv, "PRESETS", ("ih-point",))  # the cheap preset is enough to fail
+    report = verify(checks=[check])
+    assert not report.passed
+    assert all(row.check == check for row in report.rows)
