@@ -38,7 +38,7 @@ import numpy as np
 import sympy as sp
 from scipy.integrate import solve_ivp
 
-from . import Derivation, combine, is_zero, make_latex
+from . import Derivation, binary_window_law, combine, is_zero, make_latex
 
 NAME = "CF-IH1"
 TITLE = "Stage-1 replicator of the subset weights"
@@ -55,13 +55,8 @@ def _first_order_identity(loss: str):
     fixed by ``sum P = 1``. Returns the list ``[(S, residual)]`` (each should
     simplify to zero) and the symbolic ``I_S`` of the largest subset.
     """
-    windows = list(itertools.product((0, 1), repeat=2))
-    P = {(z, e): sp.Symbol(f"P_{z[0]}{z[1]}{e}", positive=True) for z in windows for e in (0, 1)}
-    last = (windows[-1], 1)
-    P[last] = 1 - sum(v for k, v in P.items() if k != last)
+    windows, P, mu_z, mu_e = binary_window_law()
     a = sp.Symbol("a", real=True)
-    mu_z = {z: P[z, 0] + P[z, 1] for z in windows}
-    mu_e = {e: sum(P[z, e] for z in windows) for e in (0, 1)}
     softmax_mu = {e: sp.exp(mu_e[e]) / (sp.exp(mu_e[0]) + sp.exp(mu_e[1])) for e in (0, 1)}
     residuals = []
     info = None

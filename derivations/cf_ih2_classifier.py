@@ -30,14 +30,13 @@ holds for ``u << min pi``).
 
 from __future__ import annotations
 
-import itertools
 from functools import cache
 
 import numpy as np
 import sympy as sp
 from scipy.integrate import solve_ivp
 
-from . import Derivation, combine, is_zero, make_latex
+from . import Derivation, binary_window_law, combine, is_zero, make_latex
 
 NAME = "CF-IH2"
 TITLE = "Stage-3 classifier: exact mixture and a(t) asymptote"
@@ -49,13 +48,8 @@ VOCAB = 3
 
 def _mixture_residuals():
     """``y`` computed from the windows minus the CF-IH2 mixture, for a generic binary law."""
-    windows = list(itertools.product((0, 1), repeat=2))
-    P = {(z, e): sp.Symbol(f"P_{z[0]}{z[1]}{e}", positive=True) for z in windows for e in (0, 1)}
-    last = (windows[-1], 1)
-    P[last] = 1 - sum(v for k, v in P.items() if k != last)
+    windows, P, mu_z, mu_e = binary_window_law()
     a = sp.Symbol("a", real=True)
-    mu_z = {z: P[z, 0] + P[z, 1] for z in windows}
-    mu_e = {e: sum(P[z, e] for z in windows) for e in (0, 1)}
     residuals = []
     for zq in windows:
         match = [z for z in windows if z[0] == zq[0]]  # S* = {1}
