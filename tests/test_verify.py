@@ -56,6 +56,7 @@ def test_every_check_passes_with_error_below_1e7(report):
     # CF-IH2's asymptote (a limit, approached at the end of a finite run)
     own = {(row.check, row.quantity) for row in report.rows if row.tolerance != DEFAULT_TOLERANCE}
     assert own == {("CF-IH1", "p_S(t): full flow, a=0.01"),
+                   ("CF-IH1", "p_S(t): population flow, a=0.01"),
                    ("CF-IH2", "a(t) asymptote of the 1-D ODE")}
     assert max(row.max_rel_error for row in report.rows if row.check in CHECKS) <= 1e-7
     assert report.settings["rtol"] == 1e-10

@@ -15,6 +15,13 @@ CF-IH2  window sum of ``y`` over every key window; its complex-step ``dL/da``  m
 CF-IH2  scipy integration of ``a' = -eta_a L'(a)`` to ``t = 1e12``            ``a(t)`` asymptote
 ======  ===================================================================  ===============
 
+Beside these, the family's own levels are run through :func:`odeflow.solve`:
+CF-IH1's stage 1 of ``flow="population"`` (``c`` moves, ``w`` and ``a`` fixed)
+against the replicator with the soft-copier coefficients, at ``a = 0.01`` and
+``0.005`` (the error must halve), and CF-IH2's ``flow="copier"`` and sharp
+``flow="population"`` runs at ``p = delta_S*`` with only ``a`` moving against
+the 1-D ODE (solver tolerance).
+
 The asymptote row on ``ih-point`` measures ``r = -L'(a) e^{2a} / (2C)`` at the
 end of the 1-D run (``-> 1``) and the slope of ``a`` in ``ln t`` (``-> 1/2``);
 its note also gives the slope the 1-D ODE shows on ``ih-paper``, whose
@@ -39,6 +46,7 @@ from odeflow.analysis.check_registry import (
 from odeflow.analysis.induction import closed_forms as cf
 from odeflow.data.induction import InductionData, markov
 from odeflow.errors import SolveError
+from odeflow.solver import solve
 
 __all__ = ["INDUCTION_CHECKS", "PRESETS", "integrate_classifier", "integrate_replicator",
            "window_sum_loss", "window_sum_prediction"]
@@ -55,6 +63,13 @@ REPLICATOR_KAPPA_END = 200.0
 FIRST_ORDER_A, FIRST_ORDER_SPREAD = (0.01, 0.005), 40.0
 #: Accepted range of error(a/2) / error(a): the error must shrink linearly with a.
 FIRST_ORDER_RATIO = (0.4, 0.6)
+#: Preset of the rows that run ``odeflow.solve`` of the family's population flow (one
+#: ih-paper population run costs about 20 s; ih-point well under a second).
+POPULATION_PRESET = "ih-point"
+#: Copier logits that make the population flow's copier exact to round-off (e^-40).
+SHARP_LOGIT = 40.0
+#: Stage-3 flows compared with the 1-D ODE: rate, end and output times.
+STAGE3_T_END = 1e3
 #: Stage-3 run: rate, start and end of the 1-D classifier ODE.
 CLASSIFIER_ETA_A, CLASSIFIER_A0, CLASSIFIER_T_END = 1.0, 0.01, 1e12
 #: Largest |r - 1| and |slope - 1/2| the asymptote row accepts at t = CLASSIFIER_T_END.
@@ -304,7 +319,56 @@ def _check_replicator(ctx: _Context) -> list[CheckResult]:
                      "integral_rel_error": relative_error(integral[1:], exact_integral[1:]),
                      "solver": stats}))
         rows.append(_check_first_order(ctx, name, table))
+    rows.append(_check_population_first_order(ctx, POPULATION_PRESET))
     return rows
+
+
+def _solve_flow(data, flow: str, rates: dict, start, t_eval, settings: CheckSettings):
+    """``odeflow.solve`` of one of the family's flows at the verify tolerances."""
+    return solve(data, flow=flow, rates=rates, start=start, t_span=(0.0, float(t_eval[-1])),
+                 t_eval=t_eval, rtol=max(settings.rtol, 1e-12), atol=1e-14,
+                 method=settings.method, progress=False)
+
+
+def _check_population_first_order(ctx: _Context, name: str) -> CheckResult:
+    """Stage 1 of ``flow="population"`` (``c`` moves; ``w`` at init, ``a`` fixed) vs CF-IH1.
+
+    With a soft copier the replicator's coefficients are the window pairings of
+    :func:`~odeflow.analysis.induction.closed_forms.kernel_information` at the
+    fixed logits ``w(0)``; the error must be ``O(a)``.
+    """
+    data = ctx.model(name)
+    logits = data.initial_copier_logits
+    table = cf.kernel_information(data, logits)
+    info = np.array(list(table.values()))
+    p0 = np.full(info.size, 1.0 / info.size)
+    c0 = np.full(info.size, float(data.c0))
+    u0 = float(np.sum(c0**2))
+    errors, stats = [], {}
+    for a in FIRST_ORDER_A:
+        t_end = FIRST_ORDER_SPREAD / np.ptp(info) * u0 / (4 * REPLICATOR_ETA_C * a)
+        t_eval = np.linspace(0.0, t_end, 41)
+        start = np.concatenate([c0, logits.ravel(), [a]])
+        traj = _solve_flow(data, "population", {"c": REPLICATOR_ETA_C}, start, t_eval,
+                           ctx.settings)
+        closed = cf.replicator_weights(p0, info, cf.kappa(t_eval, REPLICATOR_ETA_C, u0, a))
+        errors.append(float(np.max(np.abs(traj.subset_weights - closed))))
+        stats = dict(traj.stats)
+    ratio = errors[1] / errors[0]
+    low, high = FIRST_ORDER_RATIO
+    best = max(table, key=table.get)
+    return CheckResult(
+        "CF-IH1", f"p_S(t): population flow, a={FIRST_ORDER_A[0]:g}", "spec 10, CF-IH1",
+        f"{name}, flow=population (w = w(0) fixed), eta_c={REPLICATOR_ETA_C:g}, a fixed",
+        errors[0], FIRST_ORDER_A[0], floor="abs",
+        conditions_met=bool(low <= ratio <= high),
+        note=f"{name} population: I_S at w(0) = " + ", ".join(
+            f"{_subset(k)} {v:.4g}" for k, v in table.items() if k)
+             + f"; max_t |p - p_CF| = {errors[0]:.3e} at a = {FIRST_ORDER_A[0]:g}, "
+             f"{errors[1]:.3e} at a = {FIRST_ORDER_A[1]:g} (ratio {ratio:.4f}); selects "
+             f"{_subset(best)}",
+        details={"errors": errors, "ratio": ratio,
+                 "solver": {k: stats.get(k) for k in ("method", "nfev", "wall_time")}})
 
 
 def _check_first_order(ctx: _Context, name: str, table: dict) -> CheckResult:
@@ -374,7 +438,39 @@ def _check_classifier(ctx: _Context) -> list[CheckResult]:
             max(relative_error(analytic, stepped), relative_error(value, direct)), s.tolerance,
             note=f"{name}: loss' by complex step (h = 1e-30) of the window-sum loss; "
                  f"loss from {value[0]:.4f} to {value[-1]:.4f}"))
+    rows += _check_stage3_flows(ctx)
     rows.append(_check_asymptote(ctx))
+    return rows
+
+
+def _check_stage3_flows(ctx: _Context) -> list[CheckResult]:
+    """The family's flows at ``p = delta_S*`` with only ``a`` moving vs the 1-D ODE."""
+    s = ctx.settings
+    t_eval = np.concatenate([[0.0], np.geomspace(1e-2, STAGE3_T_END, 21)])
+    rows = []
+    runs = [(name, "copier") for name in PRESETS] + [(POPULATION_PRESET, "population")]
+    for name, flow in runs:
+        data = ctx.model(name)
+        subset = cf.selected_subset(data)
+        c = np.array([1.0 if sub == subset else 0.0 for sub in data.subsets])
+        one_d, _ = integrate_classifier(data, subset, CLASSIFIER_ETA_A, CLASSIFIER_A0, t_eval,
+                                        max(s.rtol, 1e-12), 1e-14, s.method)
+        if flow == "copier":
+            start, label = np.concatenate([c, [CLASSIFIER_A0]]), "flow=copier"
+        else:
+            logits = np.zeros((data.heads, data.heads))
+            logits[:, 0] = SHARP_LOGIT
+            start = np.concatenate([c, logits.ravel(), [CLASSIFIER_A0]])
+            label = f"flow=population, w+={SHARP_LOGIT:g}, w-=0"
+        traj = _solve_flow(data, flow, {"a": CLASSIFIER_ETA_A}, start, t_eval, s)
+        rows.append(CheckResult(
+            "CF-IH2", "a(t): flow vs 1-D ODE", "spec 10, CF-IH2",
+            f"{name}, {label}, p=delta_{_subset(subset)}, only a moves",
+            relative_error(traj.a, one_d), s.tolerance,
+            note=f"{name} {flow}: a from {one_d[0]:.3g} to {one_d[-1]:.4g} by t = "
+                 f"{STAGE3_T_END:g}; loss {traj.loss[0]:.4f} -> {traj.loss[-1]:.4f}",
+            details={"a_end": float(one_d[-1]),
+                     "solver": {k: traj.stats.get(k) for k in ("method", "nfev", "wall_time")}}))
     return rows
 
 
