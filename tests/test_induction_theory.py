@@ -324,3 +324,70 @@ def test_a_wrong_closed_form_fails_its_check(monkeypatch, target, factor, check)
     report = verify(checks=[check])
     assert not report.passed
     assert all(row.check == check for row in report.rows)
+
+
+# ---------------------------------------------------------------------------
+# the spec's claims on the family's flows (spec section 10, "Claims to check")
+# ---------------------------------------------------------------------------
+def stage_one(data, t_end, a=None):
+    """``flow="population"`` with only ``c`` moving (``w`` at init, ``a`` fixed)."""
+    import odeflow
+
+    field_start = np.concatenate([np.full(len(data.subsets), data.c0),
+                                  data.initial_copier_logits.ravel(),
+                                  [data.a0 if a is None else a]])
+    return odeflow.solve(data, flow="population", rates={"c": 1.0}, start=field_start,
+                         t_span=(0.0, t_end), t_eval=np.linspace(0.0, t_end, 11), rtol=1e-8,
+                         atol=1e-12, progress=False)
+
+
+def test_ih_point_stage_one_selects_two_and_the_joint_flow_moves_to_one_two():
+    import odeflow
+
+    data = InductionData.preset("ih-point")
+    stage = stage_one(data, 5.0)
+    assert cf.selected_subset(data) == (2,)
+    assert data.subsets[int(np.argmax(stage.subset_weights[-1]))] == (2,)
+    assert stage.subset_weights[-1].max() > 0.99
+
+    t = np.array([0.0, 0.5, 5.0, 20.0, 500.0, 1000.0])
+    joint = odeflow.solve(data, flow="population", t_span=(0.0, 1e3), t_eval=t, rtol=1e-8,
+                          atol=1e-12, progress=False)
+    winners = [data.subsets[int(k)] for k in np.argmax(joint.subset_weights, axis=1)]
+    assert winners[1:4] == [(2,), (2,), (2,)]  # the joint flow first selects {2} too
+    assert joint.subset_weights[2, data.subsets.index((2,))] > 0.99
+    assert winners[4:] == [(1, 2), (1, 2)]  # ... and later moves to {1, 2}
+    assert joint.subset_weights[-1, data.subsets.index((1, 2))] > 0.9
+    assert np.all(np.diff(joint.loss) <= 1e-12)
+
+
+@pytest.mark.slow
+def test_ih_paper_stage_one_selects_the_argmax_of_information():
+    data = InductionData.preset("ih-paper")
+    star = cf.selected_subset(data)
+    assert star == (1, 2)
+    soft = cf.kernel_information(data, data.initial_copier_logits)
+    assert max(soft, key=soft.get) == star  # the soft copier at init agrees
+    stage = stage_one(data, 20.0)
+    assert data.subsets[int(np.argmax(stage.subset_weights[-1]))] == star
+    assert stage.subset_weights[-1].max() > 0.99
+
+
+@pytest.mark.parametrize("name, star, outside", [("ih-point", (2,), 1),
+                                                 ("ih-paper", (1, 2), 3)])
+def test_heads_outside_the_selected_subset_get_a_vanishing_copier_gradient(name, star, outside):
+    from odeflow.fields.induction import PopulationFlow
+
+    data = InductionData.preset(name)
+    flow = PopulationFlow(data)
+    w = data.initial_copier_logits
+    k = data.subsets.index(star)
+    norms = {}
+    for eps in (1e-2, 1e-4, 0.0):
+        p = np.full(len(data.subsets), eps / (len(data.subsets) - 1))
+        p[k] = 1.0 - eps
+        grad = flow.split(flow.gradient(flow.pack(np.sqrt(p), w, 2.0)))["w"]
+        norms[eps] = (np.abs(grad[outside - 1]).max(), np.abs(grad[star[-1] - 1]).max())
+    assert norms[0.0][0] == 0.0  # exactly: the kernel does not see the head
+    assert norms[1e-4][0] == pytest.approx(1e-2 * norms[1e-2][0], rel=0.05)  # O(1 - p_S*)
+    assert norms[0.0][1] > 1e3 * norms[1e-4][0]  # while heads in S* still learn
