@@ -131,3 +131,30 @@ def test_population_reduces_to_the_copier_as_w_plus_grows():
         gaps.append(abs(pop.loss(pop.pack(c, w, a)) - cop.loss(cop.pack(c, None, a))))
     assert gaps[-1] < 1e-12 < gaps[0]
     assert gaps[0] > gaps[1] > gaps[2]
+
+
+def test_staged_schedule_on_ih_point_selects_offset_two_and_joint_moves_to_both():
+    """Spec 10, claims: with the point-mass kernel stage 1 (c alone) selects {2}; the joint
+    flow later moves to {1, 2}."""
+    from odeflow.fields.induction import Schedule, Stage
+    from odeflow.solver import solve_schedule
+
+    data = InductionData.preset("ih-point")
+    staged = solve_schedule(data, Schedule.staged(2000.0, 100.0, 1000.0), progress=False)
+    end1 = np.searchsorted(staged.t, 2000.0)
+    assert staged.t[end1] == 2000.0
+    assert staged.top_subset(end1)[0] == (2,) and staged.subset_weights[end1, 2] > 0.99
+    # stage 1 moves c only; stage 2 w only; stage 3 a only
+    assert np.all(staged.a[:end1 + 1] == data.a0) and staged.a[-1] > 1.0
+    assert np.all(staged.copier_logits[:end1 + 1] == staged.copier_logits[0])
+    assert np.all(np.diff(staged.t) > 0) and np.all(np.diff(staged.loss) <= 1e-12)
+    assert len(staged.stats["stages"]) == 3
+    assert [s["rates"]["w"] for s in staged.meta["schedule"]] == [0.0, 1e5, 0.0]
+    joint = solve_schedule(data, Schedule([Stage(1.0, 1e4)]), progress=False)
+    assert joint.top_subset()[0] == (1, 2)
+    with pytest.raises(ValidationError) as info:
+        solve_schedule(data, Schedule.joint(10.0), rates={"c": 1.0})
+    assert info.value.field == "rates"
+    with pytest.raises(ValidationError) as info:
+        solve_schedule(data, Schedule([Stage({"c": 1.0}, -1.0)]))
+    assert info.value.field == "schedule[0].duration"

@@ -217,6 +217,42 @@ class InductionField(Field):
                                    self.subsets, c * c / u, w, c, losses, stats=stats,
                                    meta=meta, data=self.data)
 
+    @classmethod
+    def join(cls, parts):
+        """One :class:`~odeflow.results.induction.InductionTrajectory` from the stages of a
+        schedule (consecutive spans; the repeated boundary point is kept once).
+
+        ``stats`` sums ``nfev``, ``njev``, ``nlu``, ``rhs_calls`` and ``wall_time`` and
+        lists each stage's statistics under ``"stages"``; ``meta["schedule"]`` lists the
+        stages (rates, span).
+        """
+        from odeflow.results.induction import InductionTrajectory
+
+        first = parts[0]
+        keep = [np.ones(first.t.size, dtype=bool)]
+        for prev, part in zip(parts, parts[1:], strict=False):
+            keep.append(part.t > prev.t[-1])
+
+        def cat(name):
+            if getattr(first, name) is None:
+                return None
+            return np.concatenate([getattr(p, name)[k] for p, k in zip(parts, keep, strict=True)])
+
+        stats = {"method": first.stats.get("method"), "status": 0,
+                 "stages": [dict(p.stats) for p in parts]}
+        for key in ("nfev", "njev", "nlu", "rhs_calls", "wall_time"):
+            stats[key] = sum(p.stats.get(key, 0) for p in parts)
+        meta = {**first.meta, "schedule": [s for p in parts for s in p.meta["schedule"]],
+                "t_span": [float(first.t[0]), float(parts[-1].t[-1])]}
+        meta.pop("rates", None)
+        meta.pop("start", None)
+        out = InductionTrajectory(cat("t"), cat("a"), first.subsets, cat("subset_weights"),
+                                  cat("copier_logits"), cat("c"), cat("loss"), stats=stats,
+                                  meta=meta, data=first.data)
+        y = np.concatenate([p.y[:, k] for p, k in zip(parts, keep, strict=True)], axis=1)
+        out.attach_solution(y)
+        return out
+
 
 @dataclass(frozen=True)
 class Stage:
