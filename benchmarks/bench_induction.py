@@ -14,7 +14,8 @@ Prints
   ``std_k(loss_k) / sqrt(N_pi)`` of the sample mean.
 
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_induction.py [--quick]``.
-Wall times depend on the machine's load; nfev does not.
+Wall times depend on the machine's load; CPU times less so; nfev not at all.
+``--n-pi N`` solves with ``N`` kernels instead of the preset's.
 """
 
 from __future__ import annotations
@@ -31,16 +32,18 @@ from odeflow.fields.induction import CopierFlow, PopulationFlow
 from odeflow.fields.induction.population import window_loss
 
 
-def rhs_cost(field, reps: int = 30) -> tuple[float, float]:
-    """(min, median) milliseconds of one right-hand side at the init."""
+def rhs_cost(field, reps: int = 30) -> tuple[float, float, float]:
+    """(min, median) wall milliseconds and min CPU milliseconds of one right-hand side
+    at the init (CPU time is the steadier figure on a shared machine)."""
     y = field.initial_state()
     field.rhs(0.0, y)
-    times = []
+    times, cpu = [], []
     for _ in range(reps):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         field.rhs(0.0, y)
         times.append(time.perf_counter() - start)
-    return 1e3 * min(times), 1e3 * float(np.median(times))
+        cpu.append(time.process_time() - start_cpu)
+    return 1e3 * min(times), 1e3 * float(np.median(times)), 1e3 * min(cpu)
 
 
 def paper(num_kernels=None) -> InductionData:
@@ -72,32 +75,34 @@ def per_kernel_losses(field, y) -> np.ndarray:
     return np.array(out)
 
 
-def main(quick: bool) -> None:
-    data = paper()
+def main(quick: bool, n_pi=None) -> None:
+    data = paper(n_pi)
     print(f"ih-paper: {data!r}")
-    print("\n## right-hand side, ih-paper (ms, min / median of 30)")
+    print("\n## right-hand side, ih-paper (ms: wall min / wall median / CPU min, of 30)")
     for label, field in (("population nll", PopulationFlow(data)),
                          ("population code", PopulationFlow(data, loss="code")),
                          ("copier nll", CopierFlow(data))):
-        lo, med = rhs_cost(field)
-        print(f"{label:18s} {lo:8.2f} {med:8.2f}")
+        lo, med, cpu = rhs_cost(field)
+        print(f"{label:18s} {lo:8.2f} {med:8.2f} {cpu:8.2f}")
 
-    print("\n## growth of the population rhs (ms, min / median)")
-    print(f"{'case':28s} {'W':>6s} {'min':>8s} {'median':>8s}")
+    print("\n## growth of the population rhs (ms: wall min / wall median / CPU min)")
+    print(f"{'case':28s} {'W':>6s} {'min':>8s} {'median':>8s} {'cpu':>8s}")
     cases = [(f"N_pi={n}", paper(n)) for n in (32, 64, 128, 256, 512)]
     cases += [(f"d={d}, H=3, N_pi=16", InductionData(d, 3, 3, 2, alpha=0.1, num_kernels=16))
               for d in (2, 3, 4)]
     cases += [(f"d=2, H={h}, N_pi=16", InductionData(2, 3, h, 2, alpha=0.1, num_kernels=16))
               for h in (2, 3, 4, 5)]
     for label, model in cases:
-        lo, med = rhs_cost(PopulationFlow(model), reps=10)
-        print(f"{label:28s} {model.vocab_size ** model.window_length:6d} {lo:8.2f} {med:8.2f}")
+        lo, med, cpu = rhs_cost(PopulationFlow(model), reps=10)
+        print(f"{label:28s} {model.vocab_size ** model.window_length:6d} {lo:8.2f} {med:8.2f} "
+              f"{cpu:8.2f}")
 
     print("\n## ih-paper population solve to t = 1e4 (rtol 1e-8, atol 1e-10)")
     methods = ("BDF", "LSODA") if quick else ("BDF", "LSODA", "Radau", "RK45")
     budget = {"RK45": 5000}  # explicit: stiff (the c-rates ~ a / sum c^2); stop it early
     ends = {}
     for method in methods:
+        cpu = time.process_time()
         try:
             traj = odeflow.solve(data, flow="population", t_span=(0.0, 1e4), method=method,
                                  progress=False,
@@ -105,9 +110,11 @@ def main(quick: bool) -> None:
         except odeflow.SolveError as exc:
             print(f"{method:6s} stopped: {str(exc)[:120]}")
             continue
+        cpu = time.process_time() - cpu
         top, p = traj.top_subset()
         s = traj.stats
         print(f"{method:6s} nfev {s['nfev']:6d} njev {s['njev']:4d} wall {s['wall_time']:7.2f} s "
+              f"CPU {cpu:7.2f} s (with the loss at {traj.t.size} output times) "
               f"a(1e4) {traj.a[-1]:.4f} loss {traj.loss[-1]:.5f} top {top} p_S {p:.6f}")
         ends[method] = traj
 
@@ -134,6 +141,7 @@ def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer methods and sizes")
+    parser.add_argument("--n-pi", type=int, default=None, help="kernels of the solved model")
     args = parser.parse_args()
     with threadpool_limits(limits=1, user_api="blas"):
-        main(args.quick)
+        main(args.quick, args.n_pi)
