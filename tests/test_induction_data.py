@@ -68,6 +68,13 @@ def test_too_many_window_law_entries_are_refused():
     assert info.value.field == "num_kernels"
 
 
+def test_too_many_context_chain_entries_are_refused():
+    with pytest.raises(ValidationError) as info:
+        InductionData(2, 11, 1, 1, num_kernels=20)          # 20 * 1024**2 chain entries
+    assert info.value.field == "num_kernels"
+    InductionData(2, 11, 1, 1, num_kernels=16)              # 16 * 1024**2 = the limit
+
+
 def test_split_chain_has_no_stationary_law():
     # contexts 00 and 11 absorb: two stationary laws
     kernel = [[1.0, 0.0], [0.5, 0.5], [0.5, 0.5], [0.0, 1.0]]

@@ -35,11 +35,15 @@ MAX_LAW_ENTRIES = 2**24
 #: Most contexts ``d**(n-1)``: the stationary law solves one dense system of this size
 #: per kernel.
 MAX_CONTEXTS = 1024
+#: Most entries ``N_pi * d**(2(n-1))`` of the context chains' transition matrices (8 bytes
+#: each: 128 MiB); their stationary laws take ``N_pi`` dense solves of ``d**(n-1)`` equations.
+MAX_CHAIN_ENTRIES = 2**24
 #: Most kernels ``N_pi`` in a Dirichlet sample (each is stored with its window laws).
 MAX_KERNELS = 100_000
-#: Kernels drawn for the ``ih-paper`` preset (see benchmarks/bench_induction.py: the
-#: loss changes by less than 1e-3 when it is halved, and a solve to t = 1e4 stays
-#: within the speed goal).
+#: Kernels drawn for the ``ih-paper`` preset: the smallest sample size whose halving
+#: keeps the loss within about 0.01 (benchmarks/bench_induction.py, seed 2024, loss at
+#: the init / t = 1e2 / t = 1e4 states: 0.010 / 0.009 / 0.006 from 256 to 128 kernels,
+#: 0.063 / 0.019 / 0.001 from 128 to 64). The population flow's cost grows linearly in it.
 PAPER_NUM_KERNELS = 256
 #: Seed of the ``ih-paper`` kernel sample.
 PAPER_SEED = 2024
@@ -141,7 +145,8 @@ class InductionData(TomlForm):
         Naming the field: sizes out of range (``degree`` above ``heads``,
         ``n_gram`` below 2, more than :data:`MAX_WINDOWS` windows or
         :data:`MAX_LAW_ENTRIES` window-law entries, more than
-        :data:`MAX_CONTEXTS` contexts), ``alpha`` not > 0, a kernel that is not
+        :data:`MAX_CONTEXTS` contexts or :data:`MAX_CHAIN_ENTRIES` context-chain
+        entries), ``alpha`` not > 0, a kernel that is not
         a probability table, non-finite initial values.
     """
 
@@ -187,6 +192,10 @@ class InductionData(TomlForm):
             raise ValidationError("num_kernels", f"N_pi * d**(2H-1) * d = {self.num_kernels} * "
                                   f"{d ** (2 * H - 1)} * {d} window-law entries exceed the limit "
                                   f"{MAX_LAW_ENTRIES}")
+        if self.num_kernels * d ** (2 * (n - 1)) > MAX_CHAIN_ENTRIES:
+            raise ValidationError("num_kernels", f"N_pi * d**(2(n-1)) = {self.num_kernels} * "
+                                  f"{d ** (2 * (n - 1))} context-chain entries exceed the limit "
+                                  f"{MAX_CHAIN_ENTRIES}")
         self.w_plus = validate_finite(w_plus, "w_plus")
         self.w_minus = validate_finite(w_minus, "w_minus")
         self.c0 = validate_finite(c0, "c0")
@@ -348,7 +357,6 @@ def point_preset() -> InductionData:
 #: Name -> factory of the built-in induction-head models.
 PRESETS = {"ih-paper": paper_preset, "ih-point": point_preset}
 
-__all__ = ["InductionData", "MAX_CONTEXTS", "MAX_KERNELS", "MAX_LAW_ENTRIES", "MAX_WINDOWS",
-           "POINT_KERNEL", "PRESETS",
-           "check_kernel", "markov", "subsets"]
+__all__ = ["InductionData", "MAX_CHAIN_ENTRIES", "MAX_CONTEXTS", "MAX_KERNELS", "MAX_LAW_ENTRIES",
+           "MAX_WINDOWS", "POINT_KERNEL", "PRESETS", "check_kernel", "markov", "subsets"]
 

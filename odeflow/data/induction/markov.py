@@ -195,12 +195,9 @@ def subset_joint_law(joint: np.ndarray, offsets) -> np.ndarray:
     sub_index = np.zeros(Z, dtype=int)
     for m in offsets:
         sub_index = sub_index * d + tokens[:, m - 1]
-    out = np.zeros((N, d ** len(offsets), d))
-    for e in range(d):
-        for k in range(N):
-            out[k, :, e] = np.bincount(sub_index, weights=joint[k, :, e],
-                                       minlength=d ** len(offsets))
-    return out
+    member = np.zeros((Z, d ** len(offsets)))      # member[z, s] = 1[z_S = s]
+    member[np.arange(Z), sub_index] = 1.0
+    return np.einsum("nze,zs->nse", joint, member)
 
 
 def subset_marginal(joint: np.ndarray, offsets) -> np.ndarray:

@@ -33,6 +33,8 @@ class CopierFlow(InductionField):
 
     name = "copier"
     groups = ("c", "a")
+    #: As the population flow's (stiff selector; benchmarks/bench_induction.py).
+    preferred_method = "BDF"
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None):
         super().__init__(data, loss=loss, rates=rates, start=start)

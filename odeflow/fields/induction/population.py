@@ -20,15 +20,24 @@ The gradient is analytic (:func:`window_loss` and
 classifier softmax over the key windows (a matrix product of the window laws
 with ``e^{a K}``, shifted per query column in log space), the kernel ``K``,
 ``p_S``, the normalisation of ``v`` and ``softmax(w)``. One right-hand side is
-two products of a ``W x W`` matrix (``W = d**(2H-1)``) with the ``W x N_pi (d +
-1)`` window laws: the cost grows like ``d**(4H-2) N_pi``
+two products of a ``W x W`` matrix (``W = d**(2H-1)``) with the ``W x N_pi d``
+window laws (the denominators are the numerators' sums): the cost grows like
+``d**(4H-1) N_pi``
 (``benchmarks/bench_induction.py``).
+
+Numerics: the coefficients ``c_S`` of losing subsets decay exponentially and may
+recover later (on ``ih-point`` the joint flow's ``c_{(1,2)}`` dips to about
+``1e-17`` near ``t = 10`` before ``{1, 2}`` wins), far below ``atol``. BDF and
+LSODA at the default tolerances follow the tight-tolerance solution (``p_{(1,2)}(1e4)
+= 0.9168``); Radau at the default tolerances lets ``c_{(1,2)}`` sink to ``1e-124``
+and ends at ``p_{(2)} = 1``. Compare methods, or tighten ``atol``, before trusting a
+subset that comes back from near zero.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp, softmax
+from scipy.special import softmax
 
 from odeflow.fields.induction.base import InductionField
 
@@ -47,8 +56,6 @@ class WindowLaws:
         ``P`` with the windows first (kernel-major columns).
     marginal : ndarray, shape (W, N_pi)
         ``mu_k(z)``.
-    stacked : ndarray, shape (W, N_pi * (d + 1))
-        ``[joint, marginal]``: one matrix product gives numerators and denominators.
     """
 
     def __init__(self, laws: np.ndarray):
@@ -57,7 +64,6 @@ class WindowLaws:
         N, W, d = laws.shape
         self.joint = np.ascontiguousarray(laws.transpose(1, 0, 2).reshape(W, N * d))
         self.marginal = np.ascontiguousarray(laws.sum(axis=2).T)
-        self.stacked = np.ascontiguousarray(np.concatenate([self.joint, self.marginal], axis=1))
         self.joint3 = self.joint.reshape(W, N, d)
         self.positive = self.joint3 > 0
         self.seen = self.marginal > 0
@@ -91,9 +97,8 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
     logits = a * kernel
     shifted = logits - logits.max(axis=0, keepdims=True)       # log-space per query column
     weights = np.exp(shifted)                                   # (z, z_q), max 1 per column
-    both = weights.T @ laws.stacked                              # (z_q, N (d + 1))
-    num = both[:, :N * d].reshape(W, N, d)
-    den = both[:, N * d:]                                        # (z_q, N)
+    num = (weights.T @ laws.joint).reshape(W, N, d)              # (z_q, N, d)
+    den = num.sum(axis=2)                                        # sum_z mu(z) e^{aK}
     P, mu = laws.joint3, laws.marginal
     safe_den = np.where(laws.seen, den, 1.0)
     if loss == "nll":
@@ -104,15 +109,18 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
         d_num = np.where(laws.positive, -P / safe_num, 0.0) / N
         d_den = np.where(laws.seen, mu / safe_den, 0.0) / N
     else:
-        y = num / safe_den[:, :, None]
-        value = (-np.sum(P * y) + np.sum(mu * logsumexp(y, axis=2))) / N
+        y = num / safe_den[:, :, None]     # a distribution: entries in [0, 1], exp is safe
+        expo = np.exp(y)
+        total = expo.sum(axis=2)
+        value = (-np.sum(P * y) + np.sum(mu * np.log(total))) / N
         if not gradient:
             return float(value), None, None
-        d_y = (-P + mu[:, :, None] * softmax(y, axis=2)) / N
+        d_y = (-P + mu[:, :, None] * (expo / total[:, :, None])) / N
         d_num = d_y / safe_den[:, :, None]
         d_den = np.where(laws.seen, -np.sum(d_y * y, axis=2) / safe_den, 0.0)
-    back = np.concatenate([d_num.reshape(W, N * d), d_den], axis=1)  # (z_q, N (d + 1))
-    d_logits = (laws.stacked @ back.T) * weights                 # (z, z_q)
+    # den = sum_e num_e, so d/d num_e absorbs d/d den: one product back, like the one forward
+    back = (d_num + d_den[:, :, None]).reshape(W, N * d)          # (z_q, N d)
+    d_logits = (laws.joint @ back.T) * weights                   # (z, z_q)
     return float(value), a * d_logits, float(np.sum(d_logits * kernel))
 
 
@@ -163,6 +171,10 @@ class PopulationFlow(InductionField):
 
     name = "population"
     groups = ("c", "w", "a")
+    #: Integrator of ``method="auto"``: the flow is stiff (the selector's rates grow like
+    #: ``a / sum c^2``); on ih-paper to t = 1e4 at rtol 1e-8 BDF needs the fewest
+    #: right-hand sides of BDF, LSODA, Radau and RK45 (benchmarks/bench_induction.py).
+    preferred_method = "BDF"
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None):
         super().__init__(data, loss=loss, rates=rates, start=start)
