@@ -162,3 +162,20 @@ def test_staged_schedule_on_ih_point_selects_offset_two_and_joint_moves_to_both(
     with pytest.raises(ValidationError) as info:
         solve_schedule(data, Schedule([Stage({"c": 1.0}, -1.0)]))
     assert info.value.field == "schedule[0].duration"
+
+
+def test_solve_routes_a_schedule_to_solve_schedule():
+    from odeflow.fields.induction import Schedule
+    from odeflow.solver import solve_schedule
+
+    data = InductionData.preset("ih-point")
+    schedule = Schedule.staged(50.0, 5.0, 20.0)
+    via_solve = odeflow.solve(data, schedule=schedule, progress=False)
+    direct = solve_schedule(data, schedule, progress=False)
+    np.testing.assert_array_equal(via_solve.t, direct.t)
+    np.testing.assert_allclose(via_solve.a, direct.a, rtol=0, atol=0)
+    assert via_solve.t[-1] == 75.0
+    for options, field in (({"t_span": (0, 20.0)}, "t_span"), ({"eta_y": 1.0}, "eta_y")):
+        with pytest.raises(ValidationError) as info:
+            odeflow.solve(data, schedule=schedule, **options)
+        assert info.value.field == field
