@@ -361,6 +361,20 @@ def test_ih_point_stage_one_selects_two_and_the_joint_flow_moves_to_one_two():
     assert np.all(np.diff(joint.loss) <= 1e-12)
 
 
+def test_ih_point_staging_matters():
+    """The authors' staged run (c, then w at rate 1e5, then a) keeps {2}: c is frozen after
+    stage 1, while the joint flow moves on to {1, 2} (spec 10, "staging matters")."""
+    import odeflow
+    from odeflow.fields.induction import Schedule
+
+    data = InductionData.preset("ih-point")
+    staged = odeflow.solve(data, flow="population", schedule=Schedule.staged(5.0, 1.0, 100.0),
+                           rtol=1e-8, atol=1e-12, progress=False)
+    assert staged.t[-1] == pytest.approx(106.0)
+    assert staged.subset_weights[-1, data.subsets.index((2,))] > 0.99
+    assert staged.a[-1] > 1.0  # stage 3 moved a
+
+
 @pytest.mark.slow
 def test_ih_paper_stage_one_selects_the_argmax_of_information():
     data = InductionData.preset("ih-paper")
