@@ -20,7 +20,13 @@ module                    result                                      paper
 ``cf6_snap``              common-token logit and ``B(t)``             Thm 4, Eqn 13-14
 ``heavy_ball_modified_``  CF7: heavy-ball/Adam ODEs vs recursions     spec sections 6, 9
 ``equation``              (warm-up map, lag, modified equation)
+``cf_ih1_replicator``     induction heads, stage-1 replicator         spec 10, CF-IH1
+``cf_ih2_classifier``     induction heads, stage-3 mixture and a(t)   spec 10, CF-IH2
 ========================  ==========================================  ==================
+
+The last two belong to the induction-head family (Chen, Sheen, Wang and Yang,
+"Unveiling Induction Heads", 2024; spec section 10): their numeric twins live
+in :mod:`odeflow.analysis.induction.closed_forms`.
 
 Each module exposes ``derive()`` returning a :class:`Derivation`; running
 ``python -m derivations`` prints every result and its check.
@@ -29,6 +35,7 @@ Each module exposes ``derive()`` returning a :class:`Derivation`; running
 from __future__ import annotations
 
 import importlib
+import itertools
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,6 +50,7 @@ __all__ = [
     "Derivation",
     "Symbols",
     "all_derivations",
+    "binary_window_law",
     "combine",
     "is_zero",
     "log_uniform",
@@ -59,6 +67,8 @@ MODULES: tuple[str, ...] = (
     "cf5_dominant_bounds",
     "cf6_snap",
     "heavy_ball_modified_equation",
+    "cf_ih1_replicator",
+    "cf_ih2_classifier",
 )
 
 
@@ -251,6 +261,30 @@ def mp_check_points(
         f"max |residual| over {n} points at {dps} digits = {mpmath.nstr(worst, 3)} "
         f"(tol {tol:g}; at {where})",
     )
+
+
+def binary_window_law():
+    """A generic joint law of a two-token window and the next token over ``{0, 1}``.
+
+    For the induction-head derivations (CF-IH1, CF-IH2): windows
+    ``z = (x_{-1}, x_{-2})``, ``P(z, e)`` eight positive symbols with the last
+    fixed by ``sum P = 1``.
+
+    Returns
+    -------
+    windows : list of tuple
+    P : dict
+        ``(z, e) -> P(z, e)``.
+    mu_z, mu_e : dict
+        ``mu(z) = sum_e P(z, e)`` and ``mu(e) = sum_z P(z, e)``.
+    """
+    windows = list(itertools.product((0, 1), repeat=2))
+    P = {(z, e): sp.Symbol(f"P_{z[0]}{z[1]}{e}", positive=True) for z in windows for e in (0, 1)}
+    last = (windows[-1], 1)
+    P[last] = 1 - sum(v for k, v in P.items() if k != last)
+    mu_z = {z: P[z, 0] + P[z, 1] for z in windows}
+    mu_e = {e: sum(P[z, e] for z in windows) for e in (0, 1)}
+    return windows, P, mu_z, mu_e
 
 
 def combine(results: Sequence[tuple[str, bool]]) -> tuple[bool, str]:

@@ -29,7 +29,10 @@ from the ODE it solves, in the `derivations/` package, and checked by
 substitution (symbolically, and with mpmath at 50 digits or with scipy's
 integrators where sympy cannot simplify). Equation numbers refer to Tian,
 Wang, Chen and Du, *Scan and Snap: Understanding Training Dynamics and Token
-Composition in 1-layer Transformer* (NeurIPS 2023, arXiv:2305.16380).
+Composition in 1-layer Transformer* (NeurIPS 2023, arXiv:2305.16380); the
+CF-IH results belong to the induction-head family (Chen, Sheen, Wang and Yang,
+*Unveiling Induction Heads*, 2024), whose equations are stated in section 10 of
+the project's dynamics spec.
 
 Re-derive and re-check everything with
 
@@ -70,10 +73,14 @@ def render(run_checks: bool = True) -> str:
 
 
 def _module_file(name: str) -> str:
+    import importlib
+
     from . import MODULES
 
-    index = int(name.removeprefix("CF")) - 1
-    return f"{MODULES[index]}.py"
+    for module_name in MODULES:
+        if importlib.import_module(f"{__package__}.{module_name}").NAME == name:
+            return f"{module_name}.py"
+    raise KeyError(name)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,14 @@ from odeflow.analysis import closed_forms, diagnostics
 from odeflow.analysis.compare import compare_runs, compare_to_flow
 from odeflow.analysis.levels import compare_levels
 from odeflow.analysis.verify import verify
-from odeflow.data import PRESETS, DataModel, SequenceClass, load_config, sequence_classes
+from odeflow.data import (
+    PRESETS,
+    DataModel,
+    InductionData,
+    SequenceClass,
+    load_config,
+    sequence_classes,
+)
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields.optimizers import Adam, Momentum
 from odeflow.results import SnapResult, Trajectory
@@ -47,3 +54,4 @@ __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "S
 from odeflow.training import optimizer_steps, training_start  # noqa: E402
 
 __all__ += ["Adam", "Momentum", "optimizer_steps", "training_start"]  # spec section 9
+__all__ += ["InductionData"]  # the induction-head family (spec section 10)

@@ -186,11 +186,11 @@ def test_flat_public_api(name):
 SHARED_MODULES = {
     "odeflow", "odeflow.__main__", "odeflow.errors", "odeflow.io", "odeflow.numerics",
     "odeflow.version", "odeflow.testing",
-    "odeflow.data", "odeflow.data.checks",
-    "odeflow.results", "odeflow.results.solution",
+    "odeflow.data", "odeflow.data.checks", "odeflow.data.forms",
+    "odeflow.results", "odeflow.results.solution", "odeflow.results.files",
     "odeflow.fields", "odeflow.fields.base", "odeflow.fields.families",
     "odeflow.fields.optimizers",
-    "odeflow.analysis", "odeflow.training",
+    "odeflow.analysis", "odeflow.analysis.check_registry", "odeflow.training",
 }
 #: Layers whose every module is shared (the solver, sweeps and front ends).
 SHARED_LAYERS = {"solver", "sweep", "cli"}

@@ -14,9 +14,13 @@
 - :mod:`odeflow.analysis.measures`: the paper's attention-sparsity measures
   (distinct-token entropy, recall-threshold curves, attention maps).
 - :mod:`odeflow.analysis.paper`: the paper's experiments (Figs. 4-6) beside the levels.
+- :mod:`odeflow.analysis.check_registry`: the checks of ``odeflow verify``, registered
+  by each family (rows, report, :func:`relative_error`).
+- :mod:`odeflow.analysis.induction`: the induction-head family (spec section 10):
+  ``I_S``, CF-IH1, CF-IH2 and their checks.
 """
 
-from odeflow.analysis import closed_forms, diagnostics, measures, paper
+from odeflow.analysis import closed_forms, diagnostics, induction, measures, paper
 from odeflow.analysis.compare import compare_runs, compare_to_flow
 from odeflow.analysis.finite_t import (
     distance_to_exact,
@@ -28,5 +32,5 @@ from odeflow.analysis.levels import compare_levels, compare_levels_over_ratios
 from odeflow.analysis.verify import verify
 
 __all__ = ["closed_forms", "compare_levels", "compare_levels_over_ratios", "compare_runs",
-           "compare_to_flow", "diagnostics", "distance_to_exact", "distance_to_sgd",
+           "compare_to_flow", "diagnostics", "distance_to_exact", "induction", "distance_to_sgd",
            "flow_time", "measures", "paper", "sample_size_error", "verify"]

@@ -51,13 +51,22 @@ import importlib
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.integrate import solve_ivp
 from scipy.special import expit
 
 from odeflow.analysis import closed_forms
+from odeflow.analysis.check_registry import (
+    CheckFamily,
+    CheckResult,
+    CheckSettings,
+    VerificationReport,
+    register_checks,
+    registered_checks,
+    relative_error,
+    run_checks,
+)
 from odeflow.data import DataModel, SequenceClass, validate_positive
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields.snap import snap_parameters
@@ -70,6 +79,7 @@ solve_module = importlib.import_module("odeflow.solver.solve")
 
 __all__ = [
     "CHECKS",
+    "CheckSettings",
     "DEFAULT_ATOL",
     "DEFAULT_METHOD",
     "DEFAULT_RTOL",
@@ -116,181 +126,14 @@ SNAP_SETTINGS = ((30, 1.0, 1.0, 0.5, 0.5, 0.0), (10_000, 2.0, 0.5, 0.1, 2.0, -0.
 #: Learning rates of the CF6 run whose ``a`` comes from a data model.
 SNAP_MODEL_RATES = (1.0, 3.0)
 
-#: The checks in table order.
+#: The Scan-and-Snap checks in table order (every registered check:
+#: :func:`odeflow.analysis.check_registry.registered_checks`).
 CHECKS = ("CF1", "CF2", "CF3", "CF4", "CF5", "CF6")
-
-
-# ---------------------------------------------------------------------------
-# results
-# ---------------------------------------------------------------------------
-@dataclass
-class CheckResult:
-    """One row of the verification table.
-
-    Attributes
-    ----------
-    check : str
-        ``"CF1"`` .. ``"CF6"`` (spec section 5).
-    quantity : str
-        What is compared, e.g. ``"h(t)"``.
-    equation : str
-        The paper's equation(s) of the closed form.
-    parameters : str
-        The setting (vocabulary, learning rates, data model).
-    max_rel_error : float
-        ``max_t |numeric - closed| / max(|closed|, floor)``; ``nan`` if the
-        check could not be carried out.
-    tolerance : float
-        The row passes when ``max_rel_error <= tolerance``.
-    floor : str
-        The floor of the denominator (``"-"`` when none is needed).
-    note : str
-        What else was measured (ranges covered, conditions, slack).
-    details : dict
-        Machine-readable figures (solver statistics, ranges, conditions).
-    conditions_met : bool
-        False when the hypotheses of the closed form do not hold in the run
-        (Eqn 12 needs a dominant token and non-growing common logits) or the
-        check could not be carried out; the row then fails.
-    """
-
-    check: str
-    quantity: str
-    equation: str
-    parameters: str
-    max_rel_error: float
-    tolerance: float
-    floor: str = "-"
-    note: str = ""
-    details: dict = field(default_factory=dict)
-    conditions_met: bool = True
-
-    @property
-    def passed(self) -> bool:
-        """``max_rel_error <= tolerance`` (false for ``nan``) and the check's conditions hold."""
-        return bool(self.conditions_met and self.max_rel_error <= self.tolerance)
-
-    def to_dict(self) -> dict:
-        """JSON-able form (non-finite numbers become the strings ``"nan"``, ``"inf"``)."""
-        return _jsonable({"check": self.check, "quantity": self.quantity,
-                          "equation": self.equation, "parameters": self.parameters,
-                          "max_rel_error": self.max_rel_error, "tolerance": self.tolerance,
-                          "floor": self.floor, "passed": self.passed,
-                          "conditions_met": self.conditions_met, "note": self.note,
-                          "details": self.details})
-
-
-@dataclass
-class VerificationReport:
-    """All rows of a verification run, with the settings that produced them.
-
-    Attributes
-    ----------
-    rows : list of CheckResult
-    settings : dict
-        ``rtol, atol, method, tolerance, t_min, t_max, points, seed``.
-    wall_time : float
-        Seconds taken by :func:`verify`.
-    """
-
-    rows: list[CheckResult]
-    settings: dict
-    wall_time: float = 0.0
-
-    @property
-    def passed(self) -> bool:
-        """True when every row passes."""
-        return all(row.passed for row in self.rows)
-
-    @property
-    def max_rel_error(self) -> float:
-        """The largest relative error over all rows (``nan`` if any row has none)."""
-        errors = [row.max_rel_error for row in self.rows]
-        return float(np.max(errors)) if errors else 0.0
-
-    def to_dict(self) -> dict:
-        """JSON-able form: settings, ``passed``, ``wall_time`` and the rows."""
-        return _jsonable({"settings": self.settings, "passed": self.passed,
-                          "max_rel_error": self.max_rel_error, "wall_time": self.wall_time,
-                          "rows": [row.to_dict() for row in self.rows]})
-
-    def format_table(self, notes: bool = True) -> str:
-        """The table printed by ``odeflow verify`` (plain text, one row per check)."""
-        header = ("#", "check", "quantity", "paper eqn", "parameters", "max rel err", "floor",
-                  "tol", "result")
-        body = [(str(i + 1), r.check, r.quantity, r.equation, r.parameters,
-                 f"{r.max_rel_error:.2e}", r.floor, f"{r.tolerance:.0e}",
-                 "PASS" if r.passed else "FAIL") for i, r in enumerate(self.rows)]
-        widths = [max(len(line[j]) for line in (header, *body)) for j in range(len(header))]
-        right = {0, 5, 7}
-
-        def fmt(line):
-            return "  ".join(cell.rjust(w) if j in right else cell.ljust(w)
-                             for j, (cell, w) in enumerate(zip(line, widths, strict=True)))
-
-        lines = [fmt(header), "  ".join("-" * w for w in widths)]
-        lines += [fmt(line).rstrip() for line in body]
-        if notes:
-            lines.append("")
-            lines.append("notes:")
-            lines += [f"  {i + 1:>2}. {r.note}" for i, r in enumerate(self.rows) if r.note]
-            lines.append("floors: R0 = max(f^_l(0)^2/f^_l'(0)^2, 1) (relative gain), "
-                         "I0 = max_l 1/f^_l(0)^2 (Eqn 11 invariant); '-' = none needed "
-                         "(quantity > 0 on the grid)")
-        s = self.settings
-        n_fail = sum(not r.passed for r in self.rows)
-        verdict = "all PASS" if n_fail == 0 else f"{n_fail} FAIL"
-        lines.append(f"{len(self.rows)} checks, {verdict}; max rel error "
-                     f"{self.max_rel_error:.2e}; {s['method']} rtol={s['rtol']:g} "
-                     f"atol={s['atol']:g}; t in [{s['t_min']:g}, {s['t_max']:g}] "
-                     f"({s['points']} log-spaced points); {self.wall_time:.1f} s")
-        return "\n".join(lines)
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    return value
 
 
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
-def relative_error(numeric, closed, floor=0.0) -> float:
-    """``max |numeric - closed| / max(|closed|, floor)`` over all entries.
-
-    Parameters
-    ----------
-    numeric, closed : array_like
-        Integrated and closed-form values (broadcast).
-    floor : array_like, default 0
-        Lower bound of the denominator, for quantities that pass through zero.
-
-    Returns
-    -------
-    float
-        ``nan`` if any entry is not finite; ``inf`` if a denominator is zero.
-    """
-    numeric, closed = np.broadcast_arrays(np.asarray(numeric, float), np.asarray(closed, float))
-    if numeric.size == 0:
-        return float("nan")
-    if not (np.all(np.isfinite(numeric)) and np.all(np.isfinite(closed))):
-        return float("nan")
-    denominator = np.maximum(np.abs(closed), floor)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.abs(numeric - closed) / denominator
-    ratio = np.where(denominator > 0, ratio, np.where(numeric == closed, 0.0, np.inf))
-    return float(np.max(ratio))
-
-
 def _time_grid(t_min: float, t_max: float, per_decade: int) -> np.ndarray:
     n = int(round(per_decade * math.log10(t_max / t_min))) + 1
     return np.geomspace(t_min, t_max, max(n, 2))
@@ -421,11 +264,12 @@ def snap_data_model() -> DataModel:
 class _Context:
     """Settings shared by the checks and the Level R runs they reuse."""
 
-    def __init__(self, rtol, atol, method, tolerance, t_min, t_max, points_per_decade, seed):
-        self.rtol, self.atol, self.method, self.tolerance = rtol, atol, method, tolerance
-        self.t_grid = _time_grid(t_min, t_max, points_per_decade)
+    def __init__(self, settings: CheckSettings):
+        self.rtol, self.atol = settings.rtol, settings.atol
+        self.method, self.tolerance = settings.method, settings.tolerance
+        self.t_grid = _time_grid(settings.t_min, settings.t_max, settings.points_per_decade)
         self.t_with_zero = np.concatenate([[0.0], self.t_grid])
-        self.seed = seed
+        self.seed = settings.seed
         self._margins: dict = {}
         self._reduced: dict = {}
 
@@ -694,6 +538,10 @@ _CHECK_TITLES = {"CF1": ("h(t)", "Lemma 6, Eqn 45"), "CF2": ("t_0", "Lemma 9, Th
                  "CF5": ("bounds on ln(1+chi_l0)", "Eqn 12"),
                  "CF6": ("z_c(t), B(t)", "Thm 4, Eqns 13-14")}
 
+#: The Scan-and-Snap family's checks in the registry of ``odeflow verify``.
+SCAN_SNAP_CHECKS = register_checks(CheckFamily(
+    "scan_snap", _CHECK_TITLES, _Context, lambda ctx, name: _CHECK_FUNCTIONS[name](ctx)))
+
 
 # ---------------------------------------------------------------------------
 # entry point
@@ -702,7 +550,7 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
            method: str = DEFAULT_METHOD, tolerance: float = DEFAULT_TOLERANCE,
            checks: Iterable[str] | None = None, t_min: float = T_MIN, t_max: float = T_MAX,
            points_per_decade: int = POINTS_PER_DECADE, seed: int = 0) -> VerificationReport:
-    """Integrate the ODE behind each closed form CF1-CF6 and compare.
+    """Integrate the ODE behind each closed form (CF1-CF6 and every registered family) and compare.
 
     Parameters
     ----------
@@ -716,7 +564,8 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     tolerance : float
         Largest relative error a row may show to pass.
     checks : iterable of str, optional
-        Subset of :data:`CHECKS` to run (all by default).
+        Checks to run, from :func:`~odeflow.analysis.check_registry.registered_checks`
+        (CF1-CF6 here, CF-IH1, CF-IH2, I_S of the induction family); all by default.
     t_min, t_max : float
         Range of the log-spaced comparison grid.
     points_per_decade : int
@@ -749,27 +598,20 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     if method not in METHODS:
         raise ValidationError("method", f"unknown method {method!r}; choose one of "
                               f"{list(METHODS)}")
-    selected = list(CHECKS) if checks is None else [str(c).upper() for c in checks]
-    unknown = [c for c in selected if c not in CHECKS]
+    available = registered_checks()
+    selected = list(available) if checks is None else [str(c).upper() for c in checks]
+    unknown = [c for c in selected if c not in available]
     if unknown or not selected:
         raise ValidationError("checks", f"unknown or empty selection {unknown or selected!r}; "
-                              f"choose from {list(CHECKS)}")
+                              f"choose from {list(available)}")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValidationError("seed", f"must be an integer >= 0, got {seed!r}")
-    ctx = _Context(rtol, atol, method, tolerance, t_min, t_max, points_per_decade, int(seed))
+    settings = CheckSettings(rtol, atol, method, tolerance, t_min, t_max, points_per_decade,
+                             int(seed))
     start = time.perf_counter()
-    rows: list[CheckResult] = []
-    for name in CHECKS:
-        if name not in selected:
-            continue
-        try:
-            rows += _CHECK_FUNCTIONS[name](ctx)
-        except (SolveError, ValueError, ArithmeticError) as exc:
-            quantity, equation = _CHECK_TITLES[name]
-            rows.append(CheckResult(name, quantity, equation, "-", float("nan"), tolerance,
-                                    note=f"error: {type(exc).__name__}: {exc}",
-                                    conditions_met=False))
-    settings = {"rtol": rtol, "atol": atol, "method": method, "tolerance": tolerance,
-                "t_min": t_min, "t_max": t_max, "points": int(ctx.t_grid.size),
-                "seed": int(seed), "checks": [c for c in CHECKS if c in selected]}
-    return VerificationReport(rows, settings, time.perf_counter() - start)
+    rows = run_checks(selected, settings, (SolveError, ValueError, ArithmeticError))
+    grid = _time_grid(t_min, t_max, points_per_decade)
+    report_settings = {"rtol": rtol, "atol": atol, "method": method, "tolerance": tolerance,
+                       "t_min": t_min, "t_max": t_max, "points": int(grid.size),
+                       "seed": int(seed), "checks": [c for c in available if c in selected]}
+    return VerificationReport(rows, report_settings, time.perf_counter() - start)

@@ -1,4 +1,4 @@
-"""``odeflow verify``: the closed forms CF1-CF6 against scipy's integration of their ODEs.
+"""``odeflow verify``: the closed forms (CF1-CF6, CF-IH1, CF-IH2, I_S) against scipy.
 
 Prints one row per check (quantity, paper equation, parameters, largest
 relative error over log-spaced ``t in [1e-3, 1e9]``, floor, tolerance,
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 
+from odeflow.analysis.check_registry import registered_checks
 from odeflow.analysis.verify import (
-    CHECKS,
     DEFAULT_ATOL,
     DEFAULT_METHOD,
     DEFAULT_RTOL,
@@ -27,11 +27,12 @@ EXIT_FAIL = 1
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "verify", help="check the closed forms CF1-CF6 against scipy",
+        "verify", help="check the closed forms (CF1-CF6, CF-IH1, CF-IH2, I_S) against scipy",
         description="Integrate the ODE behind each closed form (Eqns 44-45, 128, 11, 12, "
-                    "13-14 of Scan and Snap) with scipy's solve_ivp and print the largest "
-                    "relative error numeric vs closed form over log-spaced t in "
-                    f"[{T_MIN:g}, {T_MAX:g}]. Exit status 1 if any check fails.")
+                    "13-14 of Scan and Snap; CF-IH1, CF-IH2 and I_S of the induction-head family, "
+                    "spec section 10) with scipy's solve_ivp and print the largest "
+                    "relative error numeric vs closed form (Scan and Snap: over log-spaced t "
+                    f"in [{T_MIN:g}, {T_MAX:g}]). Exit status 1 if any check fails.")
     p.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
                    help=f"solve_ivp relative tolerance ({DEFAULT_RTOL:g})")
     p.add_argument("--atol", type=float, default=DEFAULT_ATOL,
@@ -42,8 +43,9 @@ def register(sub) -> None:
                    help=f"solve_ivp method ({DEFAULT_METHOD})")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                    help=f"largest relative error that passes ({DEFAULT_TOLERANCE:g})")
-    p.add_argument("--only", nargs="+", metavar="CF", type=str.upper, choices=CHECKS,
-                   help=f"run only these checks ({' '.join(CHECKS)})")
+    checks = registered_checks()
+    p.add_argument("--only", nargs="+", metavar="CF", type=str.upper, choices=checks,
+                   help=f"run only these checks ({' '.join(checks)})")
     p.add_argument("--t-max", type=float, default=T_MAX,
                    help=f"end of the comparison grid ({T_MAX:g})")
     p.add_argument("--seed", type=int, default=0,

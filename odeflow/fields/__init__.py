@@ -8,6 +8,9 @@
   sample-average finite-``T`` objective (spec section 8), ``flow="finite_t"``.
 - :mod:`odeflow.fields.reduced`: Level R, the reduced flow of Theorem 1
   (Eqns 8-10, 44, 98), ``flow="reduced"``.
+- :mod:`odeflow.fields.induction`: the induction-head family (spec section 10):
+  ``flow="population"`` and ``flow="copier"`` of an
+  :class:`~odeflow.data.induction.InductionData`, registered at import.
 - :mod:`odeflow.fields.snap`: the scalar system of Sec. 6 (Theorem 4, Eqns
   13-14), ``flow="snap"``; its result is a :class:`~odeflow.results.SnapResult`,
   not a :class:`~odeflow.results.Trajectory`.
@@ -17,12 +20,20 @@ of the Scan and Snap family; :mod:`odeflow.fields.families` registers each model
 family (its data model type and flows) for the shared layers.
 """
 
-from odeflow.data import DataModel
+from odeflow.data import PRESETS, DataModel
 from odeflow.fields.base import Field, VectorField
 from odeflow.fields.classes import ClassTable, Supports
 from odeflow.fields.exact import ExactFlow
-from odeflow.fields.families import FAMILIES, Family, family_of, register_family
+from odeflow.fields.families import (
+    FAMILIES,
+    Family,
+    family_of,
+    find_preset,
+    preset_names,
+    register_family,
+)
 from odeflow.fields.finite_t import FiniteTFlow
+from odeflow.fields.induction import INDUCTION
 from odeflow.fields.reduced import ReducedFlow
 from odeflow.fields.snap import SnapFlow
 from odeflow.fields.stacked import StackedField
@@ -34,8 +45,10 @@ FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
 
 #: The Scan and Snap family (Tian et al. 2023): sequence-class data models.
 SCAN_SNAP = register_family(Family("scan_snap", DataModel, FLOWS, default_flow="exact",
-                                   defaults={"eta_y": 1.0, "eta_z": 0.1}, accepts_none=True))
+                                   defaults={"eta_y": 1.0, "eta_z": 0.1}, accepts_none=True,
+                                   presets=PRESETS))
 
 __all__ = ["FAMILIES", "FLOWS", "SCAN_SNAP", "ClassTable", "ExactFlow", "Family", "Field",
            "FiniteTFlow", "ReducedFlow", "SnapFlow", "StackedField", "Supports", "VectorField",
-           "family_of", "register_family"]
+           "family_of", "find_preset", "preset_names", "register_family"]
+__all__ += ["INDUCTION"]  # the induction-head family (spec section 10)

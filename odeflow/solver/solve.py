@@ -419,6 +419,11 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         optimiser state is kept (``traj.velocity``, ``traj.moments``). Only for
         levels whose state is the parameters (``exact``, ``finite_t``, the
         induction-head levels). None (default): the plain gradient flow.
+    schedule : Schedule, optional
+        (Passed among ``flow_options``.) Training stages solved one after the
+        other (:func:`odeflow.solver.schedule.solve_schedule`; induction heads:
+        ``Schedule.staged(t_c, t_w, t_a)``); the stages' durations set the span,
+        so ``t_span`` must be left at its default or equal ``(0, end)``.
     **flow_options
         Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
         ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
@@ -438,6 +443,13 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     SolveError
         When ``solve_ivp`` fails or the solution is not finite.
     """
+    if flow_options.get("schedule") is not None:
+        given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z), ("z0", z0))
+                 if v is not FAMILY_DEFAULT and v is not None}
+        return _solve_scheduled(data, flow, t_span, flow_options.pop("schedule"),
+                                t_eval=t_eval, method=method, rtol=rtol, atol=atol,
+                                progress=progress, max_nfev=max_nfev, **given,
+                                **flow_options)
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
@@ -471,6 +483,23 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
                          sol.y_events if event_functions else None, event_names)
     return traj
+
+
+def _solve_scheduled(data, flow, t_span, schedule, **options):
+    """``solve(..., schedule=...)``: :func:`odeflow.solver.schedule.solve_schedule`, with
+    ``t_span`` left at its default or equal to ``(0, the schedule's end)``."""
+    from odeflow.solver.schedule import solve_schedule
+
+    end = getattr(schedule, "end", None)
+    if t_span != _DEFAULT_SPAN and end is not None \
+            and tuple(_check_span(t_span)) != (0.0, float(end)):
+        raise ValidationError("t_span", f"is set by the schedule's stages, (0, {end:g}); "
+                              f"leave it out or give that, got {t_span!r:.80}")
+    return solve_schedule(data, schedule, flow=flow, **options)
+
+
+#: ``t_span`` of :func:`solve` when not given.
+_DEFAULT_SPAN = (0.0, 1e4)
 
 
 def _check_budget(max_nfev) -> int:

@@ -1,0 +1,147 @@
+"""Cost of the induction-head population flow (spec section 10; issue 23 speed goal).
+
+Prints
+- the right-hand-side cost (min / median of repeated calls, one BLAS thread) of the
+  population flow (nll, code) and the exact-copier flow on ``ih-paper``;
+- how that cost grows with ``N_pi``, ``d`` and ``H`` (one product of a ``W x W`` matrix,
+  ``W = d**(2H-1)``, with the ``W x N_pi d`` window laws forward and one back:
+  ``~ 4 W**2 N_pi d`` flops);
+- the ``ih-paper`` solve to ``t = 1e4`` with each integrator (nfev, njev, wall time,
+  final ``a``, the top subset and its ``p_S``);
+- the loss at fixed parameters (the init and the end of the default solve) for nested
+  kernel samples ``N_pi = 16 .. 2048`` (the first kernels of a larger sample are the
+  smaller sample), its change when ``N_pi`` halves, and the standard error
+  ``std_k(loss_k) / sqrt(N_pi)`` of the sample mean.
+
+Run: ``PYTHONPATH=$PWD python benchmarks/bench_induction.py [--quick]``.
+Wall times depend on the machine's load; CPU times less so; nfev not at all.
+``--n-pi N`` solves with ``N`` kernels instead of the preset's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import odeflow
+from odeflow.data.induction import InductionData
+from odeflow.fields.induction import CopierFlow, PopulationFlow
+from odeflow.fields.induction.population import window_loss
+
+
+def rhs_cost(field, reps: int = 30) -> tuple[float, float, float]:
+    """(min, median) wall milliseconds and min CPU milliseconds of one right-hand side
+    at the init (CPU time is the steadier figure on a shared machine)."""
+    y = field.initial_state()
+    field.rhs(0.0, y)
+    times, cpu = [], []
+    for _ in range(reps):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        field.rhs(0.0, y)
+        times.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    return 1e3 * min(times), 1e3 * float(np.median(times)), 1e3 * min(cpu)
+
+
+def paper(num_kernels=None) -> InductionData:
+    base = InductionData.preset("ih-paper")
+    if num_kernels is None:
+        return base
+    return InductionData(3, 3, 3, 2, alpha=base.alpha, num_kernels=num_kernels,
+                         seed=base.seed)
+
+
+def per_kernel_losses(field, y) -> np.ndarray:
+    """The loss of each kernel of the sample at the flat state ``y``."""
+    parts = field.split(y)
+    c, w, a = parts["c"], parts["w"], parts["a"]
+    p = c * c / np.dot(c, c)
+    _, _, _, vhat = field.features(w)
+    grams = vhat @ vhat.transpose(0, 2, 1)
+    kernel = np.zeros_like(grams[0])
+    for weight, s in zip(p, field.subsets, strict=True):
+        term = np.full_like(kernel, weight)
+        for h in s:
+            term = term * grams[h - 1]
+        kernel += term
+    laws = field.data.window_laws()
+    out = []
+    for law in laws:
+        one = type(field.windows)(law[None])
+        out.append(window_loss(one, kernel, a, field.loss_name, gradient=False)[0])
+    return np.array(out)
+
+
+def main(quick: bool, n_pi=None) -> None:
+    data = paper(n_pi)
+    print(f"ih-paper: {data!r}")
+    print("\n## right-hand side, ih-paper (ms: wall min / wall median / CPU min, of 30)")
+    for label, field in (("population nll", PopulationFlow(data)),
+                         ("population code", PopulationFlow(data, loss="code")),
+                         ("copier nll", CopierFlow(data))):
+        lo, med, cpu = rhs_cost(field)
+        print(f"{label:18s} {lo:8.2f} {med:8.2f} {cpu:8.2f}")
+
+    print("\n## growth of the population rhs (ms: wall min / wall median / CPU min)")
+    print(f"{'case':28s} {'W':>6s} {'min':>8s} {'median':>8s} {'cpu':>8s}")
+    cases = [(f"N_pi={n}", paper(n)) for n in (32, 64, 128, 256, 512)]
+    cases += [(f"d={d}, H=3, N_pi=16", InductionData(d, 3, 3, 2, alpha=0.1, num_kernels=16))
+              for d in (2, 3, 4)]
+    cases += [(f"d=2, H={h}, N_pi=16", InductionData(2, 3, h, 2, alpha=0.1, num_kernels=16))
+              for h in (2, 3, 4, 5)]
+    for label, model in cases:
+        lo, med, cpu = rhs_cost(PopulationFlow(model), reps=10)
+        print(f"{label:28s} {model.vocab_size ** model.window_length:6d} {lo:8.2f} {med:8.2f} "
+              f"{cpu:8.2f}")
+
+    print("\n## ih-paper population solve to t = 1e4 (rtol 1e-8, atol 1e-10)")
+    methods = ("BDF", "LSODA") if quick else ("BDF", "LSODA", "Radau", "RK45")
+    budget = {"RK45": 5000}  # explicit: stiff (the c-rates ~ a / sum c^2); stop it early
+    ends = {}
+    for method in methods:
+        cpu = time.process_time()
+        try:
+            traj = odeflow.solve(data, flow="population", t_span=(0.0, 1e4), method=method,
+                                 progress=False,
+                                 max_nfev=budget.get(method, 20_000))
+        except odeflow.SolveError as exc:
+            print(f"{method:6s} stopped: {str(exc)[:120]}")
+            continue
+        cpu = time.process_time() - cpu
+        top, p = traj.top_subset()
+        s = traj.stats
+        print(f"{method:6s} nfev {s['nfev']:6d} njev {s['njev']:4d} wall {s['wall_time']:7.2f} s "
+              f"CPU {cpu:7.2f} s (with the loss at {traj.t.size} output times) "
+              f"a(1e4) {traj.a[-1]:.4f} loss {traj.loss[-1]:.5f} top {top} p_S {p:.6f}")
+        ends[method] = traj
+
+    print("\n## N_pi: loss at fixed parameters, nested samples (seed of ih-paper)")
+    reference = ends.get("BDF") or next(iter(ends.values()))
+    states = {"init": reference.y[:, 0], "t=1e2": reference.y[:, np.searchsorted(
+        reference.t, 1e2)], "t=1e4": reference.y[:, -1]}
+    sizes = (16, 32, 64, 128, 256, 512, 1024) if quick else (16, 32, 64, 128, 256, 512,
+                                                             1024, 2048)
+    big = PopulationFlow(paper(sizes[-1]))
+    losses = {k: per_kernel_losses(big, y) for k, y in states.items()}
+    print(f"{'N_pi':>6s} " + " ".join(f"{k:>22s}" for k in states))
+    print(f"{'':6s} " + " ".join(f"{'loss  dHalf  stderr':>22s}" for _ in states))
+    for n in sizes:
+        cells = []
+        for k in states:
+            mean = losses[k][:n].mean()
+            half = abs(mean - losses[k][:n // 2].mean()) if n > sizes[0] else float("nan")
+            err = losses[k][:n].std(ddof=1) / np.sqrt(n)
+            cells.append(f"{mean:.4f} {half:.4f} {err:.4f}")
+        print(f"{n:6d} " + " ".join(f"{c:>22s}" for c in cells))
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer methods and sizes")
+    parser.add_argument("--n-pi", type=int, default=None, help="kernels of the solved model")
+    args = parser.parse_args()
+    with threadpool_limits(limits=1, user_api="blas"):
+        main(args.quick, args.n_pi)
