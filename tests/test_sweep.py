@@ -305,9 +305,11 @@ def test_a_store_of_another_sweep_is_refused_and_untouched(tmp_path):
         sweep("exact", GRID, settings=SETTINGS, backend="serial", store=path)
     assert snapshot(path) == before
     (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("a user's file")
     with pytest.raises(ValidationError, match="store"):
         sweep("exact", GRID, settings=SETTINGS, backend="serial", store=tmp_path / "plain",
               resume=True)
+    assert os.listdir(tmp_path / "plain") == ["notes.txt"]
 
 
 # ---------------------------------------------------------------------- CLI

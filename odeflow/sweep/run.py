@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from odeflow.errors import ValidationError
-from odeflow.sweep.backends import PointRunner
+from odeflow.errors import SweepStopped, ValidationError
+from odeflow.sweep.backends import PointRunner, failure_cause
+from odeflow.sweep.journal import journal_folder
 from odeflow.sweep.outputs import missing_variables
 from odeflow.sweep.spec import make_spec
 from odeflow.sweep.store import (
@@ -20,6 +21,8 @@ from odeflow.sweep.store import (
     check_store_spec,
     check_store_target,
     chunk_encoding,
+    is_empty_folder,
+    is_store_folder,
     open_store,
     partial_path,
     remove_partial,
@@ -125,7 +128,8 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
                               "(--resume) to continue it or choose another path")
     with runner:  # workers start before the store is opened (see PointRunner)
-        ds, already, pending, batch = _run(spec, runner, path, progress, retry_failed, batch)
+        ds, already, pending, batch = _run(spec, runner, path, progress, retry_failed, batch,
+                                           resume)
     if fmt == "netcdf":
         write_netcdf(ds, target)
         remove_partial(target)
@@ -136,25 +140,34 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     return ds
 
 
-def _run(spec, runner, path, progress, retry_failed, batch):
-    """Open or create the store, run the pending points; ``(dataset, done, run, batch)``."""
+def _run(spec, runner, path, progress, retry_failed, batch, resume=False):
+    """Take, then open or create the store, run the pending points;
+    ``(dataset, done, run, batch)``."""
     arrays = SweepArrays(spec, path)
     if path is None:
         return _compute(arrays, runner, progress, retry_failed, batch)
-    existed = path.exists()
-    if existed:
-        check_store_spec(path, spec)  # before the lock file is made in a folder of another kind
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        arrays.create()
-    with store_lock(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with store_lock(path):  # the folder is made and locked before anything is written
+        existed = is_store_folder(path)
+        if existed and not resume:  # made by a sweep that ended since sweep() looked
+            raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
+                                  "(--resume) to continue it or choose another path")
+        if existed or not is_empty_folder(path):
+            check_store_spec(path, spec)  # a store of another sweep, a folder of other files
+        else:
+            arrays.create()
+        journal_folder(path)
         try:
             if existed:
                 add_missing_outputs(arrays)
                 arrays.load()
                 arrays.fold()  # an empty journal before this run appends to it
             result = _compute(arrays, runner, progress, retry_failed, batch)
-            arrays.fold()
+            try:
+                arrays.fold()
+            except OSError as exc:  # the journal keeps every point: nothing is lost
+                stored = int(np.count_nonzero(arrays.values["computed"] > 0))
+                raise SweepStopped(_write_cause(exc), stored, spec.size, str(path)) from exc
         finally:
             arrays.close()  # after a failure the journal keeps its points for --resume
     return result
@@ -172,15 +185,32 @@ def _compute(arrays, runner, progress, retry_failed, batch):
     pending = [(index, values) for index, values in spec.points() if pending_mask[index]]
     batch = runner.batch_size(len(pending), batch)
     bar = _bar(len(pending), progress)
+    stored = int(np.count_nonzero(computed > 0))
+    where = None if arrays.path is None else str(arrays.path)
     try:
         for index, outputs in runner.run(plan, pending, batch):
-            arrays.write(index, outputs)
+            new = bool(arrays.values["computed"][index] == 0)
+            try:
+                arrays.write(index, outputs)
+            except OSError as exc:  # disk full, file-size limit, store removed, ...
+                raise SweepStopped(_write_cause(exc), stored, spec.size, where) from exc
+            stored += new
             if bar is not None:
                 bar.update()
+    except (Exception, MemoryError) as exc:
+        cause = failure_cause(exc)
+        if cause is None:
+            raise
+        raise SweepStopped(cause, stored, spec.size, where) from exc
     finally:
         if bar is not None:
             bar.close()
     return arrays.dataset(), already, len(pending), batch
+
+
+def _write_cause(exc: OSError) -> str:
+    """What :class:`SweepStopped` says of a store that cannot be written."""
+    return f"cannot write the store ({exc.strerror or exc})"
 
 
 def requires_netcdf() -> None:
