@@ -79,7 +79,8 @@ def wait_for_points(proc, store, n):
     deadline = time.monotonic() + PATIENCE
     while len(read_journal(store)) < n:
         assert proc.poll() is None, f"the sweep ended first: {proc.communicate()}"
-        assert time.monotonic() < deadline, "no points stored"
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {n} points stored in {PATIENCE} s")
         time.sleep(0.02)
 
 
@@ -304,3 +305,56 @@ def test_two_sweeps_on_one_store_one_runs_one_is_refused(tmp_path, offset):
             line = one_error_line(err)
             assert line.startswith("odeflow: error: store: ") and "mode" not in line, line
     assert (open_store(store).computed.values == 1).all()
+
+
+# --------------------------------------------------------------- up-front checks
+def test_a_run_beyond_the_step_cap_is_refused_naming_the_key():
+    from odeflow.sweep import make_spec
+
+    with pytest.raises(ValidationError, match=r"must be <= 100,000 training steps") as info:
+        make_spec("gradient_ascent", {"steps": [10, 1_000_000_000_000]})
+    assert info.value.field == "grid.steps"
+    with pytest.raises(ValidationError) as info:
+        make_spec("sgd", settings={"steps": 200_000})
+    assert info.value.field == "settings.steps"
+
+
+def test_a_batch_beyond_the_token_cap_is_refused_naming_the_key():
+    from odeflow.sweep import make_spec
+
+    with pytest.raises(ValidationError, match=r"batch_size x seq_len") as info:
+        make_spec("sgd", settings={"batch_size": 1_000_000_000, "steps": 10})
+    assert info.value.field == "settings.batch_size"
+    with pytest.raises(ValidationError) as info:
+        make_spec("adam", {"batch_size": [128, 100_000]}, settings={"seq_len": 1000})
+    assert info.value.field == "grid.batch_size"
+    make_spec("sgd", settings={"batch_size": 10_000, "seq_len": 1000})  # 1e7 tokens: allowed
+
+
+def test_a_grid_beyond_the_machines_memory_is_refused_before_set_up(tmp_path, capsys,
+                                                                       monkeypatch):
+    from odeflow.sweep import spec as spec_module
+
+    monkeypatch.setattr(spec_module, "machine_memory", lambda: 8 * 2**30)
+    values = ", ".join(f"{0.01 * (i + 1):.2f}" for i in range(3000))
+    config = tmp_path / "big.toml"
+    config.write_text(f"[sweep]\ntask = \"exact\"\n[sweep.grid]\neta_y = [{values}]\n"
+                      f"eta_z = [{values}]\n")
+    code, _, err = cli(capsys, "sweep", config, "--out", tmp_path / "big.zarr")
+    assert code == 2
+    line = one_error_line(err)
+    assert line.startswith("odeflow: error: grid: 3,000 x 3,000 = 9,000,000 points") and \
+        "GiB" in line
+    assert not (tmp_path / "big.zarr").exists()
+
+
+def test_a_large_sweep_says_so_before_its_set_up(tmp_path, capsys, monkeypatch):
+    from odeflow.sweep import run as run_module
+
+    monkeypatch.setattr(run_module, "ANNOUNCE_POINTS", 2)
+    sweep("exact", {"eta_y": [1.0, 2.0]}, settings={"t_end": 1.0}, backend="serial")
+    assert "odeflow sweep: 2 points, about 0 MiB of outputs in memory; setting up" in \
+        capsys.readouterr().err
+    sweep("exact", {"eta_y": [1.0, 2.0]}, settings={"t_end": 1.0}, backend="serial",
+          progress=False)
+    assert capsys.readouterr().err == ""
