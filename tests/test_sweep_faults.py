@@ -29,20 +29,16 @@ from odeflow.errors import ValidationError  # noqa: E402
 from odeflow.sweep import open_store, sweep  # noqa: E402
 from odeflow.sweep import store as store_module  # noqa: E402
 from odeflow.sweep.config import parse_sweep_config  # noqa: E402
-from odeflow.sweep.journal import read_journal  # noqa: E402
 from tests.cli_helpers import cli, one_error_line  # noqa: E402
-from tests.sweep_helpers import assert_same_numbers  # noqa: E402
+from tests.sweep_helpers import (  # noqa: E402
+    TWENTY_POINTS,
+    alive,
+    assert_same_numbers,
+    local_cluster,
+    wait_for_points,
+)
 
-#: 20 points of the exact flow, about 4 s serially: long enough to break it midway.
-CONFIG = """
-[sweep]
-task = "exact"
-[sweep.grid]
-eta_y = [0.25, 0.5, 1.0, 2.0]
-eta_z = [0.05, 0.1, 0.2, 0.4, 0.8]
-[sweep.settings]
-t_end = 1e4
-"""
+CONFIG = TWENTY_POINTS
 POINTS = 20
 #: Seconds any one wait of these tests may last before it is a failure (a busy machine).
 PATIENCE = 120
@@ -74,26 +70,10 @@ def start(config, store, *extra, **popen):
                             text=True, **popen)
 
 
-def wait_for_points(proc, store, n):
-    """Wait until ``n`` points are in the journal of ``store`` (the sweep still running)."""
-    deadline = time.monotonic() + PATIENCE
-    while len(read_journal(store)) < n:
-        assert proc.poll() is None, f"the sweep ended first: {proc.communicate()}"
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {n} points stored in {PATIENCE} s")
-        time.sleep(0.02)
-
-
-def alive(pids) -> list:
-    """The processes of ``pids`` still running (a zombie has ended)."""
-    out = []
-    for pid in pids:
-        try:
-            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
-                out.append(pid)
-        except psutil.NoSuchProcess:
-            pass
-    return out
+def stored(proc, store, n):
+    """Wait until ``n`` points are stored while the sweep ``proc`` runs."""
+    if not wait_for_points(proc, store, n, PATIENCE):
+        pytest.fail(f"the sweep stored no {n} points while it ran: {proc.poll()}")
 
 
 def stopped_line(err: str, store) -> re.Match:
@@ -123,7 +103,7 @@ def test_workers_die_with_a_killed_parent_and_release_its_pipes(config, tmp_path
     store = tmp_path / "s.zarr"
     proc = start(config, store, "--backend", "processes", "--workers", "2")
     try:
-        wait_for_points(proc, store, 1)
+        stored(proc, store, 1)
         workers = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
         assert workers
         os.kill(proc.pid, signal.SIGKILL)
@@ -146,7 +126,7 @@ def test_workers_die_with_a_killed_parent_and_release_its_pipes(config, tmp_path
 def test_a_killed_worker_stops_the_sweep_with_the_resume_hint(config, tmp_path, reference):
     store = tmp_path / "s.zarr"
     proc = start(config, store, "--backend", "processes", "--workers", "2")
-    wait_for_points(proc, store, 2)
+    stored(proc, store, 2)
     os.kill(psutil.Process(proc.pid).children()[0].pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=PATIENCE)
     assert proc.returncode == 3, err
@@ -197,17 +177,6 @@ def test_memory_exhausted_stops_the_sweep_with_the_resume_hint(config, tmp_path,
 
 
 # ------------------------------------------------------------------------ dask
-def local_cluster(**config):
-    """A local dask cluster of two worker processes on loopback, with dask ``config``."""
-    import dask
-    import distributed
-
-    with dask.config.set(config):
-        return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                        host="127.0.0.1", dashboard_address=None,
-                                        scheduler_port=0)
-
-
 @pytest.fixture
 def strict_cluster():
     """A local cluster whose scheduler allows no retry of a task on a worker that died."""
@@ -233,7 +202,7 @@ def test_a_dask_worker_killed_without_retries_stops_the_sweep(config, tmp_path, 
         pids = list(client.run(os.getpid).values())
         proc = start(config, store, "--scheduler", strict_cluster.scheduler_address,
                      "--batch", "1")
-        wait_for_points(proc, store, 2)
+        stored(proc, store, 2)
         for pid in pids:  # both are computing: whichever task ran there has no retry left
             os.kill(pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=PATIENCE)
@@ -246,7 +215,7 @@ def test_a_dask_worker_killed_without_retries_stops_the_sweep(config, tmp_path, 
 def test_a_closed_scheduler_stops_the_sweep(config, tmp_path, reference, dask_cluster):
     store = tmp_path / "s.zarr"
     proc = start(config, store, "--scheduler", dask_cluster.scheduler_address, "--batch", "1")
-    wait_for_points(proc, store, 2)
+    stored(proc, store, 2)
     dask_cluster.close()
     out, err = proc.communicate(timeout=PATIENCE)
     assert proc.returncode == 3, err
