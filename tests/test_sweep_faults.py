@@ -87,7 +87,10 @@ def stopped_line(err: str, store) -> re.Match:
 
 def resume_and_compare(config, store, stored, reference):
     """``--resume`` completes the store; it equals the uninterrupted run."""
-    assert int(np.count_nonzero(open_store(store).computed.values > 0)) == stored
+    if store.exists():
+        assert int(np.count_nonzero(open_store(store).computed.values > 0)) == stored
+    else:
+        assert stored == 0
     done = subprocess.run([sys.executable, "-m", "odeflow", "sweep", str(config), "--out",
                            str(store), "--resume", "--no-progress", "--backend", "serial"],
                           capture_output=True, text=True, cwd=config.parent)
@@ -150,6 +153,21 @@ def test_a_store_that_cannot_be_written_stops_the_sweep(config, tmp_path, refere
     assert match["cause"] == "cannot write the store (File too large)"
     assert 0 < int(match["stored"]) < POINTS
     resume_and_compare(config, store, int(match["stored"]), reference)
+
+
+def test_a_store_that_cannot_even_be_created_stops_the_sweep(config, tmp_path, reference):
+    store = tmp_path / "s.zarr"
+
+    def tiny_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (300, 300))
+
+    proc = start(config, store, "--backend", "serial", preexec_fn=tiny_files)
+    out, err = proc.communicate(timeout=PATIENCE)
+    assert proc.returncode == 3, err
+    match = stopped_line(err, store)
+    assert (match["cause"], match["stored"]) == ("cannot write the store (File too large)", "0")
+    assert not store.exists()  # no store cut short: --resume makes it anew
+    resume_and_compare(config, store, 0, reference)
 
 
 def test_memory_exhausted_stops_the_sweep_with_the_resume_hint(config, tmp_path, capsys,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 import warnings
@@ -163,14 +164,20 @@ def _run(spec, runner, path, progress, retry_failed, batch, resume=False):
                                   "(--resume) to continue it or choose another path")
         if existed or not is_empty_folder(path):
             check_store_spec(path, spec)  # a store of another sweep, a folder of other files
-        else:
-            arrays.create()
-        journal_folder(path)
         try:
-            if existed:
-                add_missing_outputs(arrays)
-                arrays.load()
-                arrays.fold()  # an empty journal before this run appends to it
+            try:
+                if not existed:
+                    arrays.create()
+                journal_folder(path)
+                if existed:
+                    add_missing_outputs(arrays)
+                    arrays.load()
+                    arrays.fold()  # an empty journal before this run appends to it
+            except OSError as exc:  # disk full, file-size limit: before any point ran
+                if not existed:  # a store cut short: none, so that --resume makes it anew
+                    shutil.rmtree(path, ignore_errors=True)
+                stored = int(np.count_nonzero(arrays.values["computed"] > 0))
+                raise SweepStopped(_write_cause(exc), stored, spec.size, str(path)) from exc
             result = _compute(arrays, runner, progress, retry_failed, batch)
             try:
                 arrays.fold()
