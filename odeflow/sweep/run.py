@@ -107,8 +107,16 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     ------
     ValidationError
         Naming the field: unknown parameters, empty lists, non-numeric values,
-        a store that exists (without ``resume``) or belongs to another sweep,
+        a store that exists (without ``resume``), belongs to another sweep or is
+        being written by another sweep,
         netCDF output without h5netcdf (``format``). Nothing is overwritten.
+        Before any set-up: more than :data:`~odeflow.sweep.spec.MAX_STEPS` steps a
+        point, too many tokens a step, a grid too large for this machine's memory
+        (:func:`~odeflow.sweep.spec.check_size`).
+    SweepStopped
+        The backend or the store failed (a worker died, a dask worker killed with
+        no retries left, the scheduler gone, the store cannot be written, memory
+        exhausted): the points stored so far stay; ``resume=True`` runs the rest.
     """
     start = time.perf_counter()
     requires_xarray()
