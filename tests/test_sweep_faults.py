@@ -38,7 +38,9 @@ from tests.sweep_helpers import (  # noqa: E402
     wait_for_points,
 )
 
-CONFIG = TWENTY_POINTS
+#: The 20 points with BDF (about 0.1 s a point, 3x LSODA's): a sweep on two workers
+#: still runs for a second or more after its first points are stored, to break it then.
+CONFIG = TWENTY_POINTS.replace("t_end = 1e4", 't_end = 1e4\nmethod = "BDF"')
 POINTS = 20
 #: Seconds any one wait of these tests may last before it is a failure (a busy machine).
 PATIENCE = 120
@@ -76,6 +78,13 @@ def stored(proc, store, n):
         pytest.fail(f"the sweep stored no {n} points while it ran: {proc.poll()}")
 
 
+def workers_of(proc) -> list:
+    """Pids of the pool workers of the sweep ``proc``: its children forked from it (same
+    command line; not a helper such as multiprocessing's resource tracker)."""
+    parent = psutil.Process(proc.pid)
+    return [c.pid for c in parent.children() if c.cmdline() == parent.cmdline()]
+
+
 def stopped_line(err: str, store) -> re.Match:
     """The one stderr line of a stopped sweep, checked; its match."""
     assert "Traceback" not in err, err
@@ -107,8 +116,8 @@ def test_workers_die_with_a_killed_parent_and_release_its_pipes(config, tmp_path
     proc = start(config, store, "--backend", "processes", "--workers", "2")
     try:
         stored(proc, store, 1)
-        workers = [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
-        assert workers
+        workers = workers_of(proc)
+        assert len(workers) == 2
         os.kill(proc.pid, signal.SIGKILL)
         # the caller reads the sweep's output to its end: no worker holds the pipes
         out, err = proc.communicate(timeout=PATIENCE)
@@ -130,7 +139,7 @@ def test_a_killed_worker_stops_the_sweep_with_the_resume_hint(config, tmp_path, 
     store = tmp_path / "s.zarr"
     proc = start(config, store, "--backend", "processes", "--workers", "2")
     stored(proc, store, 2)
-    os.kill(psutil.Process(proc.pid).children()[0].pid, signal.SIGKILL)
+    os.kill(workers_of(proc)[0], signal.SIGKILL)
     out, err = proc.communicate(timeout=PATIENCE)
     assert proc.returncode == 3, err
     match = stopped_line(err, store)
