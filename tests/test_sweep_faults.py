@@ -354,3 +354,14 @@ def test_a_large_sweep_says_so_before_its_set_up(tmp_path, capsys, monkeypatch):
     sweep("exact", {"eta_y": [1.0, 2.0]}, settings={"t_end": 1.0}, backend="serial",
           progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_a_sweep_off_a_terminal_says_how_far_it_got(capsys, monkeypatch):
+    from odeflow.sweep import run as run_module
+
+    monkeypatch.setattr(run_module, "PROGRESS_LOG_SECONDS", 0.0)
+    sweep("exact", {"eta_y": [1.0, 2.0]}, settings={"t_end": 1.0}, backend="serial")
+    lines = capsys.readouterr().err.splitlines()  # stderr is no terminal here
+    assert len(lines) == 2
+    for k, line in enumerate(lines, 1):
+        assert re.fullmatch(rf"odeflow sweep: {k} of 2 points, \d+ s", line), line

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from odeflow.errors import SweepStopped, ValidationError
+from odeflow.solver.solve import PROGRESS_LOG_SECONDS
 from odeflow.sweep.backends import PointRunner, failure_cause
 from odeflow.sweep.journal import journal_folder
 from odeflow.sweep.outputs import missing_variables
@@ -288,10 +289,33 @@ def _store_path(store, fmt):
 
 
 def _bar(total: int, enabled: bool | None):
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled or total == 0:
+    """Progress over ``total`` points: a bar on a terminal; off a terminal (``enabled``
+    None: logs, pipes) a line every :data:`~odeflow.solver.solve.PROGRESS_LOG_SECONDS`."""
+    if total == 0 or enabled is False:
         return None
+    if enabled is None and not sys.stderr.isatty():
+        return _ProgressLines(total)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="sweep", unit="point")
+
+
+class _ProgressLines:
+    """Progress of a sweep off a terminal: ``odeflow sweep: K of N points, T s`` on stderr
+    every :data:`~odeflow.solver.solve.PROGRESS_LOG_SECONDS` (a short sweep says nothing)."""
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+        self.start = time.monotonic()
+        self.next_line = self.start + PROGRESS_LOG_SECONDS
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now >= self.next_line:
+            self.next_line = now + PROGRESS_LOG_SECONDS
+            print(f"odeflow sweep: {self.done:,} of {self.total:,} points, "
+                  f"{now - self.start:.0f} s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass
