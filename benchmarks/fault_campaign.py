@@ -24,7 +24,9 @@ Printed: the trials of each kind and their exit codes, then the counts the
 campaign aims at 0: points lost (a point stored before the fault whose values
 changed or vanished afterwards, or a resumed store that differs from the
 uninterrupted run), processes left behind (workers of a killed parent alive 5 s
-later), tracebacks (in any stderr), unexpected exit codes.
+later), callers hung on pipes (a killed sweep's output not at its end 5 s after
+that: a worker left holds it), tracebacks (in any stderr), unexpected exit
+codes.
 
 Usage::
 
@@ -66,6 +68,7 @@ class Campaign:
         self.codes = {}
         self.lost = 0
         self.left_behind = 0
+        self.hung = 0
         self.tracebacks = 0
         self.unexpected = []
         self.n = 0
@@ -149,17 +152,23 @@ class Campaign:
             except psutil.NoSuchProcess:
                 break
             time.sleep(0.01)
-        ended = proc.poll() is not None
-        if not ended:
+        if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
-        _, err = proc.communicate()
-        self.look(err)
-        self.expect("parent SIGKILL", proc.returncode, (-9, 0), err)
+        proc.wait()
         time.sleep(5.0)
         left = alive(workers)
         self.left_behind += len(left)
-        for pid in left:
+        try:  # the caller reads the output to its end: a worker left holds the pipes
+            _, err = proc.communicate(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            self.hung += 1
+            for pid in alive(left):
+                os.kill(pid, signal.SIGKILL)
+            _, err = proc.communicate()
+        for pid in alive(left):
             os.kill(pid, signal.SIGKILL)
+        self.look(err)
+        self.expect("parent SIGKILL", proc.returncode, (-9, 0), err)
         self.resume_and_check("parent SIGKILL", store)
 
     def worker_kill(self) -> None:
@@ -308,11 +317,13 @@ def main(argv=None) -> int:
         print(f"  {kind:45s} {count:3d} trials, exit codes {{{codes}}}")
     print(f"points lost:             {campaign.lost}")
     print(f"processes left behind:   {campaign.left_behind}")
+    print(f"callers hung on pipes:   {campaign.hung}")
     print(f"tracebacks:              {campaign.tracebacks}")
     print(f"unexpected exit codes:   {len(campaign.unexpected)}")
     for line in campaign.unexpected:
         print(f"  {line}")
-    bad = campaign.lost + campaign.left_behind + campaign.tracebacks + len(campaign.unexpected)
+    bad = (campaign.lost + campaign.left_behind + campaign.hung + campaign.tracebacks
+           + len(campaign.unexpected))
     return 1 if bad else 0
 
 

@@ -114,23 +114,24 @@ def resume_and_compare(config, store, stored, reference):
 def test_workers_die_with_a_killed_parent_and_release_its_pipes(config, tmp_path):
     store = tmp_path / "s.zarr"
     proc = start(config, store, "--backend", "processes", "--workers", "2")
+    workers = []
     try:
         stored(proc, store, 1)
         workers = workers_of(proc)
         assert len(workers) == 2
         os.kill(proc.pid, signal.SIGKILL)
         # the caller reads the sweep's output to its end: no worker holds the pipes
-        out, err = proc.communicate(timeout=PATIENCE)
+        proc.communicate(timeout=PATIENCE)
+        deadline = time.monotonic() + PATIENCE
+        while alive(workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = alive(workers)
     finally:
+        for pid in alive(workers):  # never leave them behind, even when the test fails
+            os.kill(pid, signal.SIGKILL)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    deadline = time.monotonic() + PATIENCE
-    while alive(workers) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    left = alive(workers)
-    for pid in left:  # do not leave them to the next test
-        os.kill(pid, signal.SIGKILL)
     assert left == []
 
 
