@@ -288,7 +288,8 @@ def race(config, store, offset, resume=False):
 SMALL = CONFIG.replace("t_end = 1e4", "t_end = 10.0")
 
 
-@pytest.mark.parametrize("offset", [0.0, 0.3, 0.6, 0.9])
+@pytest.mark.parametrize("offset", [0.0, 0.3, pytest.param(0.6, marks=pytest.mark.slow),
+                                    pytest.param(0.9, marks=pytest.mark.slow)])
 def test_two_sweeps_on_one_store_one_runs_one_is_refused(tmp_path, offset):
     config = tmp_path / "grid.toml"
     config.write_text(SMALL)
