@@ -56,3 +56,35 @@ class SolveError(RuntimeError):
     def __init__(self, message: str, stats: dict | None = None):
         self.stats = dict(stats or {})
         super().__init__(message)
+
+
+class SweepStopped(RuntimeError):
+    """A sweep stopped by a failure of its backend or of its store, not of a point.
+
+    A worker that died, a dask worker killed with no retries left, a scheduler
+    gone, a store that cannot be written (disk full, file-size limit), memory
+    exhausted: the sweep stops at once; every point already stored stays there
+    and ``--resume`` (``resume=True``) runs the rest.
+
+    Parameters
+    ----------
+    cause : str
+        What failed, e.g. ``"a worker died"``.
+    stored, total : int
+        Points in the store now, and in the sweep.
+    store : str or None
+        The store's path (``None``: the sweep kept its points in memory only).
+
+    Attributes
+    ----------
+    cause, stored, total, store
+    """
+
+    def __init__(self, cause: str, stored: int, total: int, store: str | None):
+        self.cause, self.stored, self.total, self.store = cause, stored, total, store
+        if store is None:
+            where = (f"{stored} of {total} points were computed (no store: run it with a "
+                     "store to keep them)")
+        else:
+            where = f"{stored} of {total} points are in {store}; rerun with --resume"
+        super().__init__(f"{cause}: {where}")

@@ -39,7 +39,7 @@ from odeflow.errors import ValidationError
 from odeflow.sweep import make_spec, open_store, sweep
 from odeflow.sweep.journal import JOURNAL_GROUP, Journal
 from odeflow.sweep.outputs import VARYING
-from odeflow.sweep.store import LOCK_NAME, SweepArrays
+from odeflow.sweep.store import SweepArrays
 
 GRID = {"eta_y": [0.5, 1.0], "eta_z": [0.1, 1.0, 2.0]}
 SETTINGS = {"t_end": 50.0}
@@ -92,8 +92,7 @@ class Chooser:
 
 
 def files(store: Path) -> list[str]:
-    return sorted(str(p.relative_to(store)) for p in store.rglob("*")
-                  if p.is_file() and p.name != LOCK_NAME)
+    return sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
 
 
 def tamper(store: Path, choose: Chooser) -> str:

@@ -25,7 +25,7 @@ from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
 from odeflow.sweep.config import parse_sweep_config  # noqa: E402
 from odeflow.sweep.journal import read_journal  # noqa: E402
 from odeflow.sweep.outputs import VARYING  # noqa: E402
-from tests.sweep_helpers import assert_same_numbers  # noqa: E402
+from tests.sweep_helpers import TWENTY_POINTS, assert_same_numbers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -305,22 +305,15 @@ def test_a_store_of_another_sweep_is_refused_and_untouched(tmp_path):
         sweep("exact", GRID, settings=SETTINGS, backend="serial", store=path)
     assert snapshot(path) == before
     (tmp_path / "plain").mkdir()
+    (tmp_path / "plain" / "notes.txt").write_text("a user's file")
     with pytest.raises(ValidationError, match="store"):
         sweep("exact", GRID, settings=SETTINGS, backend="serial", store=tmp_path / "plain",
               resume=True)
+    assert os.listdir(tmp_path / "plain") == ["notes.txt"]
 
 
 # ---------------------------------------------------------------------- CLI
-CONFIG = """
-[sweep]
-task = "exact"
-backend = "serial"
-[sweep.grid]
-eta_y = [0.25, 0.5, 1.0, 2.0]
-eta_z = [0.05, 0.1, 0.2, 0.4, 0.8]
-[sweep.settings]
-t_end = 1e4
-"""
+CONFIG = TWENTY_POINTS
 
 
 def run_cli(*args, cwd):

@@ -15,7 +15,7 @@ zarr = pytest.importorskip("zarr")
 
 import odeflow  # noqa: E402
 from odeflow.analysis.measures import distinct_entropy  # noqa: E402
-from odeflow.errors import ValidationError  # noqa: E402
+from odeflow.errors import SweepStopped, ValidationError  # noqa: E402
 from odeflow.results import Trajectory  # noqa: E402
 from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
 from odeflow.sweep.backends import MAX_AUTO_BATCH, auto_batch  # noqa: E402
@@ -178,8 +178,12 @@ def test_interrupts_and_memory_errors_still_stop_the_sweep(task_kind, exc):
         raise exc()
 
     task_kind("stops", run)
-    with pytest.raises(exc):
+    stops = SweepStopped if exc is MemoryError else exc  # memory: a stop with the resume hint
+    with pytest.raises(stops) as info:
         sweep("stops", GRID, settings=SETTINGS, backend="serial")
+    if exc is MemoryError:
+        assert info.value.cause == "out of memory" and info.value.stored == 0
+        assert isinstance(info.value.__cause__, MemoryError)
 
 
 # ------------------------------------------------------------------ netCDF

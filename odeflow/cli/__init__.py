@@ -17,7 +17,7 @@ import os
 import pkgutil
 import sys
 
-from odeflow.errors import SolveError, ValidationError
+from odeflow.errors import SolveError, SweepStopped, ValidationError
 from odeflow.version import __version__
 
 
@@ -60,6 +60,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print(f"odeflow: {args.command} interrupted", file=sys.stderr)
         return 130
+    except SweepStopped as exc:  # a backend or store failure; the stored points are kept
+        print(f"odeflow: {one_line(exc)}", file=sys.stderr)
+        return 3
     except SolveError as exc:
         print(f"odeflow: solve failed: {one_line(exc)}", file=sys.stderr)
         return 3

@@ -63,6 +63,8 @@ def run(args) -> int:
     # before any worker starts: zarr would meet a dangling link or a file with a traceback
     check_store_target(kwargs["store"], fmt if isinstance(fmt, str) else None,
                        "out" if args.out else "store")
+    if kwargs.get("backend") == "dask":
+        quiet_dask_client()
     try:
         ds = sweep(**kwargs, resume=args.resume, retry_failed=args.retry_failed,
                    progress=False if args.no_progress else None)
@@ -84,6 +86,19 @@ def run(args) -> int:
         print(table)
     print(f"saved {kwargs['store']}")
     return 3 if a["failed"] else 0
+
+
+def quiet_dask_client() -> None:
+    """Keep dask's client from logging tracebacks on stderr (one line per failure, see
+    :class:`~odeflow.errors.SweepStopped`): a scheduler that goes away makes it log its
+    failed reconnection with a traceback before odeflow reports the stop."""
+    import logging
+
+    try:
+        import distributed  # noqa: F401  (its logging set-up first, then the level)
+    except ImportError:  # reported by the backend itself
+        return
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
 
 
 def summary_table(ds, rows: int = 20) -> str:

@@ -60,6 +60,22 @@ MIN_RTOL = 100 * float(np.finfo(float).eps)
 #: Seconds between progress lines when stderr is not a terminal (CI logs, pipes):
 #: a solve shorter than this prints nothing.
 PROGRESS_LOG_SECONDS = 10.0
+#: Right-hand sides between two checks that a solve still gets on (:func:`_integrate`):
+#: the solves of docs/benchmarks.md need 500-3,000 and are checked at most once.
+STALL_CALLS = 2_000
+#: A solve whose ``t`` advanced by less than this times ``t`` over :data:`STALL_CALLS`
+#: right-hand sides has stalled (its step size is near the spacing of floats at ``t``).
+STALL_RELATIVE = 1e-12
+#: A solve stops when one-ulp changes of its state change the right-hand side by more
+#: than this times ``rtol`` of its size (:func:`roundoff_level`): its error estimates are
+#: then rounding noise and the step size cannot settle (the crawl of ``eta_z = 1e12``:
+#: rounding 3e-4 of the field for rtol = 1e-8, 100,000 evaluations in 388 s).
+ROUNDOFF_FACTOR = 100.0
+#: Smallest time span LSODA can integrate: below it its step-size arithmetic, which
+#: squares the step, underflows and it never leaves ``t0`` (measured on syn-small: a
+#: span of 1e-150 takes 4 right-hand sides, one of 1e-154 none in 100,000;
+#: ``sqrt(tiny) = 1.5e-154``). Radau, BDF and RK45 solve spans down to 1e-307.
+LSODA_MIN_SPAN = 1e-150
 
 
 @functools.lru_cache(maxsize=1)
@@ -81,6 +97,36 @@ class _BudgetExhausted(Exception):
 
     def __init__(self, t):
         self.t = t
+
+
+class _Stopped(Exception):
+    """Raised inside the right-hand side when the solve cannot get on; ``why`` says why."""
+
+    def __init__(self, t, why: str):
+        self.t, self.why = t, why
+
+
+def roundoff_level(rhs, t: float, y: np.ndarray, samples: int = 4) -> float:
+    """How much of the right-hand side ``rhs(t, y)`` is rounding error at ``y``.
+
+    The largest change of any component when every entry of the state moves by
+    about one unit in the last place (seeded, ``samples`` draws), over the
+    largest component: about ``eps`` for a well-conditioned field, about
+    ``eta_z eps`` (2e-4 at ``eta_z = 1e12``) for the exact flow at a large
+    attention learning rate, whose fast logits sit where the projection
+    ``P_n g_n = g_n - f_n (f_n . g_n)`` of Eqn 7 nearly cancels.
+    """
+    base = np.asarray(rhs(t, y), dtype=float)
+    scale = float(np.max(np.abs(base)))
+    if not scale > 0:
+        return 0.0
+    rng = np.random.default_rng(0)
+    eps = float(np.finfo(float).eps)
+    spread = 0.0
+    for _ in range(samples):
+        moved = y * (1.0 + eps * rng.standard_normal(y.shape))
+        spread = max(spread, float(np.max(np.abs(np.asarray(rhs(t, moved)) - base))))
+    return spread / scale
 
 
 #: Memory budget, in bytes, of the default output grid of a solve: ``8 x state size x
@@ -250,8 +296,8 @@ class _Progress:
         self.start = self.next_line = time.monotonic()
         self.next_line += PROGRESS_LOG_SECONDS
 
-    def update(self, t, calls: int):
-        """Show progress at time ``t`` after ``calls`` right-hand sides."""
+    def update(self, t, calls: int, step: float = math.nan):
+        """Show progress at time ``t`` after ``calls`` right-hand sides (last step ``step``)."""
         if self.mode is None:
             return
         if self.bar is not None:
@@ -265,13 +311,20 @@ class _Progress:
         if now >= self.next_line:
             self.next_line = now + PROGRESS_LOG_SECONDS
             share = 100.0 * math.log1p(max(t - self.t0, 0.0)) / self.scale
+            elapsed = now - self.start
             print(f"odeflow: {self.desc}: t = {t:.4g} of {self.t_end:.4g} ({share:.0f}% of "
-                  f"log t), {calls:,} right-hand sides, {now - self.start:.0f} s",
+                  f"log t), step {step:.3g}, {calls:,} right-hand sides "
+                  f"({calls / max(elapsed, 1e-9):,.0f}/s), {elapsed:.0f} s",
                   file=sys.stderr, flush=True)
 
     def close(self):
         if self.bar is not None:
             self.bar.close()
+
+
+def _coarser(level: float) -> str:
+    """A tolerance at least ten times a rounding ``level``, as ``1e-k``."""
+    return f"1e{min(-1, math.ceil(math.log10(10.0 * level))):d}"
 
 
 def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, what,
@@ -284,20 +337,52 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     ``ValueError``/``ArithmeticError`` become :class:`SolveError`; a failed or
     non-finite solution too. Never returns a failed solve.
     """
+    if method == "LSODA" and t_end - t0 < LSODA_MIN_SPAN:
+        raise SolveError(f"{what}: the time span {t_end - t0:.3g} is below what LSODA "
+                         f"resolves ({LSODA_MIN_SPAN:g}: its step-size arithmetic underflows "
+                         "and it never leaves t0); use method='Radau', 'BDF' or 'RK45', or "
+                         "a longer t_end", {"method": method, "status": -1, "nfev": 0})
     bar = _Progress(t0, t_end, progress_mode(progress), desc=what)
-    calls = {"n": 0, "t": t0}
+    calls = {"n": 0, "t": t0, "far": t0, "step": math.nan, "mark": t0}
 
     def rhs(t, y):
         calls["n"] += 1
         calls["t"] = t
+        if t > calls["far"]:  # the furthest time evaluated; the last step taken towards it
+            calls["step"], calls["far"] = t - calls["far"], t
         if calls["n"] > max_nfev:
             raise _BudgetExhausted(t)
-        bar.update(t, calls["n"])
+        if calls["n"] % STALL_CALLS == 0:
+            check_progress(t, y)
+        bar.update(t, calls["n"], calls["step"])
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             out = field.rhs(t, y)
         if not np.all(np.isfinite(out)):
             raise FloatingPointError(f"non-finite right-hand side at t = {t:g}")
         return out
+
+    def check_progress(t, y):
+        """Stop a solve whose t no longer moves, or whose field is rounding noise."""
+        far = calls["far"]
+        if far - calls["mark"] <= STALL_RELATIVE * max(abs(far), float(np.finfo(float).tiny)):
+            raise _Stopped(far, f"t advanced by less than {STALL_RELATIVE:g} t over the last "
+                                f"{STALL_CALLS:,} right-hand sides (the step size collapsed "
+                                "to the spacing of floating-point numbers at t)")
+        pace = (far - calls["mark"]) / STALL_CALLS  # t per right-hand side, lately
+        calls["mark"] = far
+        needed = (t_end - far) / pace
+        if calls["n"] + needed <= max_nfev:
+            return
+        with np.errstate(all="ignore"):
+            level = roundoff_level(field.rhs, t, np.asarray(y, dtype=float))
+        if level > ROUNDOFF_FACTOR * rtol:
+            raise _Stopped(far, f"at this pace it needs about {needed:,.0f} more, beyond "
+                                f"max_nfev = {max_nfev}, because the right-hand side is "
+                                f"rounding noise here: one-ulp changes of the state change "
+                                f"it by {level:.2g} of its size, far more than rtol = "
+                                f"{rtol:g}, so the step size cannot settle (a learning rate "
+                                "this large amplifies rounding error by its size); use rtol "
+                                f"= {_coarser(level)} or more, or a smaller learning rate")
 
     start = time.perf_counter()
     njev_before = field.njev
@@ -321,6 +406,9 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     except FloatingPointError as exc:
         raise SolveError(f"{what}: floating-point error in the right-hand side: {exc}",
                          failed()) from None
+    except _Stopped as exc:
+        raise SolveError(f"{what}: stopped at t = {exc.t:.6g} of t_end = {t_end:g} after "
+                         f"{calls['n']:,} right-hand sides: {exc.why}", failed()) from None
     except _BudgetExhausted as exc:
         advice = "method='Radau' or 'LSODA', " if method not in IMPLICIT else ""
         raise SolveError(

@@ -79,11 +79,56 @@ def _ready() -> bool:
     return True
 
 
-def _ignore_interrupt() -> None:
-    """Worker initializer: Ctrl-C is the parent's to handle (it stops the pool)."""
+#: Seconds between a worker's checks that its parent is still there (:func:`_worker_init`).
+WATCHDOG_SECONDS = 0.5
+
+#: ``prctl`` option of Linux: the signal a process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
+
+
+def _worker_init(parent: int) -> None:
+    """Worker initializer: die with the parent ``parent`` however it ends; ignore Ctrl-C.
+
+    Ctrl-C is the parent's to handle (it stops the pool). A parent killed with
+    SIGKILL (by a user, an OOM killer, a batch scheduler) cannot stop its
+    pool, and a worker left behind would wait for work for ever, holding the
+    caller's stdout and stderr open (``odeflow sweep ... | tee log`` would
+    never end). So on Linux the worker asks the kernel for SIGKILL when its
+    parent ends (``prctl(PR_SET_PDEATHSIG)``), and on any system a daemon
+    thread checks every :data:`WATCHDOG_SECONDS` that its parent is still
+    ``parent`` (an orphan is adopted by another process) and ends the worker
+    at once (``os._exit``) if not.
+    """
     import signal
+    import threading
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _parent_death_signal(signal.SIGKILL)
+    if os.getppid() != parent:  # the parent ended before the signal was asked for
+        os._exit(1)
+    threading.Thread(target=_watch_parent, args=(parent,), name="odeflow-watchdog",
+                     daemon=True).start()
+
+
+def _parent_death_signal(signum: int) -> bool:
+    """Ask Linux to send ``signum`` to this process when its parent ends; False elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return False  # pragma: no cover
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):  # pragma: no cover (no prctl: the watchdog still runs)
+        return False
+
+
+def _watch_parent(parent: int) -> None:
+    import time
+
+    while os.getppid() == parent:
+        time.sleep(WATCHDOG_SECONDS)
+    os._exit(1)
 
 
 class PointRunner:
@@ -177,6 +222,33 @@ class PointRunner:
             yield from _dask(self.client, plan_json, batches, work)
 
 
+def failure_cause(exc: BaseException) -> str | None:
+    """What failed, in a few words, when ``exc`` is a failure of the backend; else None.
+
+    A backend failure stops the whole sweep (:class:`~odeflow.errors.SweepStopped`),
+    unlike a point's own error, which :func:`compute_point` records: a
+    worker process that died (``BrokenProcessPool``: killed, out of memory, a
+    crash in native code), a dask worker that died running a task with no
+    retries left (``KilledWorker``), a dask scheduler gone or unreachable
+    (cancelled tasks, a closed connection), memory exhausted in the parent.
+    """
+    from concurrent.futures import CancelledError
+    from concurrent.futures.process import BrokenProcessPool
+
+    name = type(exc).__name__
+    if isinstance(exc, BrokenProcessPool):
+        return "a worker died"
+    if name == "KilledWorker":
+        return "a dask worker died and its task has no retries left (KilledWorker)"
+    if isinstance(exc, CancelledError) or name in ("CancelledError", "FutureCancelledError"):
+        return "the dask scheduler is gone (its tasks were cancelled)"
+    if name == "CommClosedError":
+        return "the connection to the dask scheduler was lost"
+    if isinstance(exc, MemoryError):
+        return "out of memory"
+    return None
+
+
 def auto_batch(points: int, threads: int) -> int:
     """The dask backend's default points per task for ``points`` points on ``threads``.
 
@@ -236,7 +308,7 @@ def _start_pool(workers: int):
     if method == "forkserver":  # pragma: no cover (not on Linux)
         context.set_forkserver_preload([__name__])
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                               initializer=_ignore_interrupt)
+                               initializer=_worker_init, initargs=(os.getpid(),))
     with warnings.catch_warnings():
         # Python >= 3.12 warns on any fork of a multi-threaded process; zarr's idle
         # event-loop thread is not used by the workers (see start_method)
@@ -261,12 +333,17 @@ def _connect(scheduler: str):
 
 
 def _dask(client, plan_json, batches, work):
+    from concurrent.futures import CancelledError
+
     from distributed import as_completed
 
     futures = client.map(compute_points, [plan_json] * len(work), work, pure=False)
     which = {f.key: i for i, f in enumerate(futures)}
     try:
         for future, results in as_completed(futures, with_results=True):
+            if future.status != "finished":  # cancelled (scheduler gone): its exception
+                raise results if isinstance(results, BaseException) else \
+                    CancelledError(f"task {future.status}")
             yield from _unbatch(batches[which[future.key]], results)
     finally:
         client.cancel(futures)

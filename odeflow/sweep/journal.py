@@ -8,8 +8,8 @@ record appended to ``STORE/odeflow_journal/points``, and the records are
 :data:`odeflow.sweep.store.FOLD_SECONDS` and when the sweep ends), after which
 the file is removed. ``odeflow_journal`` is an empty zarr group (so zarr and
 ``xarray.open_zarr`` read past it without a warning) that exists only while a
-sweep runs or after one was killed; it also holds the running sweep's lock
-file (:func:`odeflow.sweep.store.store_lock`).
+sweep runs or after one was killed (the running sweep locks the store folder
+itself: :func:`odeflow.sweep.store.store_lock`).
 
 A record is ``MAGIC | header length | payload length | crc32 | header | payload``:
 the header is JSON (the point's index, each array's name, dtype and shape, and
@@ -38,7 +38,7 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 
-#: The zarr group (a folder of the store) holding the journal and the lock file.
+#: The zarr group (a folder of the store) holding the journal.
 JOURNAL_GROUP = "odeflow_journal"
 
 #: The journal's file name in :data:`JOURNAL_GROUP`.
@@ -257,21 +257,21 @@ def journal_folder(store) -> Path:
     if not (folder / "zarr.json").exists():
         group = zarr.open_group(store, mode="r+").require_group(JOURNAL_GROUP)
         group.attrs["description"] = ("odeflow: finished points not yet written into the "
-                                      f"arrays ({JOURNAL_NAME}) and the running sweep's "
-                                      "lock; not data")
+                                      f"arrays ({JOURNAL_NAME}); not data")
     return folder
 
 
 def remove_journal_folder(store) -> None:
     """Remove the journal's group from ``store`` if it holds no journal.
 
-    Only the group's metadata and the lock file may be in it; anything else
-    (a journal, a file of unknown origin) keeps it.
+    Only the group's metadata and a lock file (of odeflow before the store
+    folder itself was locked) may be in it; anything else (a journal, a file of
+    unknown origin) keeps it.
     """
     folder = Path(store) / JOURNAL_GROUP
     try:
         names = set(os.listdir(folder))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # none, or damage the readers report
         return
     if not names <= {"zarr.json", "lock"}:
         return

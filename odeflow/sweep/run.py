@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 import warnings
@@ -9,15 +10,19 @@ from pathlib import Path
 
 import numpy as np
 
-from odeflow.errors import ValidationError
-from odeflow.sweep.backends import PointRunner
+from odeflow.errors import SweepStopped, ValidationError
+from odeflow.solver.solve import PROGRESS_LOG_SECONDS
+from odeflow.sweep.backends import PointRunner, failure_cause
+from odeflow.sweep.journal import journal_folder
 from odeflow.sweep.reading import check_spec_attrs, check_store_spec
-from odeflow.sweep.spec import make_spec
+from odeflow.sweep.spec import make_spec, memory_estimate
 from odeflow.sweep.store import (
     FORMATS,
     SweepArrays,
     check_store_target,
     chunk_encoding,
+    is_empty_folder,
+    is_store_folder,
     open_store,
     partial_path,
     remove_partial,
@@ -26,6 +31,10 @@ from odeflow.sweep.store import (
     write_netcdf,
 )
 from odeflow.training.common import check_count
+
+#: A sweep of this many points or more says so before its set-up (about 1.5 s per
+#: 100,000 points on the project's machine: the store, the list of pending points).
+ANNOUNCE_POINTS = 100_000
 
 
 def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
@@ -99,13 +108,26 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     ------
     ValidationError
         Naming the field: unknown parameters, empty lists, non-numeric values,
-        a store that exists (without ``resume``) or belongs to another sweep,
-        a damaged store (:func:`~odeflow.sweep.reading.read_store`),
+        a store that exists (without ``resume``), belongs to another sweep or is
+        being written by another sweep, a damaged store
+        (:func:`~odeflow.sweep.reading.read_store`),
         netCDF output without h5netcdf (``format``). Nothing is overwritten.
+        Before any set-up: more than :data:`~odeflow.sweep.spec.MAX_STEPS` steps a
+        point, too many tokens a step, a grid too large for this machine's memory
+        (:func:`~odeflow.sweep.spec.check_size`).
+    SweepStopped
+        The backend or the store failed (a worker died, a dask worker killed with
+        no retries left, the scheduler gone, the store cannot be written, memory
+        exhausted): the points stored so far stay; ``resume=True`` runs the rest.
     """
     start = time.perf_counter()
     requires_xarray()
-    spec = make_spec(task, grid, seeds, settings, data)
+    spec = make_spec(task, grid, seeds, settings, data)  # refuses what cannot run here
+    if spec.size >= ANNOUNCE_POINTS and progress is not False:
+        print(f"odeflow sweep: {spec.size:,} points, about "
+              f"{memory_estimate(spec) / 2**20:,.0f} MiB of outputs in memory; setting up "
+              "the store and the points before the first one runs", file=sys.stderr,
+              flush=True)
     batch = None if batch is None else check_count(batch, "batch")
     runner = PointRunner(backend, workers=workers, client=client, scheduler=scheduler)
     path, fmt = _store_path(store, format)
@@ -126,7 +148,8 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
                               "(--resume) to continue it or choose another path")
     with runner:  # workers start before the store is opened (see PointRunner)
-        ds, already, pending, batch = _run(spec, runner, path, progress, retry_failed, batch)
+        ds, already, pending, batch = _run(spec, runner, path, progress, retry_failed, batch,
+                                           resume)
     if fmt == "netcdf":
         write_netcdf(ds, target)
         remove_partial(target)
@@ -137,25 +160,42 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     return ds
 
 
-def _run(spec, runner, path, progress, retry_failed, batch):
-    """Open or create the store, run the pending points; ``(dataset, done, run, batch)``."""
+def _run(spec, runner, path, progress, retry_failed, batch, resume=False):
+    """Take, then open or create the store, run the pending points;
+    ``(dataset, done, run, batch)``."""
     arrays = SweepArrays(spec, path)
     if path is None:
         return _compute(arrays, runner, progress, retry_failed, batch)
-    existed = path.exists()
-    if existed:  # before the lock file is made in a folder of another kind or a damaged one
-        missing = check_store_spec(path, spec)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        arrays.create()
-    with store_lock(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with store_lock(path):  # the folder is made and locked before anything is written
+        existed = is_store_folder(path)
+        if existed and not resume:  # made by a sweep that ended since sweep() looked
+            raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
+                                  "(--resume) to continue it or choose another path")
+        missing = []
+        if existed or not is_empty_folder(path):
+            # a store of another sweep, a damaged store, a folder of other files
+            missing = check_store_spec(path, spec)
         try:
-            if existed:
-                add_missing_outputs(arrays, missing)
-                arrays.load()
-                arrays.fold()  # an empty journal before this run appends to it
+            try:
+                if not existed:
+                    arrays.create()
+                journal_folder(path)
+                if existed:
+                    add_missing_outputs(arrays, missing)
+                    arrays.load()
+                    arrays.fold()  # an empty journal before this run appends to it
+            except OSError as exc:  # disk full, file-size limit: before any point ran
+                if not existed:  # a store cut short: none, so that --resume makes it anew
+                    shutil.rmtree(path, ignore_errors=True)
+                stored = int(np.count_nonzero(arrays.values["computed"] > 0))
+                raise SweepStopped(_write_cause(exc), stored, spec.size, str(path)) from exc
             result = _compute(arrays, runner, progress, retry_failed, batch)
-            arrays.fold()
+            try:
+                arrays.fold()
+            except OSError as exc:  # the journal keeps every point: nothing is lost
+                stored = int(np.count_nonzero(arrays.values["computed"] > 0))
+                raise SweepStopped(_write_cause(exc), stored, spec.size, str(path)) from exc
             result[0].attrs["journal_skipped"] = list(arrays.skipped)
         finally:
             arrays.close()  # after a failure the journal keeps its points for --resume
@@ -174,15 +214,32 @@ def _compute(arrays, runner, progress, retry_failed, batch):
     pending = [(index, values) for index, values in spec.points() if pending_mask[index]]
     batch = runner.batch_size(len(pending), batch)
     bar = _bar(len(pending), progress)
+    stored = int(np.count_nonzero(computed > 0))
+    where = None if arrays.path is None else str(arrays.path)
     try:
         for index, outputs in runner.run(plan, pending, batch):
-            arrays.write(index, outputs)
+            new = bool(arrays.values["computed"][index] == 0)
+            try:
+                arrays.write(index, outputs)
+            except OSError as exc:  # disk full, file-size limit, store removed, ...
+                raise SweepStopped(_write_cause(exc), stored, spec.size, where) from exc
+            stored += new
             if bar is not None:
                 bar.update()
+    except (Exception, MemoryError) as exc:
+        cause = failure_cause(exc)
+        if cause is None:
+            raise
+        raise SweepStopped(cause, stored, spec.size, where) from exc
     finally:
         if bar is not None:
             bar.close()
     return arrays.dataset(), already, len(pending), batch
+
+
+def _write_cause(exc: OSError) -> str:
+    """What :class:`SweepStopped` says of a store that cannot be written."""
+    return f"cannot write the store ({exc.strerror or exc})"
 
 
 def requires_netcdf() -> None:
@@ -236,10 +293,33 @@ def _store_path(store, fmt):
 
 
 def _bar(total: int, enabled: bool | None):
-    if enabled is None:
-        enabled = sys.stderr.isatty()
-    if not enabled or total == 0:
+    """Progress over ``total`` points: a bar on a terminal; off a terminal (``enabled``
+    None: logs, pipes) a line every :data:`~odeflow.solver.solve.PROGRESS_LOG_SECONDS`."""
+    if total == 0 or enabled is False:
         return None
+    if enabled is None and not sys.stderr.isatty():
+        return _ProgressLines(total)
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc="sweep", unit="point")
+
+
+class _ProgressLines:
+    """Progress of a sweep off a terminal: ``odeflow sweep: K of N points, T s`` on stderr
+    every :data:`~odeflow.solver.solve.PROGRESS_LOG_SECONDS` (a short sweep says nothing)."""
+
+    def __init__(self, total: int):
+        self.total, self.done = total, 0
+        self.start = time.monotonic()
+        self.next_line = self.start + PROGRESS_LOG_SECONDS
+
+    def update(self, n: int = 1) -> None:
+        self.done += n
+        now = time.monotonic()
+        if now >= self.next_line:
+            self.next_line = now + PROGRESS_LOG_SECONDS
+            print(f"odeflow sweep: {self.done:,} of {self.total:,} points, "
+                  f"{now - self.start:.0f} s", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        pass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +18,7 @@ import numpy as np
 
 from odeflow.data import DEFAULT_PRESET, PRESETS, DataModel
 from odeflow.errors import ValidationError
+from odeflow.sweep.outputs import VARIABLES
 from odeflow.sweep.tasks import TASKS, TaskKind, task_kind, time_grid
 from odeflow.training.common import check_seed
 
@@ -25,6 +27,19 @@ DATA_KEYS = ("task", "preset")
 
 #: Version of the spec written into stores.
 SPEC_FORMAT = "odeflow-sweep/1"
+
+#: Most training steps of one point of a run task (the cap of ``odeflow reproduce``):
+#: a typo such as ``steps = [1000000000000]`` is refused, not run for days.
+MAX_STEPS = 100_000
+#: Most tokens one training step may draw (``batch_size x seq_len``; 128 x 128 by
+#: default): 10 million tokens are 80 MB a step, a typo such as
+#: ``batch_size = 1000000000`` is refused before anything runs (it took 44 s to fail).
+MAX_BATCH_TOKENS = 10**7
+#: Share of this machine's memory the outputs of a sweep may take (they are all held
+#: in memory, and a sweep's set-up builds them before the first point runs).
+MEMORY_SHARE = 0.5
+#: Bytes a point costs in memory beside its outputs (its parameter values while pending).
+POINT_OVERHEAD = 1000
 
 
 @dataclass(frozen=True)
@@ -188,6 +203,7 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     times = time_grid(kinds[0].family, largest)
     object.__setattr__(spec, "times", [float(t) for t in times])
     spec.data_models  # noqa: B018 (build every data model now: a bad preset fails here)
+    check_size(spec)
     return spec
 
 
@@ -207,6 +223,53 @@ def _check_storable(grid: dict, seeds, settings: dict) -> None:
         if isinstance(value, int) and not INT64_RANGE[0] <= value <= INT64_RANGE[1]:
             raise ValidationError(name, f"is {value:.4g}, beyond the 64-bit integers a "
                                   "store holds")
+
+
+def memory_estimate(spec: SweepSpec) -> int:
+    """Bytes a sweep of ``spec`` holds in memory: its outputs (twice: the arrays and the
+    dataset made of them) and :data:`POINT_OVERHEAD` a point."""
+    sizes = {"class": spec.num_classes, "token": spec.vocab_size, "time": len(spec.times)}
+    per_point = sum(8 * int(np.prod([sizes[d] for d in dims], dtype=np.int64))
+                    for dims, _ in VARIABLES.values())
+    return spec.size * (2 * per_point + POINT_OVERHEAD)
+
+
+def machine_memory() -> int | None:
+    """Bytes of physical memory of this machine (``None`` where the system cannot say)."""
+    try:
+        return int(os.sysconf("SC_PHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover (not on Linux)
+        return None
+
+
+def check_size(spec: SweepSpec) -> None:
+    """Refuse, naming the key, a sweep whose points or size cannot be run here.
+
+    A run task's ``steps`` above :data:`MAX_STEPS`; ``batch_size x seq_len`` above
+    :data:`MAX_BATCH_TOKENS`; a grid whose outputs (:func:`memory_estimate`) exceed
+    :data:`MEMORY_SHARE` of this machine's memory.
+    """
+    for name in ("steps", "batch_size"):
+        if name not in spec.grid and name not in spec.settings:
+            continue
+        field = f"grid.{name}" if name in spec.grid else f"settings.{name}"
+        largest = max(spec.grid.get(name, [spec.settings.get(name)]))
+        if name == "steps" and largest > MAX_STEPS:
+            raise ValidationError(field, f"must be <= {MAX_STEPS:,} training steps a point "
+                                  f"(the cap of odeflow reproduce), got {largest:,}")
+        if name == "batch_size":
+            seq_len = max(spec.grid.get("seq_len", [spec.settings.get("seq_len", 1)]))
+            if largest * seq_len > MAX_BATCH_TOKENS:
+                raise ValidationError(field, f"batch_size x seq_len = {largest:,} x "
+                                      f"{seq_len:,} tokens a step exceeds "
+                                      f"{MAX_BATCH_TOKENS:,}; use a smaller batch")
+    need, have = memory_estimate(spec), machine_memory()
+    if have is not None and need > MEMORY_SHARE * have:
+        shape = " x ".join(f"{len(v):,}" for v in spec.coords.values())
+        raise ValidationError("grid", f"{shape} = {spec.size:,} points would hold about "
+                              f"{need / 2**30:.1f} GiB of outputs in memory, more than "
+                              f"{MEMORY_SHARE:.0%} of this machine's {have / 2**30:.1f} GiB; "
+                              "sweep fewer points (or split the grid into several sweeps)")
 
 
 def _task_kinds(task, grid) -> list[TaskKind]:

@@ -37,7 +37,7 @@ import numpy as np
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write, writable_folder, writable_target
 from odeflow.sweep.integrity import compressors, layout, refuse, update_computed, write_record
-from odeflow.sweep.journal import Journal, journal_folder, remove_journal_folder
+from odeflow.sweep.journal import Journal, remove_journal_folder
 from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
 from odeflow.sweep.reading import SPEC_ATTR, StaleComputed, read_store
 from odeflow.sweep.spec import SweepSpec
@@ -50,9 +50,6 @@ CHUNK_BYTES = 1 << 20
 
 #: Seconds between folds of the journal into the zarr arrays while a sweep runs.
 FOLD_SECONDS = 30.0
-
-#: The lock file a running sweep holds (in the journal's group).
-LOCK_NAME = "lock"
 
 #: Bytes assumed per error message when sizing the ``error`` chunks.
 _STR_BYTES = 64
@@ -249,13 +246,18 @@ def chunk_encoding(ds, n: int, names) -> dict:
 
 @contextlib.contextmanager
 def store_lock(path: Path):
-    """Hold the store folder ``path`` for one sweep; a second sweep on it is refused.
+    """Take the store folder ``path`` for one sweep before anything is written in it.
 
-    An advisory lock (``fcntl.flock``) on the lock file of the journal's group
-    (:data:`odeflow.sweep.journal.JOURNAL_GROUP`); the system drops it when
-    the process ends, however it ends, so a killed sweep leaves nothing to
-    clean before ``--resume``. At the end the group is removed unless it
-    still holds a journal. Without ``fcntl`` (Windows) the store is not locked.
+    The folder is made if missing (with its parents) and locked at once
+    (``fcntl.flock`` on the folder itself): taking a store is one step, so of
+    two sweeps started on one path at any moment one holds it and the other
+    gets a :class:`ValidationError` naming ``store``, before either decides
+    whether to create or resume it (see :func:`odeflow.sweep.run.sweep`). The
+    system drops the lock when the process ends, however it ends, so a killed
+    sweep leaves nothing to clean before ``--resume``. At the end the
+    journal's group is removed unless it still holds a journal, and the folder
+    if it is still empty (a sweep refused before it made the store). Without
+    ``fcntl`` (Windows) the store is not locked.
     """
     try:
         import fcntl
@@ -263,16 +265,22 @@ def store_lock(path: Path):
         yield
         return
     while True:
-        lock = journal_folder(path) / LOCK_NAME
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            os.makedirs(path, exist_ok=True)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+        except FileNotFoundError:  # removed meanwhile by a sweep refused on it: again
+            continue
+        except OSError as exc:
+            raise ValidationError("store", f"cannot create the zarr store {str(path)!r}: "
+                                  f"{exc.strerror or exc}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
             raise ValidationError("store", f"{str(path)!r} is being written by another "
                                   "sweep; wait for it to end or choose another path") from None
-        try:  # the file locked must still be the lock file (not one removed meanwhile)
-            if os.stat(lock).st_ino == os.fstat(fd).st_ino:
+        try:  # the folder locked must still be the store folder (not one removed meanwhile)
+            if os.stat(path).st_ino == os.fstat(fd).st_ino:
                 break
         except FileNotFoundError:
             pass
@@ -282,8 +290,23 @@ def store_lock(path: Path):
     finally:
         try:
             remove_journal_folder(path)
+            with contextlib.suppress(OSError):  # not empty: the store (or another's files)
+                os.rmdir(path)
         finally:
             os.close(fd)
+
+
+def is_store_folder(path: Path) -> bool:
+    """Whether the folder ``path`` holds a zarr group (any kind of store: checked later)."""
+    return (Path(path) / "zarr.json").exists() or (Path(path) / ".zgroup").exists()
+
+
+def is_empty_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder with nothing in it (a store can be made there)."""
+    try:
+        return not os.listdir(path)
+    except OSError:
+        return False
 
 
 def _attr(value):

@@ -1,0 +1,75 @@
+"""Solves that cannot get on stop early and say why (issue: process faults, crawling solves).
+
+A horizon LSODA cannot resolve is refused before the solve; a solve whose ``t``
+stops moving, or whose field is rounding noise beyond ``rtol`` and whose pace
+would exhaust the budget, stops with a :class:`SolveError` naming the cause;
+progress lines off a terminal show ``t``, the step size and the rate.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+
+import odeflow
+from odeflow.errors import SolveError
+from tests.cli_helpers import cli, one_error_line
+
+solve_module = importlib.import_module("odeflow.solver.solve")
+
+
+@pytest.fixture(scope="module")
+def data():
+    return odeflow.DataModel.preset("syn-small")
+
+
+def test_lsoda_refuses_a_span_below_what_it_resolves(data, capsys):
+    with pytest.raises(SolveError, match="below what LSODA resolves") as info:
+        odeflow.solve(data, t_span=(0.0, 1e-300), method="LSODA", progress=False)
+    assert info.value.stats["nfev"] == 0  # refused before any step
+    code, _, err = cli(capsys, "run", "--t-end", "1e-300", "--rows", "0", "--no-progress")
+    assert code == 3 and "method='Radau', 'BDF' or 'RK45'" in one_error_line(err)
+    # the methods that resolve it still do
+    traj = odeflow.solve(data, t_span=(0.0, 1e-300), method="BDF", progress=False)
+    assert traj.success and traj.t[-1] == 1e-300
+
+
+def test_a_solve_whose_t_stops_moving_stops_early(data, monkeypatch):
+    monkeypatch.setattr(solve_module, "LSODA_MIN_SPAN", 0.0)  # let LSODA try: it stalls at 0
+    with pytest.raises(SolveError, match=r"stopped at t = 0 .*t advanced by less than") as info:
+        odeflow.solve(data, t_span=(0.0, 1e-300), method="LSODA", progress=False)
+    assert info.value.stats["nfev"] <= solve_module.STALL_CALLS  # not the 100,000 of max_nfev
+
+
+def test_a_field_of_rounding_noise_stops_and_names_the_cause(data):
+    """eta_z = 1e12: the field's rounding error is far above rtol and the step size
+    cannot settle (100,000 evaluations in 388 s before); it stops at the first check."""
+    with pytest.raises(SolveError, match=r"rounding noise here.*use rtol = 1e-\d+ or more") \
+            as info:
+        odeflow.solve(data, eta_z=1e12, t_span=(0.0, 10.0), progress=False, max_nfev=5000)
+    assert info.value.stats["nfev"] <= solve_module.STALL_CALLS
+    assert "max_nfev = 5000" in str(info.value)
+
+
+def test_a_stiff_but_resolved_solve_is_not_stopped(data):
+    traj = odeflow.solve(data, eta_z=1e10, t_span=(0.0, 10.0), progress=False)
+    assert traj.success and traj.stats["nfev"] > solve_module.STALL_CALLS  # it was checked
+
+
+def test_roundoff_level_of_a_well_conditioned_field_is_about_eps():
+    def rhs(t, y):
+        return -y
+
+    level = solve_module.roundoff_level(rhs, 0.0, np.linspace(1.0, 2.0, 5))
+    assert 0 < level < 10 * np.finfo(float).eps
+    assert solve_module.roundoff_level(rhs, 0.0, np.zeros(3)) == 0.0
+
+
+def test_progress_lines_show_t_the_step_and_the_rate(data, monkeypatch, capsys):
+    monkeypatch.setattr(solve_module, "PROGRESS_LOG_SECONDS", 0.0)
+    odeflow.solve(data, t_span=(0.0, 10.0), progress=None)  # stderr is no terminal here
+    lines = capsys.readouterr().err.splitlines()
+    assert lines and all(" step " in line and "/s)" in line for line in lines)
+    assert "t = " in lines[-1]
