@@ -21,6 +21,7 @@ Wall times depend on the machine's load; CPU times less so; nfev not at all.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -78,6 +79,8 @@ def per_kernel_losses(field, y) -> np.ndarray:
 def main(quick: bool, n_pi=None) -> None:
     data = paper(n_pi)
     print(f"ih-paper: {data!r}")
+    print("load average (1, 5, 15 min): " + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+          + f" on {os.cpu_count()} CPUs (wall times grow with it; CPU times much less)")
     print("\n## right-hand side, ih-paper (ms: wall min / wall median / CPU min, of 30)")
     for label, field in (("population nll", PopulationFlow(data)),
                          ("population code", PopulationFlow(data, loss="code")),
@@ -118,6 +121,7 @@ def main(quick: bool, n_pi=None) -> None:
               f"a(1e4) {traj.a[-1]:.4f} loss {traj.loss[-1]:.5f} top {top} p_S {p:.6f}")
         ends[method] = traj
 
+    print("\nload average now: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     print("\n## N_pi: loss at fixed parameters, nested samples (seed of ih-paper)")
     reference = ends.get("BDF") or next(iter(ends.values()))
     states = {"init": reference.y[:, 0], "t=1e2": reference.y[:, np.searchsorted(

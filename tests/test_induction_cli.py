@@ -60,3 +60,20 @@ def test_run_budget_exhausted_exits_3(capsys, tmp_path):
     code, _, err = cli(capsys, "run", "--preset", "ih-point", "--t-end", "1e4",
                        "--max-nfev", "5", "--out", tmp_path / "x.npz", "--no-progress")
     assert code == 3 and "max_nfev" in err
+
+
+def test_run_stages(capsys, tmp_path):
+    out = tmp_path / "s.npz"
+    code, _, err = cli(capsys, "run", "--preset", "ih-point", "--stages", "5,2",
+                       "--t-end", "20", "--out", out, "--rows", "0", "--no-progress")
+    assert code == 0, err
+    traj = InductionTrajectory.load(out)
+    spans = [stage["t_span"] for stage in traj.meta["schedule"]]
+    assert spans == [[0.0, 5.0], [5.0, 7.0], [7.0, 20.0]]
+    moved = traj.t <= 5.0                       # stage 1: c alone, a frozen at a0
+    np.testing.assert_array_equal(traj.a[moved], traj.a[0])
+    assert traj.a[-1] > traj.a[0] and traj.t[-1] == 20.0
+    for bad in ("5", "5,x", "15,10", "-1,2"):
+        code, _, err = cli(capsys, "run", "--preset", "ih-point", f"--stages={bad}",
+                           "--t-end", "20", "--out", out, "--no-progress")
+        assert code == 2 and "--stages" in one_error_line(err)

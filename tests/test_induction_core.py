@@ -179,3 +179,20 @@ def test_solve_routes_a_schedule_to_solve_schedule():
         with pytest.raises(ValidationError) as info:
             odeflow.solve(data, schedule=schedule, **options)
         assert info.value.field == field
+
+
+def test_gradient_with_zero_probability_windows():
+    """A kernel with zeros: context (0, 0) is transient, so windows of probability 0 and
+    next tokens of probability 0 occur; repeated calls (the field reuses work arrays)
+    still give the central-difference gradient."""
+    kernel = [[0.9, 0.1], [0.0, 1.0], [0.5, 0.5], [0.3, 0.7]]
+    data = InductionData(2, 3, 2, 2, kernel)
+    assert np.any(data.window_laws() == 0)
+    rng = np.random.default_rng(11)
+    for loss in ("nll", "code"):
+        field = PopulationFlow(data, loss=loss)
+        for _ in range(3):
+            y = field.initial_state() + rng.normal(size=field.size)
+            fd = numeric_gradient(field.loss, y)
+            np.testing.assert_allclose(field.gradient(y), fd, rtol=1e-6,
+                                       atol=1e-8 * np.max(np.abs(fd)))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
+from odeflow.errors import ValidationError
 from odeflow.fields import family_of
 from odeflow.io import writable_target
 from odeflow.numerics import normalised_features
@@ -25,6 +26,10 @@ def register(sub) -> None:
     p.add_argument("--loss", default=None, choices=["nll", "code"],
                    help="induction heads: the loss (nll: -log y of the target; code: the "
                         "training code's cross-entropy of y as logits); default nll")
+    p.add_argument("--stages", metavar="T_C,T_W", default=None,
+                   help="induction heads: the authors' staged run, c alone for T_C, then w "
+                        "alone (rate 1e5) for T_W, then a alone until --t-end (default: every "
+                        "group jointly at rate 1)")
     p.add_argument("--method", default=None, choices=["auto", *METHODS],
                    help="solve_ivp method (auto)")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-8)")
@@ -104,6 +109,21 @@ def snap_table(result, rows: int = 8) -> str:
     return "\n".join(lines)
 
 
+def staged_schedule(text: str, t_end: float):
+    """``--stages T_C,T_W``: the induction heads' staged schedule ``c -> w -> a``
+    (:meth:`odeflow.fields.induction.Schedule.staged`) ending at ``t_end``."""
+    from odeflow.fields.induction import Schedule
+
+    try:
+        t_c, t_w = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValidationError("stages", f"must be two durations T_C,T_W, got {text!r}") from None
+    if not (t_c > 0 and t_w > 0 and t_c + t_w < t_end):
+        raise ValidationError("stages", f"durations must be > 0 and end before --t-end = "
+                              f"{t_end:g} (the a stage runs the rest), got {text!r}")
+    return Schedule.staged(t_c, t_w, t_end - t_c - t_w)
+
+
 def run(args) -> int:
     rows = check_rows(args.rows)
     data, options, label = resolve(args, {"flow": None, "method": "auto",
@@ -119,6 +139,8 @@ def run(args) -> int:
                 if key in family.defaults or getattr(args, key) is not None}
     if args.loss is not None:
         settings["loss"] = args.loss
+    if args.stages is not None:
+        settings["schedule"] = staged_schedule(args.stages, options["t_end"])
     out = args.out or f"results/{label}-{flow}.npz"
     writable_target(out, "out")  # a target that can never be written is refused before solving
     traj = solve(data, flow=flow, t_span=(0.0, options["t_end"]), method=options["method"],
@@ -128,11 +150,14 @@ def run(args) -> int:
     path = traj.save(out, field="out")
     s = traj.stats
     shown = "".join(f", {k}={v:g}" if isinstance(v, float) else f", {k}={v}"
-                    for k, v in settings.items())
+                    for k, v in settings.items() if k != "schedule")
+    if args.stages is not None:
+        t_c, t_w = args.stages.split(",")
+        shown += f", staged: c for {t_c}, w for {t_w}, a to t_end"
     print(f"odeflow run: {label}, flow={flow}{shown}, t in [0, {options['t_end']:g}]")
     print(f"  data: {data!r}")
     print(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} njev={s['njev']} "
-          f"nlu={s['nlu']} wall={s['wall_time']:.3f}s ({s['message']})")
+          f"nlu={s['nlu']} wall={s['wall_time']:.3f}s ({s.get('message', '')})")
     print(f"saved {path}")
     if rows == 0:
         return 0

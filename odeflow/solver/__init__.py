@@ -1,18 +1,16 @@
 """The solve entry point: :func:`solve` wraps :func:`scipy.integrate.solve_ivp`.
 
 - :mod:`odeflow.solver.solve`: :func:`solve`, :func:`solve_batch` (many
-  learning-rate points as one state), method choice, output grid.
+  learning-rate points as one state), :func:`solve_schedule` (training stages one
+  after the other), method choice, output grid.
 - :mod:`odeflow.solver.events`: ready events (:func:`snap_transition`,
   :func:`margin_crossover`) bound to the chosen level's field.
 - :mod:`odeflow.solver.snap`: :func:`solve_snap`, keyword front door to the
   Sec. 6 system.
-- :mod:`odeflow.solver.schedule`: :func:`solve_schedule`, the stages of a training
-  schedule solved one after the other (induction heads, spec section 10).
 """
 
 from odeflow.solver import events
 from odeflow.solver.events import FieldEvent, margin_crossover, snap_transition
-from odeflow.solver.schedule import solve_schedule
 from odeflow.solver.snap import solve_snap
 from odeflow.solver.solve import (
     DENSE_JACOBIAN_LIMIT,
@@ -26,6 +24,7 @@ from odeflow.solver.solve import (
     jacobian_options,
     solve,
     solve_batch,
+    solve_schedule,
 )
 
 __all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "FieldEvent", "IMPLICIT",

@@ -67,6 +67,14 @@ class WindowLaws:
         self.joint3 = self.joint.reshape(W, N, d)
         self.positive = self.joint3 > 0
         self.seen = self.marginal > 0
+        # work arrays reused by every call (fresh arrays of this size cost page faults:
+        # about a third of a right-hand side on ih-paper); zero where P = 0, never written
+        self.num = np.empty((W, N * d))
+        self.work = np.zeros((W, N, d))
+        self.back = np.zeros((W, N, d))
+        self.weights = np.empty((W, W))
+        self.pulled = np.empty((W, W))
+        self.zero = np.flatnonzero(~self.positive)      # entries with P = 0 (usually none)
 
 
 def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll",
@@ -94,20 +102,25 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
         ``d loss / d a``.
     """
     N, W, d = laws.count, laws.windows, laws.vocab
-    logits = a * kernel
-    shifted = logits - logits.max(axis=0, keepdims=True)       # log-space per query column
-    weights = np.exp(shifted)                                   # (z, z_q), max 1 per column
-    num = (weights.T @ laws.joint).reshape(W, N, d)              # (z_q, N, d)
-    den = num.sum(axis=2)                                        # sum_z mu(z) e^{aK}
+    weights = np.multiply(kernel, a, out=laws.weights)
+    weights -= weights.max(axis=0, keepdims=True)               # log-space per query column
+    np.exp(weights, out=weights)                                # (z, z_q), max 1 per column
+    num = np.matmul(weights.T, laws.joint, out=laws.num).reshape(W, N, d)  # (z_q, N, d)
+    den = num[:, :, 0].copy()                                   # sum_z mu(z) e^{aK}
+    for e in range(1, d):
+        den += num[:, :, e]
     P, mu = laws.joint3, laws.marginal
     safe_den = np.where(laws.seen, den, 1.0)
     if loss == "nll":
-        safe_num = np.where(laws.positive, num, 1.0)
-        value = (-np.sum(P * np.log(safe_num)) + np.sum(mu * np.log(safe_den))) / N
+        logs = np.log(num, out=laws.work, where=laws.positive)  # 0 where P = 0
+        value = (-np.vdot(P, logs) + np.sum(mu * np.log(safe_den))) / N
         if not gradient:
             return float(value), None, None
-        d_num = np.where(laws.positive, -P / safe_num, 0.0) / N
-        d_den = np.where(laws.seen, mu / safe_den, 0.0) / N
+        back = np.divide(P, num, out=laws.back, where=laws.positive)   # P / num
+        back.ravel()[laws.zero] = 0.0                                   # 0 where P = 0
+        ratio = np.where(laws.seen, mu / safe_den, 0.0)
+        np.subtract(ratio[:, :, None], back, out=back)          # d/d num_e + d/d den, times N
+        back /= N
     else:
         y = num / safe_den[:, :, None]     # a distribution: entries in [0, 1], exp is safe
         expo = np.exp(y)
@@ -116,17 +129,20 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
         if not gradient:
             return float(value), None, None
         d_y = (-P + mu[:, :, None] * (expo / total[:, :, None])) / N
-        d_num = d_y / safe_den[:, :, None]
         d_den = np.where(laws.seen, -np.sum(d_y * y, axis=2) / safe_den, 0.0)
+        back = np.divide(d_y, safe_den[:, :, None], out=laws.back)
+        back += d_den[:, :, None]
     # den = sum_e num_e, so d/d num_e absorbs d/d den: one product back, like the one forward
-    back = (d_num + d_den[:, :, None]).reshape(W, N * d)          # (z_q, N d)
-    d_logits = (laws.joint @ back.T) * weights                   # (z, z_q)
-    return float(value), a * d_logits, float(np.sum(d_logits * kernel))
+    d_logits = np.matmul(laws.joint, back.reshape(W, N * d).T, out=laws.pulled)
+    d_logits *= weights                                          # (z, z_q)
+    return float(value), a * d_logits, float(np.vdot(d_logits, kernel))
 
 
-def subset_products(grams: np.ndarray, subsets) -> np.ndarray:
-    """``prod_{h in S} G_h`` for every subset (the empty product is 1): (#S, W, W)."""
-    out = np.empty((len(subsets),) + grams.shape[1:])
+def subset_products(grams: np.ndarray, subsets, out=None) -> np.ndarray:
+    """``prod_{h in S} G_h`` for every subset (the empty product is 1): (#S, W, W)
+    (written into ``out`` when given)."""
+    if out is None:
+        out = np.empty((len(subsets),) + grams.shape[1:])
     for i, s in enumerate(subsets):
         out[i] = 1.0
         for h in s:
@@ -134,22 +150,30 @@ def subset_products(grams: np.ndarray, subsets) -> np.ndarray:
     return out
 
 
-def selector_gradient(d_kernel, grams, products, subsets, p, with_grams: bool = True):
+def selector_gradient(d_kernel, grams, products, subsets, p, with_grams: bool = True,
+                      out=None):
     """Chain rule from ``d loss / d K`` to ``d loss / d p_S`` and ``d loss / d G_h``.
 
-    ``K = sum_S p_S prod_{h in S} G_h``. Returns ``(d_p (#S,), d_grams (H, W, W) or None)``.
+    ``K = sum_S p_S prod_{h in S} G_h``. Returns ``(d_p (#S,), d_grams (H, W, W) or None)``
+    (``d_grams`` written into ``out`` when given).
     """
     d_p = products.reshape(len(subsets), -1) @ d_kernel.ravel()
     if not with_grams:
         return d_p, None
-    d_grams = np.zeros_like(grams)
+    d_grams = np.zeros_like(grams) if out is None else out
+    d_grams[...] = 0.0
     for i, s in enumerate(subsets):
         for h in s:
-            rest = p[i]
-            for g in s:
-                if g != h:
-                    rest = rest * grams[g - 1]
-            d_grams[h - 1] += rest
+            others = [g for g in s if g != h]
+            if not others:
+                d_grams[h - 1] += p[i]
+            elif len(others) == 1:
+                d_grams[h - 1] += p[i] * grams[others[0] - 1]
+            else:
+                rest = p[i] * grams[others[0] - 1]
+                for g in others[1:]:
+                    rest *= grams[g - 1]
+                d_grams[h - 1] += rest
     d_grams *= d_kernel[None]
     return d_p, d_grams
 
@@ -183,6 +207,10 @@ class PopulationFlow(InductionField):
         W = self.windows.windows
         digits = np.arange(W)[:, None] // d ** np.arange(2 * H - 2, -1, -1)[None, :] % d
         # onehot[h-1, j, z, :] = e_{z_{h+j}}: the token head h reads at its j-th offset
+        # work arrays reused by every call (see WindowLaws)
+        self._grams = np.empty((H, W, W))
+        self._d_grams = np.empty((H, W, W))
+        self._products = np.empty((len(self.subsets), W, W))
         self.onehot = np.zeros((H, H, W, d))
         for h in range(H):
             for j in range(H):
@@ -200,14 +228,16 @@ class PopulationFlow(InductionField):
         c, w, a = parts["c"], parts["w"], parts["a"]
         p = c * c / np.dot(c, c)
         s, _, norm, vhat = self.features(w)
-        grams = vhat @ vhat.transpose(0, 2, 1)
-        products = subset_products(grams, self.subsets)
+        grams = np.matmul(vhat, vhat.transpose(0, 2, 1), out=self._grams)
+        products = subset_products(grams, self.subsets, out=self._products)
         kernel = np.tensordot(p, products, axes=1)
         value, d_kernel, d_a = window_loss(self.windows, kernel, a, self.loss_name, gradient)
         if not gradient:
             return value, None
-        d_p, d_grams = selector_gradient(d_kernel, grams, products, self.subsets, p)
-        d_vhat = (d_grams + d_grams.transpose(0, 2, 1)) @ vhat
+        d_p, d_grams = selector_gradient(d_kernel, grams, products, self.subsets, p,
+                                         out=self._d_grams)
+        d_grams += d_grams.transpose(0, 2, 1).copy()
+        d_vhat = d_grams @ vhat
         d_v = (d_vhat - vhat * np.sum(vhat * d_vhat, axis=2, keepdims=True)) / norm
         d_s = np.einsum("hzd,hjzd->hj", d_v, self.onehot, optimize=True)
         d_w = s * (d_s - np.sum(s * d_s, axis=1, keepdims=True))
