@@ -350,7 +350,8 @@ class EmpiricalInduction:
         self._onehot = (digits[:, :, None] == np.arange(d)).astype(float)     # (T, H, d)
         self._members = np.array([[h in s for h in range(1, H + 1)] for s in self.subsets])
         k = self.keys
-        self._pair = k.codes * T + k.query[k.seq]                               # (E, H)
+        self._pair = np.ascontiguousarray((k.codes * T + k.query[k.seq]).T)     # (H, E)
+        self._flat = k.seq * d + k.value                                        # (E,)
         self._match = k.value == k.target[k.seq]
         self.unseen_targets = int(self.count - np.unique(k.seq[self._match]).size)
 
@@ -426,19 +427,26 @@ class EmpiricalInduction:
         p = c * c / U
         s, unit, norm, cos_table = self._tables(w)
         T = cos_table.shape[1]
-        cos = np.stack([cos_table[h].ravel()[self._pair[:, h]] for h in range(H)], axis=1)
-        prods = np.ones((cos.shape[0], len(self.subsets)))
+        cos = np.empty(self._pair.shape)                      # (H, E)
+        for h in range(H):
+            np.take(cos_table[h].ravel(), self._pair[h], out=cos[h])
+        prods = np.empty((len(self.subsets), cos.shape[1]))  # (#S, E)
         for i, members in enumerate(self._members):
-            for h in np.flatnonzero(members):
-                prods[:, i] *= cos[:, h]
-        K = prods @ p
+            heads_in = np.flatnonzero(members)
+            if heads_in.size == 0:
+                prods[i] = 1.0
+            else:
+                prods[i] = cos[heads_in[0]]
+                for h in heads_in[1:]:
+                    prods[i] *= cos[h]
+        K = p @ prods
         u = a * K + k.log_count
         peak = np.maximum.reduceat(u, k.starts)
         ex = np.exp(u - peak[k.seq])
         Z = np.add.reduceat(ex, k.starts)
         alpha = ex / Z[k.seq]
         log_z = np.log(Z) + peak                              # log sum_l exp(a K_l)
-        y = np.bincount(k.seq * d + k.value, weights=alpha, minlength=N * d).reshape(N, d)
+        y = np.bincount(self._flat, weights=alpha, minlength=N * d).reshape(N, d)
         return dict(c=c, w=w, a=a, U=U, p=p, s=s, unit=unit, norm=norm, cos_table=cos_table,
                     T=T, cos=cos, prods=prods, K=K, u=u, alpha=alpha, y=y, log_z=log_z)
 
@@ -472,29 +480,32 @@ class EmpiricalInduction:
             r = np.exp(y - lse[:, None])
             r[rows, k.target] -= 1.0                          # d loss_n / d y
             ry = (r * y).sum(axis=1)
-            g = alpha * (r[k.seq, k.value] - ry[k.seq])
+            g = alpha * (r.ravel()[self._flat] - ry[k.seq])
         g = g / N
         a, p, c, U = f["a"], f["p"], f["c"], f["U"]
         grad_a = float(g @ f["K"])
         dK = a * g
-        grad_p = dK @ f["prods"]
+        grad_p = f["prods"] @ dK
         grad_c = 2.0 * c / U * (grad_p - p @ grad_p)
         # d loss / d cos_h(e): sum over subsets containing h of p_S * the other factors
         cos = f["cos"]
-        dcos = np.zeros_like(cos)
+        dcos = np.zeros_like(cos)                             # (H, E)
         for i, members in enumerate(self._members):
             heads_in = np.flatnonzero(members)
             for h in heads_in:
-                others = np.full(cos.shape[0], p[i])
-                for h2 in heads_in:
-                    if h2 != h:
-                        others = others * cos[:, h2]
-                dcos[:, h] += others
-        dcos *= dK[:, None]
+                others = [h2 for h2 in heads_in if h2 != h]
+                if not others:
+                    dcos[h] += p[i]
+                    continue
+                term = p[i] * cos[others[0]]
+                for h2 in others[1:]:
+                    term *= cos[h2]
+                dcos[h] += term
+        dcos *= dK
         T = f["T"]
         grad_w = np.empty((H, H))
         for h in range(H):
-            gc = np.bincount(self._pair[:, h], weights=dcos[:, h],
+            gc = np.bincount(self._pair[h], weights=dcos[h],
                              minlength=T * T).reshape(T, T)
             gs = gc + gc.T
             unit, norm, ct = f["unit"][h], f["norm"][h], f["cos_table"][h]
