@@ -19,7 +19,6 @@ import sys
 from odeflow.errors import SolveError, ValidationError
 from odeflow.version import __version__
 
-
 #: Modules under odeflow.cli that serve a command instead of registering one.
 HELPER_MODULES = ("common", "reproduce_induction")
 
