@@ -60,14 +60,15 @@ Time map
 from __future__ import annotations
 
 import math
+import operator
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from odeflow.data.checks import as_real_array, validate_finite, validate_positive
-from odeflow.errors import ValidationError
-from odeflow.training.common import StepProgress, check_count, check_seed, diverged
+from odeflow.errors import SolveError, ValidationError
 
 #: The loss names of the family (spec section 10).
 LOSSES = ("nll", "code")
@@ -83,6 +84,27 @@ PAPER_RATE = 1.0
 #: Upper bound on ``H * d^(2H)`` (the copier tables), so that a typo cannot ask for
 #: gigabytes: 3 heads over 10 tokens is 3e6 entries.
 TABLE_LIMIT = 20_000_000
+
+
+# --------------------------------------------------------------------------- checks
+
+def check_count(value, field: str, minimum: int = 1) -> int:
+    """An integer (not a bool, not a float) ``>= minimum``, or a ValidationError naming
+    ``field``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise ValidationError(field, f"must be an integer, got {value!r:.80}") from None
+    if number < minimum:
+        raise ValidationError(field, f"must be >= {minimum}, got {number}")
+    return number
+
+
+def check_seed(value, field: str = "seed") -> int:
+    """A seed for :func:`numpy.random.default_rng`: an integer ``>= 0``."""
+    return check_count(value, field, minimum=0)
 
 
 # --------------------------------------------------------------------------- data
@@ -653,7 +675,11 @@ def train(model: EmpiricalInduction, theta0, stages: Sequence[Stage], *,
         marks = np.unique(np.concatenate([[0], marks, [total]]))
     wanted = set(int(m) for m in marks)
     rows, losses, done = [], [], []
-    bar = StepProgress(total, progress, "induction GD")
+    bar = None
+    if progress or (progress is None and sys.stderr.isatty()):
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc="induction GD", unit="step", leave=False)
     step = 0
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
@@ -669,15 +695,18 @@ def train(model: EmpiricalInduction, theta0, stages: Sequence[Stage], *,
                         losses.append(value)
                     theta = theta - rate * grad
                     step += 1
-                    bar.update()
+                    if bar is not None:
+                        bar.update()
             if step in wanted:
                 done.append(step)
                 rows.append(theta.copy())
                 losses.append(model.loss(theta))
     except FloatingPointError as exc:
-        raise diverged("induction GD", step, exc) from None
+        raise SolveError(f"induction GD: floating-point error at step {step}: {exc} "
+                         "(learning rate too large?)", {"failed_step": step}) from None
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
     steps = np.asarray(done, dtype=np.int64)
     return InductionRun(steps, steps.astype(float), np.asarray(rows), np.asarray(losses),
                         list(model.subsets), model.heads, model.loss_name)
