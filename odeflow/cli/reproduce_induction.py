@@ -14,10 +14,11 @@ population flow (``L -> infinity``) from the same init at ``t = k``
   0.01) at t = 5, 10, 100, 1e3, 1e4 (those reached);
 - ``induction.png``: ``a(t)``, loss, ``p_S(t)`` and copier logits, run beside flow.
 
-A full-batch step on 9000 x 100 takes about 0.05-0.1 s on one core
-(``benchmarks/bench_induction_training.py``): the default (10 seeds, 100 steps)
-takes about a minute; the goal table to ``t = 1e4`` is
-``odeflow reproduce induction --seeds 1 --steps 10000`` (10-20 minutes).
+A full-batch step on 9000 x 100 takes about 7 ms on one core
+(``benchmarks/bench_induction_training.py``: 139 steps per second on a busy
+2-core machine), so the goal table to ``t = 1e4`` is
+``odeflow reproduce induction --seeds 10 --steps 10000`` (about 15 minutes; one
+seed about 1.5 minutes).
 """
 
 from __future__ import annotations

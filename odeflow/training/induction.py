@@ -461,7 +461,7 @@ class EmpiricalInduction:
                 prods[i] = cos[heads_in[0]]
                 for h in heads_in[1:]:
                     prods[i] *= cos[h]
-        K = p @ prods
+        K = np.einsum("s,se->e", p, prods)      # einsum, not BLAS: no thread wake-ups
         u = a * K + k.log_count
         peak = np.maximum.reduceat(u, k.starts)
         ex = np.exp(u - peak[k.seq])
@@ -505,9 +505,9 @@ class EmpiricalInduction:
             g = alpha * (r.ravel()[self._flat] - ry[k.seq])
         g = g / N
         a, p, c, U = f["a"], f["p"], f["c"], f["U"]
-        grad_a = float(g @ f["K"])
+        grad_a = float(np.einsum("e,e->", g, f["K"]))
         dK = a * g
-        grad_p = f["prods"] @ dK
+        grad_p = np.einsum("se,e->s", f["prods"], dK)
         grad_c = 2.0 * c / U * (grad_p - p @ grad_p)
         # d loss / d cos_h(e): sum over subsets containing h of p_S * the other factors
         cos = f["cos"]
