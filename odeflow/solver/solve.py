@@ -343,8 +343,20 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     return sol, stats
 
 
-def solve(data, flow: str | None = None, eta_y: float | None = None,
-          eta_z: float | None = None, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
+class _FamilyDefault:
+    """Marks an argument of :func:`solve` the caller did not give: the family's default
+    applies (``None`` given explicitly is an invalid value, reported as such)."""
+
+    def __repr__(self) -> str:
+        return "<the family's default>"
+
+
+#: Default of :func:`solve`'s ``flow`` and learning rates: the model family's own default.
+FAMILY_DEFAULT = _FamilyDefault()
+
+
+def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
+          eta_z: float = FAMILY_DEFAULT, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
           rtol: float = 1e-8, atol: float = 1e-10, z0=None, progress: bool | None = None,
           max_nfev: int | None = None, dense_output: bool = False, events=None,
           **flow_options):
@@ -418,13 +430,15 @@ def solve(data, flow: str | None = None, eta_y: float | None = None,
         When ``solve_ivp`` fails or the solution is not finite.
     """
     family = family_of(data)
-    flow = family.default_flow if flow is None else flow
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
     t0, t_end = _check_span(t_span)
     rtol, atol = check_tolerances(rtol, atol)
     max_nfev = _check_budget(max_nfev)
     t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
-    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z), ("z0", z0)) if v is not None}
+    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
+    if z0 is not None:
+        given["z0"] = z0
     options = {**family.defaults, **given, **flow_options}
     _check_flow_options(flow, field_class, options)
     field = field_class(data, **options)
