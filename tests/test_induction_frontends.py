@@ -64,7 +64,7 @@ def test_figures_refuse_what_is_not_a_trajectory(small_run):
 ])
 def test_reproduce_induction_refuses_bad_flags_before_training(capsys, monkeypatch, argv,
                                                                line):
-    from odeflow.training import induction_flow
+    from odeflow.training.induction import beside_flow as induction_flow
 
     monkeypatch.setattr(induction_flow, "compare", lambda *a, **k: pytest.fail("trained"))
     code, out, err = cli(capsys, "reproduce", "induction", *argv)
@@ -73,7 +73,7 @@ def test_reproduce_induction_refuses_bad_flags_before_training(capsys, monkeypat
 
 
 def test_reproduce_induction_out_that_is_a_file_is_refused(tmp_path, capsys, monkeypatch):
-    from odeflow.training import induction_flow
+    from odeflow.training.induction import beside_flow as induction_flow
 
     monkeypatch.setattr(induction_flow, "compare", lambda *a, **k: pytest.fail("trained"))
     (tmp_path / "f").write_text("x")

@@ -5,7 +5,7 @@ alpha = 0.1), per seed 9000 fresh sequences of length ``L = 100``, full-batch
 gradient descent at learning rate 1 on all parameters jointly from the code's
 init, the authors' training loss (``"code"``), ``--steps`` steps; beside it the
 population flow (``L -> infinity``) from the same init at ``t = k``
-(:mod:`odeflow.training.induction_flow`). Writes into ``--out``:
+(:mod:`odeflow.training.induction.beside_flow`). Writes into ``--out``:
 
 - ``induction.csv``: per recorded step (0, 1, then log-spaced, and t = 5, 10,
   100, 1e3, 1e4 when reached): ``a``, loss and every ``p_S`` of the run (mean
@@ -49,7 +49,7 @@ def run(args) -> int:
     from odeflow.cli.reproduce import check_counts, csv_text, print_table, write_outputs
     from odeflow.io import atomic_write_text
     from odeflow.plots.induction import plot_run_beside_flow
-    from odeflow.training import induction_flow
+    from odeflow.training.induction import beside_flow as induction_flow
 
     if getattr(args, "same_start", False):
         raise ValidationError("same_start", "only for fig6 (induction runs start from the "

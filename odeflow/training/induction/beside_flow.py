@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.training.induction import (
+from odeflow.training.induction.finite_length import (
     PAPER_LENGTH,
     PAPER_SEQUENCES,
     EmpiricalInduction,
