@@ -23,7 +23,14 @@ from odeflow.analysis import closed_forms, diagnostics
 from odeflow.analysis.compare import compare_runs, compare_to_flow
 from odeflow.analysis.levels import compare_levels
 from odeflow.analysis.verify import verify
-from odeflow.data import PRESETS, DataModel, SequenceClass, load_config, sequence_classes
+from odeflow.data import (
+    PRESETS,
+    DataModel,
+    InductionData,
+    SequenceClass,
+    load_config,
+    sequence_classes,
+)
 from odeflow.errors import SolveError, ValidationError
 from odeflow.results import SnapResult, Trajectory
 from odeflow.solver import (
@@ -43,3 +50,4 @@ __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "S
            "load_config", "margin_crossover", "sequence_classes", "sgd_ensemble",
            "snap_transition", "solve", "solve_batch", "solve_snap", "sweep", "train",
            "train_sgd", "verify"]
+__all__ += ["InductionData"]  # the induction-head family (spec section 10)

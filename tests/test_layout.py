@@ -187,7 +187,7 @@ SHARED_MODULES = {
     "odeflow", "odeflow.__main__", "odeflow.errors", "odeflow.io", "odeflow.numerics",
     "odeflow.version", "odeflow.testing",
     "odeflow.data", "odeflow.data.checks",
-    "odeflow.results", "odeflow.results.solution",
+    "odeflow.results", "odeflow.results.solution", "odeflow.results.files",
     "odeflow.fields", "odeflow.fields.base", "odeflow.fields.families",
     "odeflow.fields.optimizers",
     "odeflow.analysis", "odeflow.training",

@@ -11,6 +11,8 @@
   ``[run]`` table).
 - :mod:`odeflow.data.sampling`: seeded samples of finite-length sequences as
   count vectors (spec section 8, Level T).
+- :mod:`odeflow.data.induction`: the induction-head family's n-gram Markov data
+  (:class:`InductionData`, spec section 10).
 """
 
 from odeflow.data.checks import (
@@ -22,11 +24,13 @@ from odeflow.data.checks import (
 )
 from odeflow.data.config import load_config, parse_config
 from odeflow.data.generator import sequence_classes
+from odeflow.data.induction import InductionData
 from odeflow.data.model import DataModel, SequenceClass
 from odeflow.data.presets import DEFAULT_PRESET, PRESETS, make_preset
 from odeflow.data.sampling import CountSample, sample_counts
 
-__all__ = ["CountSample", "DEFAULT_PRESET", "DataModel", "PRESETS", "SequenceClass",
+__all__ = ["CountSample", "DEFAULT_PRESET", "DataModel", "InductionData", "PRESETS",
+           "SequenceClass",
            "as_real_array", "as_real_number", "load_config", "make_preset", "parse_config",
            "parse_toml",
            "sample_counts", "sequence_classes", "validate_finite", "validate_positive"]

@@ -17,11 +17,18 @@ of the Scan and Snap family; :mod:`odeflow.fields.families` registers each model
 family (its data model type and flows) for the shared layers.
 """
 
-from odeflow.data import DataModel
+from odeflow.data import PRESETS, DataModel
 from odeflow.fields.base import Field, VectorField
 from odeflow.fields.classes import ClassTable, Supports
 from odeflow.fields.exact import ExactFlow
-from odeflow.fields.families import FAMILIES, Family, family_of, register_family
+from odeflow.fields.families import (
+    FAMILIES,
+    Family,
+    family_of,
+    find_preset,
+    preset_names,
+    register_family,
+)
 from odeflow.fields.finite_t import FiniteTFlow
 from odeflow.fields.reduced import ReducedFlow
 from odeflow.fields.snap import SnapFlow
@@ -34,8 +41,9 @@ FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
 
 #: The Scan and Snap family (Tian et al. 2023): sequence-class data models.
 SCAN_SNAP = register_family(Family("scan_snap", DataModel, FLOWS, default_flow="exact",
-                                   defaults={"eta_y": 1.0, "eta_z": 0.1}, accepts_none=True))
+                                   defaults={"eta_y": 1.0, "eta_z": 0.1}, accepts_none=True,
+                                   presets=PRESETS))
 
 __all__ = ["FAMILIES", "FLOWS", "SCAN_SNAP", "ClassTable", "ExactFlow", "Family", "Field",
            "FiniteTFlow", "ReducedFlow", "SnapFlow", "StackedField", "Supports", "VectorField",
-           "family_of", "register_family"]
+           "family_of", "find_preset", "preset_names", "register_family"]

@@ -47,6 +47,9 @@ class Family:
     accepts_none : bool, default False
         Whether ``data=None`` belongs to this family (a flow whose parameters
         are given directly, like the Sec. 6 system).
+    presets : mapping of str to callable, optional
+        The family's built-in data models, name -> factory (``odeflow run
+        --preset NAME`` finds a name in every family, :func:`find_preset`).
     """
 
     name: str
@@ -55,6 +58,7 @@ class Family:
     default_flow: str = ""
     defaults: Mapping = field(default_factory=dict)
     accepts_none: bool = False
+    presets: Mapping = field(default_factory=dict)
 
     def field_class(self, flow):
         """The field class of ``flow``, or a ValidationError naming ``flow``."""
@@ -89,3 +93,22 @@ def family_of(data) -> Family:
     kinds = ", ".join(f.data_type.__name__ for f in FAMILIES.values())
     raise ValidationError("data", f"must be a data model of one of odeflow's families "
                           f"({kinds}), got {type(data).__name__}")
+
+
+def preset_names() -> list[str]:
+    """Names of the built-in data models of every registered family, sorted."""
+    return sorted(name for family in FAMILIES.values() for name in family.presets)
+
+
+def find_preset(name):
+    """The built-in data model called ``name``, from whichever family has it.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``preset`` when no registered family has a preset of that name.
+    """
+    for family in FAMILIES.values():
+        if isinstance(name, str) and name in family.presets:
+            return family.presets[name]()
+    raise ValidationError("preset", f"unknown preset {name!r}; choose one of {preset_names()}")

@@ -4,6 +4,8 @@
   flow on the (lumped) state, with un-lumping accessors and save/load.
 - :mod:`odeflow.results.finite_t`: :class:`FiniteTTrajectory`, Level T's
   trajectory (accessors over the sampled sequences, spec section 8).
+- :mod:`odeflow.results.induction`: :class:`InductionTrajectory`, the series
+  of the induction-head flows (spec section 10).
 - :mod:`odeflow.results.snap`: :class:`SnapResult`, the series of the Sec. 6
   scalar system.
 
@@ -12,7 +14,9 @@ fields or the solver.
 """
 
 from odeflow.results.finite_t import FiniteTTrajectory, population_attention
+from odeflow.results.induction import InductionTrajectory
 from odeflow.results.snap import SnapResult
 from odeflow.results.trajectory import Trajectory, jsonable
 
-__all__ = ["FiniteTTrajectory", "SnapResult", "Trajectory", "jsonable", "population_attention"]
+__all__ = ["FiniteTTrajectory", "InductionTrajectory", "SnapResult", "Trajectory", "jsonable",
+           "population_attention"]

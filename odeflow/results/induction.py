@@ -1,0 +1,180 @@
+"""Result of the induction-head flows (spec section 10): :class:`InductionTrajectory`.
+
+What ``odeflow.solve(InductionData, flow="population" | "copier", ...)``
+returns: the classifier weight ``a(t)``, the selector's subset weights
+``p_S(t) = c_S^2 / sum c^2``, the copier logits ``w(t)`` and the loss, with the
+solver's statistics and the run's metadata; saved and loaded as an ``.npz``
+file like every odeflow result.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from odeflow.data.induction import InductionData
+from odeflow.errors import ValidationError
+from odeflow.io import atomic_write_npz, provenance
+from odeflow.results.files import jsonable, read_result_file
+from odeflow.results.solution import SolverOutput
+
+#: Format tag written into saved induction-head results.
+INDUCTION_FORMAT = "odeflow-induction/1"
+#: Arrays every induction result file holds (``copier_logits`` too unless the flow is
+#: the exact-copier reduction).
+INDUCTION_ARRAYS = ("t", "a", "c", "subset_weights", "loss")
+
+
+class InductionTrajectory(SolverOutput):
+    """Time series of an induction-head flow.
+
+    Parameters / Attributes
+    -----------------------
+    t : ndarray, shape (n,)
+    a : ndarray, shape (n,)
+        Classifier weight ``a(t)``.
+    subsets : list of tuple
+        The selector's subsets of heads (``odeflow.data.induction.subsets(H, D)``).
+    subset_weights : ndarray, shape (n, #S)
+        ``p_S(t) = c_S^2 / sum_S' c_S'^2`` (rows sum to 1).
+    copier_logits : ndarray, shape (n, H, H), or None
+        ``w(t)``; ``w[:, h-1, j]`` is head ``h``'s logit on offset ``h + j``.
+        None for the exact-copier reduction (``flow="copier"``: ``w+ -> infinity``).
+    c : ndarray, shape (n, #S)
+        Selector coefficients ``c_S(t)``.
+    loss : ndarray, shape (n,)
+        The population loss (``meta["loss"]``: ``"nll"`` or ``"code"``).
+    stats : dict
+        Solver statistics (method, nfev, njev, wall_time, ...).
+    meta : dict
+        ``flow``, ``loss``, ``schedule``, ``t_span``, tolerances, provenance, ...
+    data : InductionData or None
+        The data model solved (stored with the file as its dict form).
+    """
+
+    def __init__(self, t, a, subsets, subset_weights, copier_logits, c, loss, stats=None,
+                 meta=None, data=None):
+        self.t = np.asarray(t, dtype=float)
+        self.a = np.asarray(a, dtype=float)
+        self.subsets = [tuple(int(h) for h in s) for s in subsets]
+        self.subset_weights = np.asarray(subset_weights, dtype=float)
+        self.copier_logits = None if copier_logits is None else np.asarray(copier_logits,
+                                                                           dtype=float)
+        self.c = np.asarray(c, dtype=float)
+        self.loss = np.asarray(loss, dtype=float)
+        self.stats = dict(stats or {})
+        self.meta = dict(meta or {})
+        self.data = data
+
+    def __repr__(self) -> str:
+        top, p = self.top_subset()
+        return (f"InductionTrajectory(flow={self.flow!r}, n={self.t.size}, t=[{self.t[0]:g}, "
+                f"{self.t[-1]:g}], a={self.a[-1]:.4g}, top subset {top} p={p:.4f})")
+
+    @property
+    def flow(self) -> str:
+        """The flow solved (``"population"`` or ``"copier"``)."""
+        return str(self.meta.get("flow", ""))
+
+    def top_subset(self, index: int = -1) -> tuple[tuple, float]:
+        """``(S, p_S)`` of the heaviest subset at output ``index`` (the last by default)."""
+        k = int(np.argmax(self.subset_weights[index]))
+        return self.subsets[k], float(self.subset_weights[index, k])
+
+    # ------------------------------------------------------------------ table
+    def table_rows(self, rows: int = 8) -> tuple[list[str], list[list]]:
+        """``(header, rows)`` at about ``rows`` log-spaced times (``t = 0`` first):
+        ``t``, loss, ``a``, the top subset and its ``p_S``. What ``odeflow run`` prints."""
+        idx = log_spaced_indices(self.t, rows)
+        header = ["t", "loss", "a", "top subset", "p_S"]
+        out = []
+        for i in idx:
+            top, p = self.top_subset(i)
+            out.append([float(self.t[i]), float(self.loss[i]), float(self.a[i]),
+                        "{" + ", ".join(map(str, top)) + "}", p])
+        return header, out
+
+    def summary_table(self, rows: int = 8) -> str:
+        """:meth:`table_rows` as aligned text."""
+        header, body = self.table_rows(rows)
+        lines = ["  ".join(f"{h:>12s}" for h in header)]
+        for t, loss, a, top, p in body:
+            lines.append(f"{t:12.4g}  {loss:12.6f}  {a:12.6g}  {top:>12s}  {p:12.6f}")
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------ files
+    def save(self, path, field: str = "path"):
+        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename).
+
+        ``meta["provenance"]`` (:func:`odeflow.io.provenance`) is added unless
+        the result already carries one. ``field`` names the path in errors.
+        """
+        meta = {**self.meta}
+        meta.setdefault("provenance", provenance())
+        arrays = {"t": self.t, "a": self.a, "c": self.c, "subset_weights": self.subset_weights,
+                  "loss": self.loss}
+        if self.copier_logits is not None:
+            arrays["copier_logits"] = self.copier_logits
+        arrays["metadata"] = np.array(json.dumps({
+            "format": INDUCTION_FORMAT, "stats": jsonable(self.stats), "meta": jsonable(meta),
+            "subsets": [list(s) for s in self.subsets],
+            "data": {} if self.data is None else self.data.to_dict()}))
+        return atomic_write_npz(path, arrays, field=field)
+
+    @classmethod
+    def load(cls, path) -> InductionTrajectory:
+        """Read a file written by :meth:`save`, checked as a format.
+
+        Raises
+        ------
+        ValidationError
+            (field ``path``) for anything that is not an intact odeflow
+            induction result: not an ``.npz``, another format, missing or extra
+            arrays, inconsistent shapes, non-finite values, times not
+            increasing, a stored data model or subset list that is invalid.
+        """
+        arrays, metadata = read_result_file(path, INDUCTION_FORMAT)
+        where = f"{str(path)!r}"
+        expected = set(INDUCTION_ARRAYS) | ({"copier_logits"} & set(arrays))
+        if set(arrays) != expected:
+            raise ValidationError("path", f"{where}: arrays {sorted(arrays)}; an odeflow "
+                                  f"induction result holds {sorted(expected)}")
+        data = None
+        if metadata["data"]:
+            try:
+                data = InductionData.from_dict(metadata["data"])
+            except (ValidationError, RecursionError) as exc:
+                raise ValidationError("path", f"{where}: the stored data model is invalid "
+                                      f"({exc})") from None
+        raw = metadata.get("subsets")
+        try:
+            subsets = [tuple(int(h) for h in s) for s in raw]
+        except (TypeError, ValueError):
+            raise ValidationError("path", f"{where}: the stored subsets are damaged") from None
+        if data is not None and subsets != data.subsets:
+            raise ValidationError("path", f"{where}: the stored subsets {subsets} differ from "
+                                  f"the data model's {data.subsets}")
+        t = arrays["t"]
+        n, k = t.shape[0] if t.ndim == 1 else -1, len(subsets)
+        shapes = {"t": (n,), "a": (n,), "loss": (n,), "c": (n, k), "subset_weights": (n, k)}
+        if "copier_logits" in arrays:
+            H = data.heads if data is not None else arrays["copier_logits"].shape[-1]
+            shapes["copier_logits"] = (n, H, H)
+        for name, shape in shapes.items():
+            if n < 1 or arrays[name].shape != shape:
+                raise ValidationError("path", f"{where}: array {name!r} has shape "
+                                      f"{arrays[name].shape}; expected {shape}")
+        if np.any(np.diff(t) <= 0):
+            raise ValidationError("path", f"{where}: the times 't' are not increasing")
+        return cls(t, arrays["a"], subsets, arrays["subset_weights"],
+                   arrays.get("copier_logits"), arrays["c"], arrays["loss"],
+                   stats=metadata["stats"], meta=metadata["meta"], data=data)
+
+
+def log_spaced_indices(t: np.ndarray, rows: int) -> np.ndarray:
+    """Indices of ``t[0]`` and of about ``rows - 1`` log-spaced times after it (unique)."""
+    if rows <= 1 or t.size <= 1:
+        return np.arange(min(max(int(rows), 0), t.size))
+    targets = np.geomspace(max(t[1], 1e-12), t[-1], min(int(rows), t.size) - 1)
+    return np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
