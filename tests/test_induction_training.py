@@ -9,11 +9,10 @@ loss.
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
+import odeflow.data.induction as induction_data
 from odeflow.errors import ValidationError
 from odeflow.training.induction import (
     EmpiricalInduction,
@@ -26,12 +25,8 @@ from odeflow.training.induction import (
 )
 
 #: The spec's point-mass kernel (d = 2, n = 3; row x_{i-1} d + x_{i-2}).
-POINT_KERNEL = np.array([[0.4992, 0.5008], [0.0081, 0.9919], [0.8004, 0.1996],
-                         [0.1080, 0.8920]])
-
-
-def all_subsets(heads, degree):
-    return [s for k in range(degree + 1) for s in itertools.combinations(range(1, heads + 1), k)]
+POINT_KERNEL = np.array(induction_data.POINT_KERNEL)
+all_subsets = induction_data.subsets
 
 
 def reference_loss(tokens, d, heads, subsets, theta, loss):
@@ -159,7 +154,7 @@ def test_log_spaced_steps():
     (lambda: sample_sequences(5, 10, vocab_size=3, n_gram=3, alpha=-0.1), "alpha"),
     (lambda: sample_sequences(5, 10, vocab_size=3, n_gram=3), "alpha"),
     (lambda: sample_sequences(5, 10, vocab_size=2, n_gram=3, kernel=POINT_KERNEL * 1.1),
-     "kernel"),
+     "kernel[0]"),
     (lambda: sample_sequences(5, 10, vocab_size=2, n_gram=3, kernel=POINT_KERNEL[:3]),
      "kernel"),
     (lambda: sample_sequences(5, 10, vocab_size=3, n_gram=1, alpha=1.0), "n_gram"),
@@ -200,3 +195,20 @@ def test_bad_model_and_training_inputs_name_the_field():
         with pytest.raises(ValidationError) as info:
             call()
         assert info.value.field == field, (field, str(info.value))
+
+
+def test_sample_for_reads_the_prior_of_the_data_model():
+    from odeflow import InductionData
+    from odeflow.training.induction import sample_for
+
+    point = InductionData.preset("ih-point")
+    np.testing.assert_array_equal(
+        sample_for(point, 50, 20, seed=1).tokens,
+        sample_sequences(50, 20, vocab_size=2, n_gram=3, kernel=POINT_KERNEL, seed=1).tokens)
+    paper = InductionData.preset("ih-paper")
+    np.testing.assert_array_equal(
+        sample_for(paper, 50, 20, seed=1).tokens,
+        sample_sequences(50, 20, vocab_size=3, n_gram=3, alpha=0.1, seed=1).tokens)
+    with pytest.raises(ValidationError) as info:
+        sample_for(object(), 5, 5)
+    assert info.value.field == "data"

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
 from odeflow.training.induction.finite_length import (
     PAPER_LENGTH,
@@ -121,8 +122,6 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
     progress : bool, optional
         Progress bars of the runs and of the solve.
     """
-    from odeflow.data.induction import InductionData
-    from odeflow.data.induction import subsets as all_subsets
     from odeflow.solver import solve
 
     if data is None:
@@ -131,7 +130,7 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
         raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
     seeds = check_seeds(seeds)
     steps = check_count(steps, "steps")
-    subsets = all_subsets(data.heads, data.degree)
+    subsets = data.subsets
     if record is None:
         record = np.union1d(log_spaced_steps(steps),
                             [t for t in GOAL_TIMES if t <= steps]).astype(np.int64)

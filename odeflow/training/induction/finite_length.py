@@ -67,7 +67,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from odeflow.data.checks import as_real_array, validate_finite, validate_positive
+from odeflow.data.checks import validate_finite, validate_positive
+from odeflow.data.induction import InductionData, check_kernel
 from odeflow.errors import SolveError, ValidationError
 
 #: The loss names of the family (spec section 10).
@@ -186,15 +187,7 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
                               "kernel (point-mass prior)")
     rng = np.random.default_rng(seed)
     if kernel is not None:
-        kernel = as_real_array(kernel, "kernel")
-        if kernel.shape != (rows, d):
-            raise ValidationError("kernel", f"must have shape ({rows}, {d}) (d^(n-1) context "
-                                  f"rows x d tokens), got {kernel.shape}")
-        if not np.all(np.isfinite(kernel)) or np.any(kernel < 0):
-            raise ValidationError("kernel", "entries must be finite and >= 0")
-        if not np.allclose(kernel.sum(axis=1), 1.0, rtol=0, atol=1e-9):
-            raise ValidationError("kernel", f"every row must sum to 1 (to 1e-9), got row sums "
-                                  f"{kernel.sum(axis=1).tolist()}")
+        kernel = check_kernel(kernel, d, n, "kernel")
         cumulative = np.broadcast_to(np.cumsum(kernel, axis=1), (1, rows, d))
         prior = "point"
     else:
@@ -217,20 +210,15 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
 
 def sample_for(data, count: int = PAPER_SEQUENCES, length: int = PAPER_LENGTH,
                seed: int = 0) -> InductionSequences:
-    """:func:`sample_sequences` for an :class:`odeflow.InductionData` (its prior)."""
-    kernel = point_kernel(data)
-    if kernel is not None:
+    """:func:`sample_sequences` under the prior of an :class:`odeflow.InductionData`
+    (its fixed kernel for a point-mass prior, else Dirichlet(``alpha``) per sequence)."""
+    if not isinstance(data, InductionData):
+        raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
+    if data.prior == "point":
         return sample_sequences(count, length, vocab_size=data.vocab_size,
-                                n_gram=data.n_gram, kernel=kernel, seed=seed)
+                                n_gram=data.n_gram, kernel=data.kernel, seed=seed)
     return sample_sequences(count, length, vocab_size=data.vocab_size, n_gram=data.n_gram,
                             alpha=data.alpha, seed=seed)
-
-
-def point_kernel(data):
-    """The fixed kernel of a point-mass data model, or ``None`` for a Dirichlet prior."""
-    if getattr(data, "prior", None) == "point":
-        return np.asarray(data.kernels[0], dtype=float)
-    return None
 
 
 # --------------------------------------------------------------------------- model
