@@ -124,7 +124,7 @@ def test_presets():
     assert info.value.field == "preset"
 
 
-def brute_force_window_law(kernel, n, m, burn=200):
+def brute_force_window_law(kernel, n, m, burn=2000):
     """P(x_{l-1..l-m}, x_l) by enumerating every path of the chain from a uniform start,
     after ``burn`` steps of the exact context distribution (independent of markov.py)."""
     d = kernel.shape[1]

@@ -6,22 +6,26 @@ import argparse
 
 from odeflow.data import DEFAULT_PRESET, PRESETS, load_config, make_preset
 from odeflow.errors import ValidationError
+from odeflow.fields import find_preset, preset_names
 
 #: Learning rates and end time used when neither a flag nor a config's [run] table sets them.
 DATA_DEFAULTS = {"eta_y": 1.0, "eta_z": 0.1, "t_end": 1e4}
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, defaults: dict | None = None,
-                       t_end_help: str = "end time") -> None:
+                       t_end_help: str = "end time", any_family: bool = False) -> None:
     """``--preset | --config``, ``--eta-y``, ``--eta-z``, ``--t-end``.
 
     ``defaults`` (merged over :data:`DATA_DEFAULTS`) are the values the command
     really uses, shown in the help; pass the same dict to :func:`resolve`.
+    ``any_family``: ``--preset`` takes the presets of every model family
+    (:func:`odeflow.fields.preset_names`), not only the sequence-class ones.
     """
     shown = {**DATA_DEFAULTS, **(defaults or {})}
+    names = preset_names() if any_family else sorted(PRESETS)
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME",
-                        help=f"built-in data model ({', '.join(sorted(PRESETS))}); "
+                        help=f"built-in data model ({', '.join(names)}); "
                              f"default {DEFAULT_PRESET}")
     source.add_argument("--config", metavar="FILE.toml",
                         help="data model (and optional [run] table) in TOML")
@@ -33,11 +37,12 @@ def add_data_arguments(parser: argparse.ArgumentParser, defaults: dict | None = 
     parser.add_argument("--t-end", type=float, metavar="T", help=f"{t_end_help}{t_end}")
 
 
-def resolve(args, defaults: dict | None = None):
+def resolve(args, defaults: dict | None = None, any_family: bool = False):
     """``(data_model, options, label)`` from the parsed arguments.
 
     Precedence: command-line flag, then the config's ``[run]`` table, then
-    ``defaults``.
+    ``defaults``. ``any_family``: a preset is looked up in every model family
+    (:func:`odeflow.fields.find_preset`).
     """
     options = {**DATA_DEFAULTS, **(defaults or {})}
     if args.config:
@@ -46,7 +51,7 @@ def resolve(args, defaults: dict | None = None):
         label = args.config.rsplit("/", 1)[-1].removesuffix(".toml")
     else:
         label = args.preset or DEFAULT_PRESET
-        data = make_preset(label)
+        data = find_preset(label) if any_family else make_preset(label)
     for key in ("eta_y", "eta_z", "t_end"):
         value = getattr(args, key, None)
         if value is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
+from odeflow.fields import family_of
 from odeflow.io import writable_target
 from odeflow.numerics import normalised_features
 from odeflow.solver import MAX_NFEV, METHODS, solve
@@ -14,9 +15,16 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="solve the dynamics and save the trajectory",
                        description="Solve the exact population gradient flow (Level E) or "
                                    "another flow on a data model (default: the syn-small "
-                                   "preset), print a table over time and write the result.")
-    add_data_arguments(p)
-    p.add_argument("--flow", default=None, help="exact (default), reduced or snap")
+                                   "preset), print a table over time and write the result. "
+                                   "The induction-head presets (ih-paper, ih-point) solve "
+                                   "that family's flows.")
+    add_data_arguments(p, any_family=True)
+    p.add_argument("--flow", default=None, help="the data model's family's flow: exact "
+                   "(default), finite_t, reduced or snap for sequence classes; population "
+                   "(default) or copier for induction heads")
+    p.add_argument("--loss", default=None, choices=["nll", "code"],
+                   help="induction heads: the loss (nll: -log y of the target; code: the "
+                        "training code's cross-entropy of y as logits); default nll")
     p.add_argument("--method", default=None, choices=["auto", *METHODS],
                    help="solve_ivp method (auto)")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-8)")
@@ -98,29 +106,39 @@ def snap_table(result, rows: int = 8) -> str:
 
 def run(args) -> int:
     rows = check_rows(args.rows)
-    data, options, label = resolve(args, {"flow": "exact", "method": "auto",
-                                          "rtol": 1e-8, "atol": 1e-10})
+    data, options, label = resolve(args, {"flow": None, "method": "auto",
+                                          "rtol": 1e-8, "atol": 1e-10}, any_family=True)
     for key in ("flow", "method", "rtol", "atol"):
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
-    out = args.out or f"results/{label}-{options['flow']}.npz"
+    family = family_of(data)
+    flow = options["flow"] or family.default_flow
+    # the learning rates the family's fields take (a rate given to a family without
+    # it reaches solve, which names it as an unknown option)
+    settings = {key: options[key] for key in ("eta_y", "eta_z")
+                if key in family.defaults or getattr(args, key) is not None}
+    if args.loss is not None:
+        settings["loss"] = args.loss
+    out = args.out or f"results/{label}-{flow}.npz"
     writable_target(out, "out")  # a target that can never be written is refused before solving
-    traj = solve(data, flow=options["flow"], eta_y=options["eta_y"], eta_z=options["eta_z"],
-                 t_span=(0.0, options["t_end"]), method=options["method"],
+    traj = solve(data, flow=flow, t_span=(0.0, options["t_end"]), method=options["method"],
                  rtol=options["rtol"], atol=options["atol"], max_nfev=args.max_nfev,
-                 progress=False if args.no_progress else None)
+                 progress=False if args.no_progress else None, **settings)
     # Results first: the file is written before anything derived from it is printed.
     path = traj.save(out, field="out")
     s = traj.stats
-    print(f"odeflow run: {label}, flow={options['flow']}, eta_y={options['eta_y']:g}, "
-          f"eta_z={options['eta_z']:g}, t in [0, {options['t_end']:g}]")
+    shown = "".join(f", {k}={v:g}" if isinstance(v, float) else f", {k}={v}"
+                    for k, v in settings.items())
+    print(f"odeflow run: {label}, flow={flow}{shown}, t in [0, {options['t_end']:g}]")
     print(f"  data: {data!r}")
     print(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} njev={s['njev']} "
           f"nlu={s['nlu']} wall={s['wall_time']:.3f}s ({s['message']})")
     print(f"saved {path}")
     if rows == 0:
         return 0
-    if options["flow"] == "snap":
+    if hasattr(traj, "summary_table"):  # a result that prints its own table
+        print(traj.summary_table(rows))
+    elif flow == "snap":
         print(snap_table(traj, rows))
     else:
         print(summary_table(traj, rows))
