@@ -165,6 +165,9 @@ def plot_copier_logits(trajectory=None, *, data=None, t_end: float = DEFAULT_T_E
     """
     traj = check_trajectory(trajectory) if trajectory is not None \
         else flow_trajectory(data, t_end, flow)
+    if traj.copier_logits is None:
+        raise ValidationError("trajectory", "has no copier logits (the exact-copier flow "
+                              "fixes the copier); choose flow='population'")
     fig, (left, right) = panel_axes(axes, 2)
     w = np.asarray(traj.copier_logits, dtype=float)
     t = np.asarray(traj.t, dtype=float)
@@ -202,6 +205,8 @@ def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
     """
     check_trajectory(run, "run")
     check_trajectory(flow, "flow")
+    if flow.copier_logits is None or run.copier_logits is None:
+        raise ValidationError("flow", "needs copier logits (flow='population')")
     if list(map(tuple, run.subsets)) != list(map(tuple, flow.subsets)):
         raise ValidationError("run", f"subsets {run.subsets} differ from the flow's "
                               f"{flow.subsets}")
