@@ -131,27 +131,26 @@ def plot_classifier_weight(trajectories=None, *, data=None, t_end: float = DEFAU
     CF-IH2: once the selector has converged ``a`` grows like
     ``(1/2) ln(e^{2 a_0} + 4 eta_a C t)``, a straight line on this axis.
     """
-    series = _trajectories(trajectories, data, t_end, flow)
-    fig, ax = single_axes(ax)
-    for i, (label, traj) in enumerate(series.items()):
-        t, keep = _positive_times(traj)
-        ax.plot(t, np.asarray(traj.a, dtype=float)[keep], label=label, **_style(i, label))
-    ax.set_xscale("log")
-    finish_axes(ax, "t (flow time; GD step k at t = k)", "classifier weight a",
-                "classifier: a(t)")
-    return fig
+    return _time_series(_trajectories(trajectories, data, t_end, flow), "a", ax,
+                        "classifier weight a", "classifier: a(t)")
 
 
 def plot_loss(trajectories=None, *, data=None, t_end: float = DEFAULT_T_END,
               flow: str = "population", ax=None):
     """The loss over log time; ``trajectories`` as in :func:`plot_classifier_weight`."""
-    series = _trajectories(trajectories, data, t_end, flow)
+    return _time_series(_trajectories(trajectories, data, t_end, flow), "loss", ax, "loss",
+                        "loss")
+
+
+def _time_series(series: dict, name: str, ax, ylabel: str, title: str):
+    """Accessor ``name`` of every trajectory over log time (flows solid, runs dashed)."""
     fig, ax = single_axes(ax)
     for i, (label, traj) in enumerate(series.items()):
         t, keep = _positive_times(traj)
-        ax.plot(t, np.asarray(traj.loss, dtype=float)[keep], label=label, **_style(i, label))
+        ax.plot(t, np.asarray(getattr(traj, name), dtype=float)[keep], label=label,
+                **_style(i, label))
     ax.set_xscale("log")
-    finish_axes(ax, "t (flow time; GD step k at t = k)", "loss", "loss")
+    finish_axes(ax, "t (flow time; GD step k at t = k)", ylabel, title)
     return fig
 
 
