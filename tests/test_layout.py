@@ -186,7 +186,7 @@ def test_flat_public_api(name):
 SHARED_MODULES = {
     "odeflow", "odeflow.__main__", "odeflow.errors", "odeflow.io", "odeflow.numerics",
     "odeflow.version", "odeflow.testing",
-    "odeflow.data", "odeflow.data.checks",
+    "odeflow.data", "odeflow.data.checks", "odeflow.data.forms",
     "odeflow.results", "odeflow.results.solution", "odeflow.results.files",
     "odeflow.fields", "odeflow.fields.base", "odeflow.fields.families",
     "odeflow.fields.optimizers",

@@ -28,6 +28,7 @@ from odeflow.data.checks import (  # noqa: F401 (re-exported: the data layer's c
     validate_finite,
     validate_positive,
 )
+from odeflow.data.forms import TomlForm
 from odeflow.errors import ValidationError
 
 #: Absolute tolerance on ``sum(probs) == 1`` and ``sum(weights) == 1``.
@@ -174,7 +175,7 @@ class SequenceClass:
         }
 
 
-class DataModel:
+class DataModel(TomlForm):
     """A data distribution: vocabulary size, sequence classes and class weights.
 
     Parameters
@@ -461,42 +462,10 @@ class DataModel:
         return cls(d["vocab_size"], classes, weights if all(given) else None,
                    normalize=normalize)
 
-    def to_toml_string(self) -> str:
-        """TOML text; reading it back with :meth:`from_toml_string` is exact."""
-        import tomli_w
-
-        return tomli_w.dumps(self.to_dict())
-
     @classmethod
-    def from_toml_string(cls, text: str) -> DataModel:
-        """Parse TOML text (schema of :meth:`from_dict`)."""
-        d = parse_toml(text, "toml")
-        if "data" in d and isinstance(d["data"], Mapping) and "vocab_size" not in d:
-            d = d["data"]
-        return cls.from_dict(d)
-
-    def to_toml(self, path) -> None:
-        """Write the data model as TOML, atomically (temp file + rename)."""
-        from odeflow.io import atomic_write_text
-
-        atomic_write_text(path, self.to_toml_string())
-
-    @classmethod
-    def from_toml(cls, path) -> DataModel:
-        """Read a data model from a TOML file (schema of :meth:`from_dict`)."""
-        from odeflow.io import read_text
-
-        return cls.from_toml_string(read_text(path, "config"))
-
-    @classmethod
-    def preset(cls, name: str) -> DataModel:
-        """A built-in data model (spec section 7); see :data:`PRESETS`."""
-        try:
-            factory = PRESETS[name]
-        except (KeyError, TypeError):
-            raise ValidationError(
-                "preset", f"unknown preset {name!r}; choose one of {sorted(PRESETS)}") from None
-        return factory()
+    def preset_table(cls) -> dict:
+        """The built-in data models (spec section 7): :data:`PRESETS`."""
+        return PRESETS
 
 
 #: Name -> factory of the built-in data models. Filled by :mod:`odeflow.data.presets`

@@ -8,6 +8,9 @@
   sample-average finite-``T`` objective (spec section 8), ``flow="finite_t"``.
 - :mod:`odeflow.fields.reduced`: Level R, the reduced flow of Theorem 1
   (Eqns 8-10, 44, 98), ``flow="reduced"``.
+- :mod:`odeflow.fields.induction`: the induction-head family (spec section 10):
+  ``flow="population"`` and ``flow="copier"`` of an
+  :class:`~odeflow.data.induction.InductionData`, registered at import.
 - :mod:`odeflow.fields.snap`: the scalar system of Sec. 6 (Theorem 4, Eqns
   13-14), ``flow="snap"``; its result is a :class:`~odeflow.results.SnapResult`,
   not a :class:`~odeflow.results.Trajectory`.
@@ -30,6 +33,7 @@ from odeflow.fields.families import (
     register_family,
 )
 from odeflow.fields.finite_t import FiniteTFlow
+from odeflow.fields.induction import INDUCTION
 from odeflow.fields.reduced import ReducedFlow
 from odeflow.fields.snap import SnapFlow
 from odeflow.fields.stacked import StackedField
@@ -47,3 +51,4 @@ SCAN_SNAP = register_family(Family("scan_snap", DataModel, FLOWS, default_flow="
 __all__ = ["FAMILIES", "FLOWS", "SCAN_SNAP", "ClassTable", "ExactFlow", "Family", "Field",
            "FiniteTFlow", "ReducedFlow", "SnapFlow", "StackedField", "Supports", "VectorField",
            "family_of", "find_preset", "preset_names", "register_family"]
+__all__ += ["INDUCTION"]  # the induction-head family (spec section 10)

@@ -6,10 +6,13 @@
   :func:`margin_crossover`) bound to the chosen level's field.
 - :mod:`odeflow.solver.snap`: :func:`solve_snap`, keyword front door to the
   Sec. 6 system.
+- :mod:`odeflow.solver.schedule`: :func:`solve_schedule`, the stages of a training
+  schedule solved one after the other (induction heads, spec section 10).
 """
 
 from odeflow.solver import events
 from odeflow.solver.events import FieldEvent, margin_crossover, snap_transition
+from odeflow.solver.schedule import solve_schedule
 from odeflow.solver.snap import solve_snap
 from odeflow.solver.solve import (
     DENSE_JACOBIAN_LIMIT,
@@ -29,3 +32,4 @@ __all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "FieldEvent", "IMPLICIT
            "LARGE_STATE_METHOD", "MAX_NFEV", "METHODS", "choose_method", "default_t_eval", "events",
            "jacobian_options", "margin_crossover", "snap_transition", "solve", "solve_batch",
            "solve_snap"]
+__all__ += ["solve_schedule"]

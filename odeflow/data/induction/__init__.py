@@ -19,7 +19,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from odeflow.data.checks import as_real_array, parse_toml, validate_finite, validate_positive
+from odeflow.data.checks import as_real_array, validate_finite, validate_positive
+from odeflow.data.forms import TomlForm
 from odeflow.data.induction import markov
 from odeflow.errors import ValidationError
 
@@ -98,7 +99,7 @@ def check_kernel(kernel, vocab_size: int, n_gram: int, field_name: str = "kernel
     return arr
 
 
-class InductionData:
+class InductionData(TomlForm):
     """n-gram Markov data and the initial model of the induction-head family.
 
     Parameters
@@ -302,42 +303,10 @@ class InductionData:
                 raise ValidationError(f"init.{exc.field}", exc.reason) from None
             raise
 
-    def to_toml_string(self) -> str:
-        """TOML text; reading it back with :meth:`from_toml_string` is exact."""
-        import tomli_w
-
-        return tomli_w.dumps(self.to_dict())
-
     @classmethod
-    def from_toml_string(cls, text: str) -> InductionData:
-        """Parse TOML text (schema of :meth:`from_dict`; also inside a ``[data]`` table)."""
-        d = parse_toml(text, "toml")
-        if "data" in d and isinstance(d["data"], Mapping) and "vocab_size" not in d:
-            d = d["data"]
-        return cls.from_dict(d)
-
-    def to_toml(self, path) -> None:
-        """Write the data model as TOML, atomically (temp file + rename)."""
-        from odeflow.io import atomic_write_text
-
-        atomic_write_text(path, self.to_toml_string())
-
-    @classmethod
-    def from_toml(cls, path) -> InductionData:
-        """Read a data model from a TOML file (schema of :meth:`from_dict`)."""
-        from odeflow.io import read_text
-
-        return cls.from_toml_string(read_text(path, "config"))
-
-    @classmethod
-    def preset(cls, name: str) -> InductionData:
-        """A built-in model: ``"ih-paper"`` or ``"ih-point"`` (see :data:`PRESETS`)."""
-        try:
-            factory = PRESETS[name]
-        except (KeyError, TypeError):
-            raise ValidationError("preset", f"unknown preset {name!r}; choose one of "
-                                  f"{sorted(PRESETS)}") from None
-        return factory()
+    def preset_table(cls) -> dict:
+        """The built-in models: ``"ih-paper"``, ``"ih-point"`` (:data:`PRESETS`)."""
+        return PRESETS
 
     def __eq__(self, other) -> bool:
         return isinstance(other, InductionData) and self.to_dict() == other.to_dict()

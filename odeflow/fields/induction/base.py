@@ -1,0 +1,315 @@
+"""Base of the induction-head levels (spec section 10): parameter layout, rates, stages.
+
+The flat state of every induction-head field is the family's parameter vector
+``theta = concatenate(c (#S,), w.ravel() (H*H,), [a])`` (selector
+coefficients, copier logits, classifier weight; 17 numbers at ``H = 3, D = 2``);
+a level whose copier is fixed (``flow="copier"``) drops ``w``. Each field
+exposes
+
+- :meth:`InductionField.loss` and :meth:`InductionField.gradient`: the
+  population loss and its plain gradient on the flat state;
+- :attr:`InductionField.rate_vector`: one learning rate per entry (its
+  group's rate; 0 for a frozen group);
+
+and its right-hand side is the gradient flow ``theta' = -rate_vector *
+gradient(theta)``. The optimiser-flow wrapper (issue 20) uses ``gradient`` and
+``rate_vector`` the same way.
+
+Stage schedules
+---------------
+The authors train in stages (``c``, then ``w`` at rate ``1e5``, then ``a``)
+or jointly (``RPE/train_simplified.py``). A field moves the groups given a
+non-zero rate in ``rates={"c": .., "w": .., "a": ..}`` (an omitted group is
+frozen; ``rates=None`` moves every group at rate 1, the joint run) and starts
+from ``start`` (a flat state; the data model's init by default). A
+:class:`Schedule` is a list of :class:`Stage` (groups' rates and the stage's
+duration); :func:`odeflow.solver.induction.solve_schedule` solves the stages
+one after the other, each from the end of the one before, and concatenates
+the trajectories.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from odeflow.data.checks import as_real_array, validate_finite
+from odeflow.errors import ValidationError
+from odeflow.fields.base import Field
+
+#: Parameter groups of the flat vector, in their order.
+GROUPS = ("c", "w", "a")
+#: The loss names of the family: ``-log y_target`` and the code's cross-entropy of ``y``.
+LOSSES = ("nll", "code")
+
+
+def check_loss(loss) -> str:
+    """``loss`` if it is one of :data:`LOSSES`, else a ValidationError naming ``loss``."""
+    if not isinstance(loss, str) or loss not in LOSSES:
+        raise ValidationError("loss", f"must be one of {list(LOSSES)}, got {loss!r:.80}")
+    return loss
+
+
+def check_rates(rates, groups: Sequence[str], field_name: str = "rates") -> dict:
+    """``{group: rate}`` over ``groups``: finite, ``>= 0``; omitted groups get 0 (frozen).
+
+    ``None`` moves every group at rate 1 (the authors' joint run at lr 1); a single
+    number moves every group at that rate.
+    """
+    if rates is None:
+        return dict.fromkeys(groups, 1.0)
+    if isinstance(rates, (int, float)) and not isinstance(rates, bool):
+        rate = validate_finite(rates, field_name)
+        if not rate > 0:
+            raise ValidationError(field_name, f"must be > 0, got {rate!r}")
+        return dict.fromkeys(groups, rate)
+    if not isinstance(rates, Mapping):
+        raise ValidationError(field_name, f"must be a mapping of group to rate, e.g. "
+                              f"{{'c': 1.0, 'a': 1.0}}, got {rates!r:.80}")
+    out = dict.fromkeys(groups, 0.0)
+    for key, value in rates.items():
+        if key not in groups:
+            raise ValidationError(f"{field_name}.{key}", f"unknown parameter group; this flow "
+                                  f"has {list(groups)}")
+        rate = validate_finite(value, f"{field_name}.{key}")
+        if rate < 0:
+            raise ValidationError(f"{field_name}.{key}", f"must be >= 0, got {rate!r}")
+        out[key] = rate
+    if not any(out.values()):
+        raise ValidationError(field_name, "every group is frozen; give at least one rate > 0")
+    return out
+
+
+class InductionField(Field):
+    """A level of the induction-head family: a gradient flow on the flat parameters.
+
+    Parameters
+    ----------
+    data : InductionData
+    loss : {"nll", "code"}, default "nll"
+        ``-log y_{x_{L+1}}`` (the analysis) or the cross-entropy of the vector
+        ``y`` used as logits (the authors' training code).
+    rates : mapping of group to rate, optional
+        Learning rate of each group of :attr:`groups`; omitted or 0: frozen.
+        Default: every group at 1.
+    start : array_like, optional
+        Flat initial state (e.g. the end of a previous stage); the data model's
+        init (``c0, w+, w-, a0``) by default.
+
+    Subclasses set :attr:`groups` and implement :meth:`loss_and_gradient`.
+    """
+
+    #: Parameter groups of this level's flat state, in order.
+    groups: tuple = GROUPS
+
+    def __init__(self, data, loss: str = "nll", rates=None, start=None):
+        super().__init__()
+        from odeflow.data.induction import InductionData
+
+        if not isinstance(data, InductionData):
+            raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
+        self.data = data
+        self.loss_name = check_loss(loss)
+        self.rates = check_rates(rates, self.groups)
+        self.subsets = [tuple(s) for s in data.subsets]
+        self.heads = int(data.heads)
+        self.slices = self._layout()
+        self._start = self._check_start(start)
+        self.rate_vector = np.zeros(self.size)
+        for g, rate in self.rates.items():
+            self.rate_vector[self.slices[g]] = rate
+        self.rate_vector.setflags(write=False)
+
+    # ------------------------------------------------------------- layout
+    def _layout(self) -> dict:
+        sizes = {"c": len(self.subsets), "w": self.heads ** 2, "a": 1}
+        out, at = {}, 0
+        for g in self.groups:
+            out[g] = slice(at, at + sizes[g])
+            at += sizes[g]
+        self._size = at
+        return out
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def group_mask(self, group: str) -> np.ndarray:
+        """Boolean mask of the entries of ``group`` in the flat state."""
+        mask = np.zeros(self.size, dtype=bool)
+        mask[self.slices[group]] = True
+        return mask
+
+    def pack(self, c, w=None, a=0.0) -> np.ndarray:
+        """The flat state from ``c`` (#S,), ``w`` (H, H) (levels with a copier) and ``a``."""
+        parts = {"c": np.asarray(c, float).ravel(), "a": np.asarray([a], float).ravel()}
+        if "w" in self.groups:
+            parts["w"] = np.asarray(w, float).ravel()
+        return np.concatenate([parts[g] for g in self.groups])
+
+    def split(self, y: np.ndarray) -> dict:
+        """``{"c": (#S,), "w": (H, H), "a": float}`` views of the flat state ``y``."""
+        out = {"c": y[self.slices["c"]], "a": float(y[self.slices["a"]][0])}
+        if "w" in self.groups:
+            out["w"] = y[self.slices["w"]].reshape(self.heads, self.heads)
+        return out
+
+    def _check_start(self, start) -> np.ndarray:
+        if start is None:
+            d = self.data
+            w = np.full((self.heads, self.heads), float(d.w_minus))
+            w[:, 0] = float(d.w_plus)
+            return self.pack(np.full(len(self.subsets), float(d.c0)), w, float(d.a0))
+        arr = as_real_array(start, "start").ravel()
+        if arr.shape != (self.size,):
+            raise ValidationError("start", f"must be a flat state of {self.size} numbers "
+                                  f"({' + '.join(self.groups)}), got shape {np.shape(start)}")
+        if not np.all(np.isfinite(arr)):
+            raise ValidationError("start", "must be finite")
+        if not np.any(arr[self.slices["c"]] != 0):
+            raise ValidationError("start", "the selector coefficients c are all 0 (p_S = "
+                                  "c_S^2 / sum c^2 is undefined)")
+        return arr.copy()
+
+    def initial_state(self) -> np.ndarray:
+        return self._start.copy()
+
+    # ------------------------------------------------------------- the flow
+    def loss_and_gradient(self, y: np.ndarray, gradient: bool = True):
+        """``(loss, gradient)`` at the flat state ``y`` (gradient None if not asked)."""
+        raise NotImplementedError
+
+    def loss(self, y: np.ndarray) -> float:
+        """The population loss at the flat state ``y``."""
+        return self.loss_and_gradient(np.asarray(y, float), gradient=False)[0]
+
+    def gradient(self, y: np.ndarray) -> np.ndarray:
+        """The plain gradient of :meth:`loss` on the flat state (every group, frozen or not)."""
+        return self.loss_and_gradient(np.asarray(y, float))[1]
+
+    def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
+        """``-rate_vector * gradient(y)``: the gradient flow of the moving groups."""
+        self.nfev += 1
+        return -self.rate_vector * self.gradient(y)
+
+    def parameters(self) -> dict:
+        return {"flow": self.name, "loss": self.loss_name, "rates": dict(self.rates),
+                "groups": list(self.groups), "start": self._start.tolist()}
+
+    def trajectory(self, t, states, stats):
+        """An :class:`~odeflow.results.induction.InductionTrajectory` (the loss evaluated at
+        every output time; ``copier_logits`` None for a level without ``w``)."""
+        from odeflow.results.induction import InductionTrajectory
+
+        states = np.asarray(states, float)
+        n = states.shape[0]
+        c = states[:, self.slices["c"]]
+        u = np.sum(c * c, axis=1, keepdims=True)
+        w = (states[:, self.slices["w"]].reshape(n, self.heads, self.heads)
+             if "w" in self.groups else None)
+        losses = np.array([self.loss(row) for row in states])
+        meta = {**self.parameters(), "schedule": [{"rates": dict(self.rates),
+                                                   "t_span": [float(t[0]), float(t[-1])]}]}
+        return InductionTrajectory(np.asarray(t, float), states[:, self.slices["a"]][:, 0],
+                                   self.subsets, c * c / u, w, c, losses, stats=stats,
+                                   meta=meta, data=self.data)
+
+    @classmethod
+    def join(cls, parts):
+        """One :class:`~odeflow.results.induction.InductionTrajectory` from the stages of a
+        schedule (consecutive spans; the repeated boundary point is kept once).
+
+        ``stats`` sums ``nfev``, ``njev``, ``nlu``, ``rhs_calls`` and ``wall_time`` and
+        lists each stage's statistics under ``"stages"``; ``meta["schedule"]`` lists the
+        stages (rates, span).
+        """
+        from odeflow.results.induction import InductionTrajectory
+
+        first = parts[0]
+        keep = [np.ones(first.t.size, dtype=bool)]
+        for prev, part in zip(parts, parts[1:], strict=False):
+            keep.append(part.t > prev.t[-1])
+
+        def cat(name):
+            if getattr(first, name) is None:
+                return None
+            return np.concatenate([getattr(p, name)[k] for p, k in zip(parts, keep, strict=True)])
+
+        stats = {"method": first.stats.get("method"), "status": 0,
+                 "stages": [dict(p.stats) for p in parts]}
+        for key in ("nfev", "njev", "nlu", "rhs_calls", "wall_time"):
+            stats[key] = sum(p.stats.get(key, 0) for p in parts)
+        meta = {**first.meta, "schedule": [s for p in parts for s in p.meta["schedule"]],
+                "t_span": [float(first.t[0]), float(parts[-1].t[-1])]}
+        meta.pop("rates", None)
+        meta.pop("start", None)
+        out = InductionTrajectory(cat("t"), cat("a"), first.subsets, cat("subset_weights"),
+                                  cat("copier_logits"), cat("c"), cat("loss"), stats=stats,
+                                  meta=meta, data=first.data)
+        y = np.concatenate([p.y[:, k] for p, k in zip(parts, keep, strict=True)], axis=1)
+        out.attach_solution(y)
+        return out
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a schedule: the groups' rates (omitted: frozen) and its duration.
+
+    Parameters
+    ----------
+    rates : mapping of group to rate, or float
+        E.g. ``{"c": 1.0}`` (stage 1 of the authors), ``{"w": 1e5}``, ``{"a": 1.0}``;
+        a number moves every group of the level at that rate.
+    duration : float
+        Flow time of the stage (> 0).
+    """
+
+    rates: dict | float = field(default_factory=dict)
+    duration: float = 1.0
+
+    def checked(self, index: int, groups) -> Stage:
+        where = f"schedule[{index}]"
+        duration = validate_finite(self.duration, f"{where}.duration")
+        if not duration > 0:
+            raise ValidationError(f"{where}.duration", f"must be > 0, got {duration!r}")
+        return Stage(check_rates(self.rates, groups, f"{where}.rates"), duration)
+
+
+class Schedule(tuple):
+    """A sequence of :class:`Stage` run one after the other (spec section 10, schedules).
+
+    ``Schedule.staged(t1, t2, t3)`` is the authors' ``c -> w -> a`` (rates 1, 1e5, 1
+    by default); ``Schedule.joint(t)`` moves every group together at rate 1.
+    """
+
+    def __new__(cls, stages=()):
+        stages = tuple(stages)
+        for i, s in enumerate(stages):
+            if not isinstance(s, Stage):
+                raise ValidationError(f"schedule[{i}]", f"must be a Stage, got "
+                                      f"{type(s).__name__}")
+        if not stages:
+            raise ValidationError("schedule", "needs at least one stage")
+        return super().__new__(cls, stages)
+
+    @classmethod
+    def staged(cls, t_c: float, t_w: float, t_a: float, rate_c: float = 1.0,
+               rate_w: float = 1e5, rate_a: float = 1.0) -> Schedule:
+        """The authors' staged run: ``c`` for ``t_c``, then ``w`` for ``t_w``, then ``a``."""
+        return cls([Stage({"c": rate_c}, t_c), Stage({"w": rate_w}, t_w),
+                    Stage({"a": rate_a}, t_a)])
+
+    @classmethod
+    def joint(cls, t_end: float, rate: float = 1.0) -> Schedule:
+        """Every group at ``rate`` for ``t_end``."""
+        return cls([Stage(float(rate), t_end)])
+
+    def checked(self, groups) -> list[Stage]:
+        return [s.checked(i, groups) for i, s in enumerate(self)]
+
+    @property
+    def end(self) -> float:
+        return math.fsum(s.duration for s in self)
