@@ -3,7 +3,8 @@
 - :mod:`~odeflow.training.induction.finite_length`: the finite-``L`` model of the
   family on seeded samples of sequences (:func:`sample_sequences`,
   :class:`EmpiricalInduction` with its exact empirical-loss gradient) and
-  full-batch gradient descent, joint or staged (:func:`train`, :class:`Stage`).
+  full-batch gradient descent, joint (:func:`joint`) or staged with the family's
+  :class:`~odeflow.fields.induction.base.Schedule` of :class:`Stage` (:func:`train`).
 - :mod:`~odeflow.training.induction.beside_flow`: the authors' protocol beside
   the population flow (:func:`compare`, :func:`agreement`), for
   ``odeflow reproduce induction``.
@@ -19,6 +20,7 @@ from odeflow.training.induction.finite_length import (
     EmpiricalInduction,
     InductionRun,
     InductionSequences,
+    Schedule,
     Stage,
     initial_parameters,
     joint,
@@ -29,6 +31,6 @@ from odeflow.training.induction.finite_length import (
 )
 
 __all__ = ["GROUPS", "LOSSES", "PAPER_LENGTH", "PAPER_RATE", "PAPER_SEQUENCES", "Comparison",
-           "EmpiricalInduction", "InductionRun", "InductionSequences", "Stage", "agreement",
-           "compare", "initial_parameters", "joint", "log_spaced_steps", "rows", "sample_for",
-           "sample_sequences", "train"]
+           "EmpiricalInduction", "InductionRun", "InductionSequences", "Schedule", "Stage",
+           "agreement", "compare", "initial_parameters", "joint", "log_spaced_steps", "rows",
+           "sample_for", "sample_sequences", "train"]

@@ -62,20 +62,14 @@ from __future__ import annotations
 import math
 import operator
 import sys
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from odeflow.data.checks import validate_finite, validate_positive
 from odeflow.data.induction import InductionData, check_kernel
 from odeflow.errors import SolveError, ValidationError
-
-#: The loss names of the family (spec section 10).
-LOSSES = ("nll", "code")
-
-#: Parameter groups of the flat vector, in their order.
-GROUPS = ("c", "w", "a")
+from odeflow.fields.induction.base import GROUPS, LOSSES, Schedule, Stage
 
 #: The authors' protocol: sequence length, training sequences, learning rate.
 PAPER_LENGTH = 100
@@ -528,42 +522,30 @@ class EmpiricalInduction:
 
 # --------------------------------------------------------------------------- training
 
-@dataclass(frozen=True)
-class Stage:
-    """One stage of a training schedule: which groups move, at which rates, how many steps.
-
-    Parameters
-    ----------
-    groups : tuple of str
-        Parameter groups that move (of ``"c"``, ``"w"``, ``"a"``); the others are frozen.
-    steps : int
-        Gradient steps of the stage.
-    rates : mapping of str to float, optional
-        Learning rate of each moving group (default :data:`PAPER_RATE`).
-    """
-
-    groups: tuple[str, ...]
-    steps: int
-    rates: dict = field(default_factory=dict)
-
-    def checked(self, index: int) -> Stage:
-        where = f"stages[{index}]"
-        groups = tuple(self.groups)
-        if not groups or any(g not in GROUPS for g in groups):
-            raise ValidationError(f"{where}.groups", f"must be a non-empty subset of "
-                                  f"{list(GROUPS)}, got {self.groups!r}")
-        for g in self.rates:
-            if g not in groups:
-                raise ValidationError(f"{where}.rates", f"rate for {g!r}, which does not move "
-                                      f"in this stage (groups {list(groups)})")
-        rates = {g: validate_positive(self.rates.get(g, PAPER_RATE), f"{where}.rates.{g}")
-                 for g in groups}
-        return Stage(groups, check_count(self.steps, f"{where}.steps", minimum=0), rates)
+def joint(steps: int, rate: float = PAPER_RATE) -> Schedule:
+    """All groups together at ``rate`` for ``steps`` steps: the authors' joint run
+    (:meth:`Schedule.joint <odeflow.fields.induction.base.Schedule.joint>`)."""
+    return Schedule.joint(check_count(steps, "steps"), rate)
 
 
-def joint(steps: int, rate: float = PAPER_RATE) -> list[Stage]:
-    """All groups together at one rate: the authors' joint run."""
-    return [Stage(GROUPS, steps, {g: rate for g in GROUPS})]
+def checked_stages(schedule) -> list[Stage]:
+    """The family's schedule (a :class:`~odeflow.fields.induction.base.Schedule`, a list
+    of :class:`~odeflow.fields.induction.base.Stage` or one Stage), checked, with every
+    stage's duration a whole number of steps (``t = k``)."""
+    if isinstance(schedule, Stage):
+        schedule = [schedule]
+    if not isinstance(schedule, Schedule):
+        try:
+            schedule = Schedule(list(schedule))
+        except TypeError:
+            raise ValidationError("schedule", f"must be a Schedule or a list of Stage, got "
+                                  f"{type(schedule).__name__}") from None
+    stages = schedule.checked(GROUPS)
+    for i, stage in enumerate(stages):
+        if not float(stage.duration).is_integer():
+            raise ValidationError(f"schedule[{i}].duration", f"must be a whole number of "
+                                  f"steps (GD step k is t = k), got {stage.duration!r}")
+    return stages
 
 
 @dataclass(frozen=True)
@@ -620,7 +602,7 @@ def log_spaced_steps(total: int, count: int = 60) -> np.ndarray:
     return np.unique(np.concatenate([[0], marks, [total]]))
 
 
-def train(model: EmpiricalInduction, theta0, stages: Sequence[Stage], *,
+def train(model: EmpiricalInduction, theta0, schedule, *,
           record=None, progress: bool | None = None) -> InductionRun:
     """Full-batch gradient descent on the empirical loss of ``model`` (spec section 10).
 
@@ -629,8 +611,10 @@ def train(model: EmpiricalInduction, theta0, stages: Sequence[Stage], *,
     model : EmpiricalInduction
     theta0 : array_like
         Start, in the contract's flat layout.
-    stages : sequence of Stage
-        The schedule, run one after the other (:func:`joint` for the joint run).
+    schedule : Schedule, list of Stage or Stage
+        The family's schedule (:mod:`odeflow.fields.induction.base`): each stage's
+        rates (an omitted group is frozen) and its duration, here a number of steps
+        (:func:`joint` for the joint run at lr 1). Stages run one after the other.
     record : sequence of int, optional
         Global step counts to record (default :func:`log_spaced_steps`); the start
         and the end are always recorded.
@@ -647,13 +631,8 @@ def train(model: EmpiricalInduction, theta0, stages: Sequence[Stage], *,
         raise ValidationError("model", f"must be an EmpiricalInduction, got "
                               f"{type(model).__name__}")
     theta = model.pack(*model.unpack(theta0))
-    if isinstance(stages, Stage):
-        stages = [stages]
-    stages = [(s if isinstance(s, Stage) else _not_stage(i, s)).checked(i)
-              for i, s in enumerate(stages)]
-    if not stages:
-        raise ValidationError("stages", "needs at least one stage")
-    total = sum(s.steps for s in stages)
+    stages = checked_stages(schedule)
+    total = sum(int(s.duration) for s in stages)
     if record is None:
         marks = log_spaced_steps(total)
     else:
@@ -675,7 +654,7 @@ def train(model: EmpiricalInduction, theta0, stages: Sequence[Stage], *,
                 rate = np.zeros(model.size)
                 for g, eta in stage.rates.items():
                     rate[model.group_mask((g,))] = eta
-                for _ in range(stage.steps):
+                for _ in range(int(stage.duration)):
                     value, grad = model.loss_and_gradient(theta)
                     if step in wanted:
                         done.append(step)
@@ -698,10 +677,6 @@ def train(model: EmpiricalInduction, theta0, stages: Sequence[Stage], *,
     steps = np.asarray(done, dtype=np.int64)
     return InductionRun(steps, steps.astype(float), np.asarray(rows), np.asarray(losses),
                         list(model.subsets), model.heads, model.loss_name)
-
-
-def _not_stage(index, value):
-    raise ValidationError(f"stages[{index}]", f"must be a Stage, got {type(value).__name__}")
 
 
 def initial_parameters(model: EmpiricalInduction, *, w_plus: float = 3.0, w_minus: float = 0.1,
