@@ -80,3 +80,47 @@ def test_reproduce_induction_out_that_is_a_file_is_refused(tmp_path, capsys, mon
     code, _, err = cli(capsys, "reproduce", "induction", "--steps", "1", "--seeds", "1",
                        "--out", tmp_path / "f")
     assert code == 2 and one_error_line(err).startswith("odeflow: error: --out: ")
+
+
+def test_reproduce_induction_writes_run_beside_flow(tmp_path, capsys, monkeypatch):
+    """The command's files and table, on ih-point with 300 sequences per seed (the
+    ih-paper flow takes about a minute even to t = 5 on a busy machine)."""
+    from functools import partial
+
+    from odeflow import InductionData
+    from odeflow.training.induction import beside_flow
+
+    monkeypatch.setattr(beside_flow, "compare",
+                        partial(beside_flow.compare, InductionData.preset("ih-point"),
+                                count=300))
+    out = tmp_path / "rep"
+    code, stdout, err = cli(capsys, "reproduce", "induction", "--steps", "5", "--seeds", "2",
+                            "--out", out, "--no-progress")
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["induction.csv", "induction.png",
+                                                     "induction_agreement.csv"]
+    import csv
+
+    with open(out / "induction.csv", encoding="utf-8") as fh:
+        table = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in table] == [0, 1, 2, 3, 4, 5]
+    first = table[0]
+    assert float(first["a_run"]) == pytest.approx(0.01) == float(first["a_flow"])  # init
+    assert float(first["loss_run"]) > 0 and float(first["loss_flow"]) > 0
+    assert {"p_run_S_12", "p_flow_S_12", "p_run_S_", "a_run_sd"} <= set(first)
+    with open(out / "induction_agreement.csv", encoding="utf-8") as fh:
+        goal = list(csv.DictReader(fh))
+    assert [int(r["t"]) for r in goal] == [5]
+    assert "goal (a within 15%" in stdout
+
+
+def test_plot_induction_figures_from_the_cli(tmp_path, capsys):
+    for name in ("ih-subsets", "ih-copier"):
+        target = tmp_path / f"{name}.png"
+        code, _, err = cli(capsys, "plot", name, "--preset", "ih-point", "--t-end", "5",
+                           "--out", target)
+        assert code == 0, err
+        assert target.stat().st_size > 5000
+    code, _, err = cli(capsys, "plot", "ih-loss", "--preset", "syn-small", "--out",
+                       tmp_path / "x.png")
+    assert code == 2 and "data" in one_error_line(err)
