@@ -249,6 +249,9 @@ def test_finite_length_loss_approaches_the_population_loss_of_the_point_mass_mod
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): a(t) agrees within 15% "
+                   "at every time, but the loss differs by 0.024 at t = 5 and 0.019 at t = 10 "
+                   "(0.022 already at t = 0, the same parameters): goal not met there")
 def test_protocol_training_beside_the_population_flow_meets_the_goal():
     """Issue 23's goal on the authors' protocol (ih-paper, 9000 x 100, joint GD at lr 1
     from the code's init, 1e4 steps, loss 'code'): a(t) within 15% and the loss within
