@@ -223,4 +223,6 @@ def test_plot_all_with_a_short_horizon(tmp_path, capsys):
     assert code in (0, 2)
     drawn = sorted(p.name for p in tmp_path.iterdir())
     skipped = [line for line in err.splitlines() if "skipped" in line]
-    assert len(drawn) + len(skipped) == 6 and drawn
+    from odeflow.plots import FIGURES
+
+    assert len(drawn) + len(skipped) == len(FIGURES) and drawn

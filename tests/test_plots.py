@@ -207,7 +207,8 @@ def test_save_figure_rejects_unknown_suffix(tmp_path):
 # ------------------------------------------------------------------ registry, CLI
 def test_registry_names_every_plot_function():
     assert set(plots.FIGURES) == {"margin", "scan-snap", "attention-map", "relative-gain",
-                                  "entropy", "levels"}
+                                  "entropy", "levels", "ih-subsets", "ih-classifier",
+                                  "ih-copier", "ih-loss"}
     for spec in plots.FIGURES.values():
         assert callable(spec.function) and spec.function.__name__.startswith("plot_")
     assert plots.figure_arguments("levels", t_end=40.0) == {"steps": 40}

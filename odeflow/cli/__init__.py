@@ -20,10 +20,13 @@ import sys
 from odeflow.errors import SolveError, SweepStopped, ValidationError
 from odeflow.version import __version__
 
+#: Modules under odeflow.cli that serve a command instead of registering one.
+HELPER_MODULES = ("common", "reproduce_induction")
+
 
 def command_modules() -> list[str]:
     """Names of the modules under odeflow.cli that register a command (``run`` first)."""
-    names = [m.name for m in pkgutil.iter_modules(__path__) if m.name != "common"]
+    names = [m.name for m in pkgutil.iter_modules(__path__) if m.name not in HELPER_MODULES]
     return sorted(names, key=lambda n: (n != "run", n))
 
 

@@ -7,8 +7,8 @@ import sys
 import time
 from pathlib import Path
 
-from odeflow.data import PRESETS
 from odeflow.errors import ValidationError
+from odeflow.fields import preset_names
 
 
 def register(sub) -> None:
@@ -35,7 +35,7 @@ def register(sub) -> None:
     p.add_argument("--dpi", type=int, default=130, help="resolution of PNG output (130)")
     source = p.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME",
-                        help=f"built-in data model ({', '.join(sorted(PRESETS))})")
+                        help=f"built-in data model ({', '.join(preset_names())})")
     source.add_argument("--config", metavar="FILE.toml", help="data model in TOML")
     p.add_argument("--eta-y", type=float, metavar="X", help="decoder learning rate")
     p.add_argument("--eta-z", type=float, metavar="X", help="attention learning rate")
@@ -92,9 +92,9 @@ def _sources(args) -> tuple:
 
         return load_config(args.config)
     if args.preset:
-        from odeflow.data import make_preset
+        from odeflow.fields import find_preset
 
-        return make_preset(args.preset), {}
+        return find_preset(args.preset), {}   # any family's preset (ih-paper too)
     return None, {}
 
 

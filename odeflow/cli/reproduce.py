@@ -15,6 +15,8 @@ the table (results first). Beside every run: Level E, Level R and Level T
   ``eta_Y/eta_Z`` in {1, 2, 5, 10}, uniform start, 100 steps: ``fig6.csv``
   (64 cells), ``fig6.png``, and the recall curves of Appendix G
   (``fig6_recall.csv``, ``fig6_recall.png``).
+- ``induction``: seed 001's induction heads, finite-``L`` training beside the
+  population flow (:mod:`odeflow.cli.reproduce_induction`; :data:`EXPERIMENTS`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from odeflow.errors import ValidationError
 
 FIGURES = ("fig4", "fig5", "fig6")
 
+#: Experiments of other model families, each in its own module: name -> ``"module:function"``
+#: under :mod:`odeflow.cli`; the function takes the parsed arguments and returns the exit code.
+EXPERIMENTS = {"induction": "reproduce_induction:run"}
+
 #: Upper limits of the count flags, so that a typo cannot start a run of days or ask
 #: for more memory than the machine has: every step of every seed is recorded (the
 #: logits of syn-medium-10 take 17 kB per seed and step, so the product is bounded).
@@ -40,7 +46,7 @@ OUTPUTS = {"fig4": ("fig4",), "fig5": ("fig5",), "fig6": ("fig6", "fig6_recall")
 def register(sub) -> None:
     p = sub.add_parser("reproduce", help="the paper's Figs. 4-6: training beside the levels",
                        description=__doc__.splitlines()[0].split(": ", 1)[1])
-    p.add_argument("figure", choices=FIGURES, help="which experiment")
+    p.add_argument("figure", choices=(*FIGURES, *EXPERIMENTS), help="which experiment")
     p.add_argument("--seeds", type=int, default=10, metavar="N",
                    help=f"seeds per run (10; at most {LIMITS['seeds']:,})")
     p.add_argument("--steps", type=int, default=100, metavar="K",
@@ -124,7 +130,17 @@ def print_table(rows: list[dict], columns: list[str], every: int = 1) -> None:
                         for c in columns))
 
 
+def run_experiment(args) -> int:
+    """Run a family's experiment of :data:`EXPERIMENTS`."""
+    import importlib
+
+    module, function = EXPERIMENTS[args.figure].split(":")
+    return getattr(importlib.import_module(f"{__package__}.{module}"), function)(args)
+
+
 def run(args) -> int:
+    if args.figure in EXPERIMENTS:
+        return run_experiment(args)
     import matplotlib
 
     matplotlib.use("Agg")

@@ -58,6 +58,18 @@ FIGURES: dict[str, FigureSpec] = {spec.name: spec for spec in (
     FigureSpec("levels", "levels:plot_levels",
                "z_ml(t) from Level E, Level R and SGD side by side",
                ("data", "eta_y", "eta_z", "t_end")),
+    FigureSpec("ih-subsets", "induction:plot_subset_weights",
+               "induction heads: selector weights p_S(t) stacked over log t",
+               ("data", "t_end", "flow")),
+    FigureSpec("ih-classifier", "induction:plot_classifier_weight",
+               "induction heads: classifier weight a(t) on log time",
+               ("data", "t_end", "flow")),
+    FigureSpec("ih-copier", "induction:plot_copier_logits",
+               "induction heads: copier logits (H x H) at start and end",
+               ("data", "t_end", "flow")),
+    FigureSpec("ih-loss", "induction:plot_loss",
+               "induction heads: loss over log time",
+               ("data", "t_end", "flow")),
 )}
 
 

@@ -1,0 +1,86 @@
+"""``odeflow reproduce induction``: the authors' induction-head training beside the population flow.
+
+Seed 001 (spec section 10): ``ih-paper`` (d = 3, n = 3, H = 3, D = 2,
+alpha = 0.1), per seed 9000 fresh sequences of length ``L = 100``, full-batch
+gradient descent at learning rate 1 on all parameters jointly from the code's
+init, the authors' training loss (``"code"``), ``--steps`` steps; beside it the
+population flow (``L -> infinity``) from the same init at ``t = k``
+(:mod:`odeflow.training.induction.beside_flow`). Writes into ``--out``:
+
+- ``induction.csv``: per recorded step (0, 1, then log-spaced, and t = 5, 10,
+  100, 1e3, 1e4 when reached): ``a``, loss and every ``p_S`` of the run (mean
+  and sd over ``--seeds``) and of the flow;
+- ``induction_agreement.csv``: the goal table (``a`` within 15%, loss within
+  0.01) at t = 5, 10, 100, 1e3, 1e4 (those reached);
+- ``induction.png``: ``a(t)``, loss, ``p_S(t)`` and copier logits, run beside flow.
+
+A full-batch step on 9000 x 100 takes about 7 ms on one core
+(``benchmarks/bench_induction_training.py``: 139 steps per second on a busy
+2-core machine), so the goal table to ``t = 1e4`` is
+``odeflow reproduce induction --seeds 10 --steps 10000`` (about 15 minutes; one
+seed about 1.5 minutes).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from odeflow.errors import ValidationError
+
+#: Stems of the files written into ``--out``.
+OUTPUTS = ("induction", "induction_agreement")
+
+
+def check_out(out) -> Path:
+    """An ``--out`` folder the files can be written into (checked before training)."""
+    from odeflow.io import writable_folder, writable_target
+
+    folder = writable_folder(out, "out", what="--out (the CSV and PNG files go into it)")
+    for name in ("induction.csv", "induction.png", "induction_agreement.csv"):
+        writable_target(folder / name, "out")
+    return folder
+
+
+def run(args) -> int:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from odeflow.cli.reproduce import check_counts, csv_text, print_table, write_outputs
+    from odeflow.io import atomic_write_text
+    from odeflow.plots.induction import plot_run_beside_flow
+    from odeflow.training.induction import beside_flow as induction_flow
+
+    if getattr(args, "same_start", False):
+        raise ValidationError("same_start", "only for fig6 (induction runs start from the "
+                              "code's init)")
+    check_counts(args.seeds, args.steps)
+    out = check_out(args.out)
+    progress = False if args.no_progress else None
+    start = time.perf_counter()
+    comp = induction_flow.compare(seeds=args.seeds, steps=args.steps, progress=progress)
+    table = induction_flow.rows(comp)
+    goal = induction_flow.agreement(comp)
+    fig = plot_run_beside_flow(comp.mean_run, comp.flow,
+                               run_label=f"finite-L GD run ({len(comp.seeds)} seed"
+                                         f"{'s' if len(comp.seeds) > 1 else ''})")
+    written = write_outputs(out, "induction", table, fig)
+    if goal:
+        written.append(atomic_write_text(out / "induction_agreement.csv", csv_text(goal),
+                                         field="out"))
+    print_table(table, ["step", "a_run", "a_flow", "loss_run", "loss_flow"],
+                every=max(1, len(table) // 12))
+    if goal:
+        print()
+        print_table(goal, ["t", "a_run", "a_flow", "a_rel_err", "loss_run", "loss_flow",
+                           "loss_abs_err"])
+        print(f"goal (a within {induction_flow.A_TOLERANCE:.0%}, loss within "
+              f"{induction_flow.LOSS_TOLERANCE}): a met at "
+              f"{sum(r['a_ok'] for r in goal)}/{len(goal)} times, loss at "
+              f"{sum(r['loss_ok'] for r in goal)}/{len(goal)}")
+    seconds = time.perf_counter() - start
+    for path in written:
+        print(f"wrote {path}")
+    print(f"induction: {len(comp.seeds)} seeds x {comp.count} sequences of L = {comp.length}, "
+          f"{args.steps} steps, loss {comp.loss!r}, {seconds:.1f} s")
+    return 0

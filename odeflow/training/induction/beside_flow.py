@@ -1,0 +1,197 @@
+"""Finite-``L`` training of the induction-head model beside its population flow (spec section 10).
+
+:func:`compare` runs the authors' protocol (``ih-paper`` by default: 9000
+sequences of length ``L = 100`` per seed, full-batch gradient descent at
+learning rate 1, all groups jointly, from the code's init ``w+ = 3,
+w- = 0.1, c = a = 0.01``) with :mod:`odeflow.training.induction`, and solves
+the population flow (``L -> infinity``, ``flow="population"``) from the same
+init to the same end, evaluated at the run's recorded steps (``t = k``: the
+time map of :mod:`odeflow.training.induction`).
+
+The loss is the authors' training loss ``"code"`` (cross-entropy with the
+classifier output ``y`` as logits) by default: under ``"nll"`` a few of the
+9000 sampled sequences have a target token that occurs as the value of none of
+their keys (``y_target = 0``, an infinite empirical loss; 4 of 9000 on seed 0),
+so the finite-``L`` nll cannot be trained on the protocol's sample.
+
+:func:`agreement` reads the comparison at chosen times (:data:`GOAL_TIMES`)
+against the goal of issue 23: ``a(t)`` within 15% and the loss within 0.01.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from odeflow.data.induction import InductionData
+from odeflow.errors import ValidationError
+from odeflow.training.induction.finite_length import (
+    PAPER_LENGTH,
+    PAPER_SEQUENCES,
+    EmpiricalInduction,
+    InductionRun,
+    check_count,
+    check_seed,
+    initial_parameters,
+    joint,
+    log_spaced_steps,
+    sample_for,
+    train,
+)
+
+#: Times of the goal table (``t = 5 .. 1e4``).
+GOAL_TIMES = (5, 10, 100, 1000, 10000)
+
+#: The goal: relative error of ``a`` and absolute error of the loss.
+A_TOLERANCE = 0.15
+LOSS_TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs (one per seed) and the population flow at the same times.
+
+    Attributes
+    ----------
+    runs : list of InductionRun
+        All recorded at the same steps.
+    flow : trajectory
+        :func:`odeflow.solve`'s population flow at ``t = runs[0].steps``.
+    seeds : list of int
+    loss : str
+    count, length : int
+        Sequences per seed and their length ``L``.
+    """
+
+    runs: list
+    flow: object
+    seeds: list
+    loss: str
+    count: int
+    length: int
+
+    @property
+    def steps(self) -> np.ndarray:
+        return self.runs[0].steps
+
+    def run_mean(self, name: str) -> np.ndarray:
+        """Mean over seeds of a run accessor (``a``, ``loss``, ``subset_weights`` ...)."""
+        return np.mean([np.asarray(getattr(r, name)) for r in self.runs], axis=0)
+
+    def run_std(self, name: str) -> np.ndarray:
+        return np.std([np.asarray(getattr(r, name)) for r in self.runs], axis=0)
+
+    @property
+    def mean_run(self) -> InductionRun:
+        """The run averaged over seeds (parameters averaged), for figures."""
+        r = self.runs[0]
+        return InductionRun(r.steps, r.t, self.run_mean("theta"), self.run_mean("loss"),
+                            r.subsets, r.heads, r.loss_name)
+
+
+def check_seeds(seeds) -> list[int]:
+    """Seeds from a count (``0 .. seeds - 1``) or a list of seeds (ValidationError naming
+    ``seeds``)."""
+    if isinstance(seeds, (list, tuple, range, np.ndarray)):
+        if len(seeds) == 0:
+            raise ValidationError("seeds", "needs at least one seed")
+        return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
+    return list(range(check_count(seeds, "seeds")))
+
+
+def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCES,
+            length: int = PAPER_LENGTH, loss: str = "code", record=None,
+            progress: bool | None = None) -> Comparison:
+    """Joint full-batch GD (lr 1) on ``count`` sequences per seed beside the population flow.
+
+    Parameters
+    ----------
+    data : InductionData, optional
+        ``ih-paper`` by default; its init (``w_plus, w_minus, c0, a0``) starts both.
+    seeds : int or list of int
+        A count (seeds ``0 .. seeds - 1``) or the seeds; seed ``s`` samples the
+        training set with :func:`~odeflow.training.induction.sample_for`.
+    steps : int
+        Gradient steps (flow time ``t = steps``).
+    count, length : int
+        Sequences per seed and ``L`` (the authors: 9000, 100).
+    loss : {"code", "nll"}
+    record : sequence of int, optional
+        Steps to record; by default about 60 log-spaced ones plus :data:`GOAL_TIMES`.
+    progress : bool, optional
+        Progress bars of the runs and of the solve.
+    """
+    from odeflow.solver import solve
+
+    if data is None:
+        data = InductionData.preset("ih-paper")
+    elif not isinstance(data, InductionData):
+        raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
+    seeds = check_seeds(seeds)
+    steps = check_count(steps, "steps")
+    subsets = data.subsets
+    if record is None:
+        record = np.union1d(log_spaced_steps(steps),
+                            [t for t in GOAL_TIMES if t <= steps]).astype(np.int64)
+    runs = []
+    for seed in seeds:
+        sample = sample_for(data, count, length, seed=seed)
+        model = EmpiricalInduction(sample, data.heads, subsets, loss=loss)
+        theta0 = initial_parameters(model, w_plus=data.w_plus, w_minus=data.w_minus,
+                                    c0=data.c0, a0=data.a0)
+        runs.append(train(model, theta0, joint(steps), record=record, progress=progress))
+    t_eval = runs[0].t
+    flow = solve(data, flow="population", loss=loss, t_span=(0.0, float(steps)),
+                         t_eval=t_eval, progress=progress)
+    return Comparison(runs, flow, seeds, loss, count, length)
+
+
+def rows(comp: Comparison) -> list[dict]:
+    """One row per recorded step: ``a``, loss and every ``p_S`` of the runs and the flow."""
+    a_run, a_sd = comp.run_mean("a"), comp.run_std("a")
+    loss_run, loss_sd = comp.run_mean("loss"), comp.run_std("loss")
+    p_run = comp.run_mean("subset_weights")
+    flow = comp.flow
+    p_flow = np.asarray(flow.subset_weights)
+    names = [subset_name(s) for s in comp.runs[0].subsets]
+    out = []
+    for j, k in enumerate(comp.steps):
+        row = {"step": int(k), "t": float(comp.runs[0].t[j]),
+               "a_run": float(a_run[j]), "a_run_sd": float(a_sd[j]),
+               "a_flow": float(flow.a[j]),
+               "loss_run": float(loss_run[j]), "loss_run_sd": float(loss_sd[j]),
+               "loss_flow": float(flow.loss[j])}
+        for i, name in enumerate(names):
+            row[f"p_run_{name}"] = float(p_run[j, i])
+            row[f"p_flow_{name}"] = float(p_flow[j, i])
+        out.append(row)
+    return out
+
+
+def subset_name(subset) -> str:
+    """Column-safe name of a subset: ``S_12`` for ``(1, 2)``, ``S_`` for the empty set."""
+    return "S_" + "".join(str(h) for h in subset)
+
+
+def agreement(comp: Comparison, times=GOAL_TIMES) -> list[dict]:
+    """The goal table: ``a`` and loss of run and flow at ``times`` (those recorded).
+
+    ``a_rel_err = |a_run - a_flow| / |a_flow|`` (goal <= :data:`A_TOLERANCE`),
+    ``loss_abs_err = |loss_run - loss_flow|`` (goal <= :data:`LOSS_TOLERANCE`).
+    """
+    table = []
+    by_step = {int(k): j for j, k in enumerate(comp.steps)}
+    a_run, loss_run = comp.run_mean("a"), comp.run_mean("loss")
+    for t in times:
+        j = by_step.get(int(t))
+        if j is None:
+            continue
+        a_f, l_f = float(comp.flow.a[j]), float(comp.flow.loss[j])
+        rel = abs(a_run[j] - a_f) / abs(a_f)
+        err = abs(loss_run[j] - l_f)
+        table.append({"t": int(t), "a_run": float(a_run[j]), "a_flow": a_f,
+                      "a_rel_err": float(rel), "a_ok": bool(rel <= A_TOLERANCE),
+                      "loss_run": float(loss_run[j]), "loss_flow": l_f,
+                      "loss_abs_err": float(err), "loss_ok": bool(err <= LOSS_TOLERANCE)})
+    return table

@@ -1,0 +1,126 @@
+"""Front ends of the induction-head family: figures and ``odeflow reproduce induction``."""
+
+from __future__ import annotations
+
+import itertools
+
+import matplotlib
+import numpy as np
+import pytest
+
+matplotlib.use("Agg")
+
+from odeflow.errors import ValidationError  # noqa: E402
+from odeflow.plots import induction as ihplots  # noqa: E402
+from odeflow.training.induction import (  # noqa: E402
+    EmpiricalInduction,
+    initial_parameters,
+    joint,
+    sample_sequences,
+    train,
+)
+from tests.cli_helpers import cli, one_error_line  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    subsets = [s for k in range(3) for s in itertools.combinations(range(1, 4), k)]
+    seqs = sample_sequences(200, 40, vocab_size=3, n_gram=3, alpha=0.1, seed=0)
+    model = EmpiricalInduction(seqs, 3, subsets, loss="code")
+    return train(model, initial_parameters(model), joint(30))
+
+
+def test_figures_draw_a_run(small_run):
+    fig = ihplots.plot_subset_weights(small_run)
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log"
+    # the stacked bands end at sum_S p_S = 1 at every recorded time
+    top = max(coll.get_paths()[0].vertices[:, 1].max() for coll in ax.collections)
+    assert top == pytest.approx(1.0)
+    fig = ihplots.plot_classifier_weight({"run": small_run})
+    (line,) = fig.axes[0].get_lines()
+    np.testing.assert_allclose(line.get_ydata(), small_run.a[small_run.t > 0])
+    fig = ihplots.plot_copier_logits(small_run)
+    assert len(fig.axes) == 3                                # two maps and a colour bar
+    fig = ihplots.plot_loss({"flow": small_run, "GD run": small_run})
+    assert len(fig.axes[0].get_lines()) == 2
+    fig = ihplots.plot_run_beside_flow(small_run, small_run)
+    assert len(fig.axes) == 7                                # six panels and a colour bar
+
+
+def test_figures_refuse_what_is_not_a_trajectory(small_run):
+    with pytest.raises(ValidationError, match="trajectory"):
+        ihplots.plot_subset_weights(np.zeros(3))
+    with pytest.raises(ValidationError, match="run"):
+        ihplots.plot_run_beside_flow(object(), small_run)
+    with pytest.raises(ValidationError, match="trajectories"):
+        ihplots.plot_loss({})
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--steps", "0"], "--steps: must be >= 1, got 0"),
+    (["--seeds", "-2"], "--seeds: must be >= 1, got -2"),
+    (["--same-start"], "--same-start: only for fig6"),
+])
+def test_reproduce_induction_refuses_bad_flags_before_training(capsys, monkeypatch, argv,
+                                                               line):
+    from odeflow.training.induction import beside_flow as induction_flow
+
+    monkeypatch.setattr(induction_flow, "compare", lambda *a, **k: pytest.fail("trained"))
+    code, out, err = cli(capsys, "reproduce", "induction", *argv)
+    assert code == 2 and out == ""
+    assert one_error_line(err).startswith(f"odeflow: error: {line}")
+
+
+def test_reproduce_induction_out_that_is_a_file_is_refused(tmp_path, capsys, monkeypatch):
+    from odeflow.training.induction import beside_flow as induction_flow
+
+    monkeypatch.setattr(induction_flow, "compare", lambda *a, **k: pytest.fail("trained"))
+    (tmp_path / "f").write_text("x")
+    code, _, err = cli(capsys, "reproduce", "induction", "--steps", "1", "--seeds", "1",
+                       "--out", tmp_path / "f")
+    assert code == 2 and one_error_line(err).startswith("odeflow: error: --out: ")
+
+
+def test_reproduce_induction_writes_run_beside_flow(tmp_path, capsys, monkeypatch):
+    """The command's files and table, on ih-point with 300 sequences per seed (the
+    ih-paper flow takes about a minute even to t = 5 on a busy machine)."""
+    from functools import partial
+
+    from odeflow import InductionData
+    from odeflow.training.induction import beside_flow
+
+    monkeypatch.setattr(beside_flow, "compare",
+                        partial(beside_flow.compare, InductionData.preset("ih-point"),
+                                count=300))
+    out = tmp_path / "rep"
+    code, stdout, err = cli(capsys, "reproduce", "induction", "--steps", "5", "--seeds", "2",
+                            "--out", out, "--no-progress")
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["induction.csv", "induction.png",
+                                                     "induction_agreement.csv"]
+    import csv
+
+    with open(out / "induction.csv", encoding="utf-8") as fh:
+        table = list(csv.DictReader(fh))
+    assert [int(r["step"]) for r in table] == [0, 1, 2, 3, 4, 5]
+    first = table[0]
+    assert float(first["a_run"]) == pytest.approx(0.01) == float(first["a_flow"])  # init
+    assert float(first["loss_run"]) > 0 and float(first["loss_flow"]) > 0
+    assert {"p_run_S_12", "p_flow_S_12", "p_run_S_", "a_run_sd"} <= set(first)
+    with open(out / "induction_agreement.csv", encoding="utf-8") as fh:
+        goal = list(csv.DictReader(fh))
+    assert [int(r["t"]) for r in goal] == [5]
+    assert "goal (a within 15%" in stdout
+
+
+def test_plot_induction_figures_from_the_cli(tmp_path, capsys):
+    for name in ("ih-subsets", "ih-copier"):
+        target = tmp_path / f"{name}.png"
+        code, _, err = cli(capsys, "plot", name, "--preset", "ih-point", "--t-end", "5",
+                           "--out", target)
+        assert code == 0, err
+        assert target.stat().st_size > 5000
+    code, _, err = cli(capsys, "plot", "ih-loss", "--preset", "syn-small", "--out",
+                       tmp_path / "x.png")
+    assert code == 2 and "data" in one_error_line(err)
