@@ -3,8 +3,9 @@
 Each experiment trains with the paper's protocol
 (:class:`odeflow.training.protocol.Protocol`), measures what the paper
 measures (:mod:`odeflow.analysis.measures`) and puts beside every run the
-prediction of the flows at the mapped flow time ``t = k / (1 - mu)``
-(:meth:`Protocol.flow_time`), solved from the zero start with the same rates:
+prediction of the first-order flows at the mapped flow time of the warm-up map
+``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6,
+:meth:`Protocol.flow_time`), solved from the zero start with the same rates:
 
 - Level E: ``odeflow.solve(..., flow="exact")`` (Eqns 3-4);
 - Level R: ``odeflow.solve(..., flow="reduced")`` (Theorem 1);

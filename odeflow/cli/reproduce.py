@@ -3,7 +3,8 @@
 Runs the paper's protocol (Sec. 8; spec section 6) over ``--seeds`` seeds,
 writes a CSV table and a PNG figure into ``--out`` (atomically), then prints
 the table (results first). Beside every run: Level E, Level R and Level T
-(at the protocol's ``T``) at the mapped flow time ``t = k / (1 - mu)``
+(at the protocol's ``T``) at the mapped flow time of the warm-up map
+``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6)
 (see :mod:`odeflow.analysis.paper`).
 ``--seeds`` and ``--steps`` are bounded by :data:`LIMITS` (exit 2 past them).
 

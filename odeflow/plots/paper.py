@@ -1,7 +1,9 @@
 """Figures of the paper's experiments (Figs. 4-6, 11-12) with the levels beside the runs.
 
-Every axis that puts runs beside flows is the *flow time* ``t = k / (1 - mu)``
-(spec section 6); the step ``k`` is shown on a secondary axis.
+Every axis that puts runs beside first-order flows is the *flow time* of the
+warm-up map ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6,
+:meth:`odeflow.training.Protocol.flow_time`); the step ``k`` is shown on a
+secondary axis.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ LEVEL_STYLE = {"E": {"linestyle": "--", "color": "black", "label": "Level E (exa
                "T": {"linestyle": "-.", "color": "#b8860b", "label": "Level T (finite-T flow)"}}
 
 
+#: Axis label of the warm-up map (spec section 6).
+TIME_LABEL = r"flow time $t_k = [k - \mu(1-\mu^k)/(1-\mu)]/(1-\mu)$"
+
+
 def _step_axis(ax, protocol) -> None:
-    scale = protocol.time_scale
-    if scale != 1.0:
-        top = ax.secondary_xaxis("top", functions=(lambda t: t / scale, lambda k: k * scale))
+    if protocol.optimizer == "sgd" and protocol.momentum:
+        top = ax.secondary_xaxis("top", functions=(protocol.step_of, protocol.flow_time))
         top.set_xlabel(r"SGD step $k$", fontsize="small")
         ax.title.set_position((0.5, 1.14))
 
@@ -48,13 +53,13 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
     for name, tr in exp.levels.items():
         ax_l.plot(t, -tr.objective, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
     ax_l.set_yscale("log")
-    finish_axes(ax_l, r"flow time $t = k/(1-\mu)$", "cross-entropy loss",
+    finish_axes(ax_l, TIME_LABEL, "cross-entropy loss",
                 "loss (batch; levels: $-J$, Eqn 2)", loc="upper right")
     _step_axis(ax_l, run.protocol)
     _band(ax_h, t, exp.entropy, series_colour(1), "runs (mean $\\pm$ sd)")
     for name, H in exp.level_entropy.items():
         ax_h.plot(t, H, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
-    finish_axes(ax_h, r"flow time $t = k/(1-\mu)$", "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
+    finish_axes(ax_h, TIME_LABEL, "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
                 "distinct-token entropy (Fig. 6 measure)", loc="upper right")
     _step_axis(ax_h, run.protocol)
     n = int(data.next_tokens[0]) if next_token is None else int(next_token)
@@ -69,7 +74,7 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
     ax_m.set_yticks(np.arange(distinct.size))
     ax_m.set_yticklabels([str(int(x)) for x in distinct])
     fig.colorbar(image, ax=ax_m, label=f"$c_{{{n}}}(l)$ (mean over seeds)")
-    ax_m.set_xlabel(r"flow time $t = k/(1-\mu)$")
+    ax_m.set_xlabel(TIME_LABEL)
     ax_m.set_ylabel(f"distinct token $l$ of class {n}")
     ax_m.set_title(f"attention map $c_{{{n}}}$ over training")
     p = run.protocol

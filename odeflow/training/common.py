@@ -72,6 +72,49 @@ def record_steps(steps: int, record_every) -> np.ndarray:
     return marks
 
 
+def warmup_time(steps, momentum: float = 0.0) -> np.ndarray:
+    """Flow time of step ``k`` of heavy-ball ascent from a zero velocity (spec section 6).
+
+    .. math::
+
+        t_k = \\sum_{j=1}^{k} \\frac{1 - \\mu^j}{1 - \\mu}
+            = \\frac{1}{1 - \\mu}\\Big[k - \\frac{\\mu (1 - \\mu^k)}{1 - \\mu}\\Big]:
+
+    with a *constant* gradient the velocity after ``j`` steps is
+    ``g (1 - mu^j)/(1 - mu)``, so ``k`` steps with rates ``eta`` move the
+    parameters as far as the first-order flow with the same rates does in time
+    ``t_k`` (the "warm-up map"; at ``mu = 0.9``: ``t_1 = 1``, ``t_10 = 41.4``,
+    ``t_100 = 910``). Its slope tends to ``1 / (1 - mu)``, the earlier map
+    ``k / (1 - mu)``, which puts step 1 at ``t = 10``. ``mu = 0`` gives ``t_k = k``.
+    Defined for real ``k >= 0`` by the same formula (a monotone interpolation).
+    """
+    k = np.asarray(steps, dtype=float)
+    mu = float(momentum)
+    if mu == 0.0:
+        return k.copy()
+    return (k - mu * (1.0 - mu ** k) / (1.0 - mu)) / (1.0 - mu)
+
+
+def warmup_steps(t, momentum: float = 0.0) -> np.ndarray:
+    """The inverse of :func:`warmup_time`: the (real) step ``k`` whose flow time is ``t``.
+
+    Newton's method on the increasing, convex map (converges from ``k = t (1 - mu)
+    + mu / (1 - mu)``, above the root, monotonically); for plot axes.
+    """
+    t = np.asarray(t, dtype=float)
+    mu = float(momentum)
+    if mu == 0.0:
+        return t.copy()
+    k = np.maximum(t * (1.0 - mu) + mu / (1.0 - mu), 0.0)
+    for _ in range(60):
+        slope = (1.0 + mu ** k * mu * np.log(mu) / (1.0 - mu)) / (1.0 - mu)
+        step = (warmup_time(k, mu) - t) / np.maximum(slope, 1e-300)
+        k = k - step
+        if np.all(np.abs(step) <= 1e-12 * np.maximum(1.0, np.abs(k))):
+            break
+    return k
+
+
 class StepProgress:
     """A tqdm bar over steps; by default shown only when stderr is a terminal."""
 
