@@ -22,5 +22,6 @@ from odeflow.training.protocol import Protocol, TrainingRun, seed_start, train
 from odeflow.training.sgd import train_sgd
 
 __all__ = ["Batch", "Protocol", "SGDEnsemble", "TrainingRun", "batch_loss",
-           "batch_loss_gradient", "gradient_ascent", "sample_batch", "seed_start", "sgd_ensemble", "train",
+           "batch_loss_gradient", "gradient_ascent", "sample_batch", "seed_start",
+           "sgd_ensemble", "train",
            "train_sgd"]
