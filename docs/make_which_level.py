@@ -12,7 +12,6 @@ Usage: ``python docs/make_which_level.py [--csv docs/reproduce] [--docs docs]``.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 from pathlib import Path
@@ -27,25 +26,10 @@ from odeflow.analysis.paper import (
     fig5_goal,
     fig6_goal,
 )
+from odeflow.cli.reproduce import csv_rows as read_csv
 from odeflow.io import atomic_write_text
 
 DOCS = Path(__file__).resolve().parent
-
-
-def read_csv(path: Path) -> list[dict]:
-    """Rows of a CSV file, numbers as floats (empty cells as NaN), the rest as text."""
-    with open(path, encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    out = []
-    for row in rows:
-        parsed = {}
-        for k, v in row.items():
-            try:
-                parsed[k] = float(v) if v != "" else float("nan")
-            except ValueError:
-                parsed[k] = v
-        out.append(parsed)
-    return out
 
 
 def fmt(x: float, digits: int = 3) -> str:
@@ -58,34 +42,41 @@ def verdict(ok: bool) -> str:
     return "**met**" if ok else "**not met**"
 
 
-def miss_reason(cell: dict, row: dict) -> str:
-    """Why a Fig. 6 cell misses, from the columns measured beside it (no fitting).
+def miss_reason(cell: dict, row: dict, study: dict | None) -> str:
+    """Why a Fig. 6 cell misses, in numbers measured beside it (no fitting).
 
-    ``discrete_T_mean``: the deterministic discrete heavy ball on Level T from the same
-    starts (no minibatch noise, the runs' own unit steps). When it lands within the goal's
-    sd of the runs while the flow does not, the flow misses by its ``O(eta)`` discreteness;
-    when it lands next to the flow (closer than one runs' sd) but away from the runs, what
-    is left is minibatch noise and the finite sample of Level T.
+    ``study`` is the cell's row of ``fig6_misses.csv``
+    (:func:`odeflow.analysis.paper.miss_study`): the same runs (seeds, starts, unit
+    steps) at a larger batch, where only the minibatch noise is smaller.
     """
     sd, mean, flow = cell["sgd_std"], cell["sgd_mean"], cell["prediction"]
-    disc = row.get("discrete_T_mean", float("nan"))
-    spread = row.get("optflow_T_std", float("nan"))
     words = []
-    if isinstance(disc, float) and math.isfinite(disc):
-        if abs(disc - mean) <= FIG6_GOAL_SD * sd:
-            words.append(f"discreteness: the discrete heavy ball lands at {disc:.3f}, within "
-                         "the runs' sd, the flow does not")
-        elif abs(disc - flow) <= sd:
-            words.append(f"minibatch noise / finite sample: the discrete heavy ball ({disc:.3f})"
-                         " agrees with the flow, both miss the runs")
-        else:
-            words.append(f"both: the discrete heavy ball ({disc:.3f}) is between")
-    if isinstance(spread, float) and math.isfinite(spread) and sd > 0:
+    if study:
+        batches = sorted(int(k[6:-5]) for k in study if k.startswith("batch_")
+                         and k.endswith("_mean"))
+        for B in batches:
+            m, s = study[f"batch_{B}_mean"], study[f"batch_{B}_std"]
+            words.append(f"runs at batch {B}: {m:.4f} ± {s:.4f}")
+        if batches:
+            B = batches[-1]
+            gap, gap_b = abs(mean - flow), abs(study[f"batch_{B}_mean"] - flow)
+            if gap_b <= FIG6_GOAL_SD * sd:
+                words.append(f"**minibatch noise**: at batch {B} the runs are within one "
+                             f"(batch-128) sd of the flow ({gap_b / sd:.2f} sd)")
+            elif gap_b <= gap / 2:
+                words.append(f"**mostly minibatch noise**: the gap to the flow shrinks from "
+                             f"{gap / sd:.2f} to {gap_b / sd:.2f} sd at batch {B}")
+            else:
+                words.append(f"**not minibatch noise**: the gap stays ({gap / sd:.2f} -> "
+                             f"{gap_b / sd:.2f} sd at batch {B}): the flow's discreteness "
+                             "or the level")
+    spread = row.get("optflow_T_std", float("nan"))
+    if math.isfinite(spread) and sd > 0:
         words.append(f"flows' sd / runs' sd = {spread / sd:.2f}")
-    return "; ".join(words) if words else "(no discrete twin measured)"
+    return "; ".join(words) if words else "(not studied)"
 
 
-def fig6_section(rows6: list[dict]) -> tuple[str, dict]:
+def fig6_section(rows6: list[dict], study: list[dict]) -> tuple[str, dict]:
     goal = fig6_goal(rows6)
     presets = list(dict.fromkeys(r["preset"] for r in rows6))
     columns = [("optflow_T_mean", "heavy-ball flow, Level T (runs' starts)"),
@@ -109,11 +100,13 @@ def fig6_section(rows6: list[dict]) -> tuple[str, dict]:
     misses = ["| preset | `eta_Z` | `eta_Y/eta_Z` | `eta_Y` | runs (mean ± sd) | flow | "
               "distance (sd) | why |", "|---|---|---|---|---|---|---|---|"]
     by_key = {(r["preset"], r["eta_z"], r["ratio"]): r for r in rows6}
+    studied = {(r["preset"], r["eta_z"], r["ratio"]): r for r in study}
     for m in goal["misses"]:
-        row = by_key[(m["preset"], m["eta_z"], m["ratio"])]
+        key = (m["preset"], m["eta_z"], m["ratio"])
+        row = by_key[key]
         misses.append(f"| {m['preset']} | {m['eta_z']:g} | {m['ratio']:g} | {m['eta_y']:g} | "
                       f"{m['sgd_mean']:.4f} ± {m['sgd_std']:.4f} | {m['prediction']:.4f} | "
-                      f"{m['distance']:.2f} | {miss_reason(m, row)} |")
+                      f"{m['distance']:.2f} | {miss_reason(m, row, studied.get(key))} |")
     d = sorted(goal["distance"])
     median = d[len(d) // 2] if d else float("nan")
     seeds, steps = int(rows6[0]["seeds"]), int(rows6[0]["steps"])
@@ -135,7 +128,13 @@ Goal: the heavy-ball flow on Level T within one sd in at least {FIG6_GOAL_CELLS}
 measured **{goal['hits']} of {goal['cells']}** ({verdict(goal['hits'] >= FIG6_GOAL_CELLS)});
 median distance {median:.2f} sd, largest {max(d) if d else float('nan'):.2f} sd.
 
-Cells outside one sd ({len(goal['misses'])}):
+Cells outside one sd ({len(goal['misses'])}). "Why" gives, for each, what
+`python docs/make_which_level.py --study` measured (file `fig6_misses.csv`, the function
+`odeflow.analysis.paper.miss_study`): the same runs (same seeds, hence the same starts,
+and the same unit steps) again with a 16 times larger batch, where only the minibatch
+noise is smaller (like `1/sqrt(B)`). If the runs then land on the flow, the flow misses
+the paper-batch runs by their minibatch noise, which no deterministic flow carries; if
+the gap stays, by its discreteness or its level.
 
 {chr(10).join(misses) if goal['misses'] else "(none)"}
 """
@@ -218,24 +217,25 @@ worst **{worst:.2f} sd** ({verdict(worst <= FIG5_GOAL_SD)}).
 
 def cost_section(rows6: list[dict], cost: list[dict]) -> str:
     train = sum(r["train_seconds"] for r in rows6)
-    flows = sum(r.get("optflow_seconds", float("nan")) for r in rows6)
-    lines = [f"Columns `train_seconds` and `optflow_seconds` of fig6.csv: the 640 training runs "
-             f"took {train:.0f} s, the optimiser-flow ensembles (Level T and Level E, 64 cells x "
-             f"{int(rows6[0]['seeds'])} seeds) {flows:.0f} s."]
+    flows = {k: sum(r.get(f"optflow_{k}_seconds", float("nan")) for r in rows6) for k in "TE"}
+    runs = sum(int(r["seeds"]) for r in rows6)
+    lines = [f"Columns `train_seconds`, `optflow_T_seconds` and `optflow_E_seconds` of fig6.csv "
+             f"(one run of `odeflow reproduce fig6`): the {runs} training runs took {train:.0f} s, "
+             f"the heavy-ball flow ensembles that predict them ({len(rows6)} cells x "
+             f"{int(rows6[0]['seeds'])} seeds) Level T {flows['T']:.0f} s and Level E "
+             f"{flows['E']:.0f} s.",
+             "",
+             f"Cost goal (the Level T flows no slower than the runs they predict): ratio "
+             f"**{flows['T'] / train:.2f}** ({verdict(flows['T'] <= train)})."]
     if cost:
-        c = {r["what"]: r for r in cost}
         lines.append("")
-        lines.append("`python benchmarks/bench_reproduce.py --optflow` (one run, side by side):")
+        lines.append("`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` "
+                     "(the run that wrote fig6.csv; `cost.csv`):")
         lines.append("")
         lines.append("| what | wall time (s) |")
         lines.append("|---|---|")
         for r in cost:
             lines.append(f"| {r['what']} | {r['seconds']:.1f} |")
-        if "training" in c and "optflow_T" in c:
-            ratio = c["optflow_T"]["seconds"] / c["training"]["seconds"]
-            lines.append("")
-            lines.append(f"Cost goal (Level T flows no slower than the runs they predict): "
-                         f"ratio **{ratio:.2f}** ({verdict(ratio <= 1.0)}).")
     return "\n## Cost\n\n" + "\n".join(lines) + "\n"
 
 
@@ -244,7 +244,9 @@ def build(csv_dir: Path, docs: Path) -> dict:
     rows4, rows5, rows6 = (read_csv(csv_dir / f"{s}.csv") for s in ("fig4", "fig5", "fig6"))
     cost_path = csv_dir / "cost.csv"
     cost = read_csv(cost_path) if cost_path.exists() else []
-    s6, g6 = fig6_section(rows6)
+    study_path = csv_dir / "fig6_misses.csv"
+    study = read_csv(study_path) if study_path.exists() else []
+    s6, g6 = fig6_section(rows6, study)
     s4, g4 = fig4_section(rows4)
     s5, g5 = fig5_section(rows5)
     summary = ["| goal | measured | |", "|---|---|---|",
@@ -286,7 +288,20 @@ def main(argv=None) -> int:
     parser.add_argument("--csv", type=Path, default=DOCS / "reproduce",
                         help="folder with fig4.csv, fig5.csv, fig6.csv (docs/reproduce)")
     parser.add_argument("--docs", type=Path, default=DOCS, help="where which_level.md goes")
+    parser.add_argument("--study", action="store_true",
+                        help="first measure the missed Fig. 6 cells again "
+                             "(odeflow.analysis.paper.miss_study: the runs at batch 2048 and "
+                             "the discrete heavy ball on Level T) into fig6_misses.csv (slow)")
+    parser.add_argument("--seeds", type=int, default=10, help="seeds of --study (10)")
     args = parser.parse_args(argv)
+    if args.study:
+        from odeflow.analysis.paper import miss_study
+        from odeflow.cli.reproduce import csv_text
+
+        rows = miss_study(read_csv(args.csv / "fig6.csv"), seeds=args.seeds, progress=False)
+        if rows:
+            atomic_write_text(args.csv / "fig6_misses.csv", csv_text(rows))
+            print(f"wrote {args.csv / 'fig6_misses.csv'} ({len(rows)} cells)")
     goals = build(args.csv, args.docs)
     print(f"wrote {args.docs / 'which_level.md'}: Fig. 6 {goals['fig6_hits']}/64 within 1 sd; "
           f"Fig. 4 worst ratio {goals['fig4_worst_ratio']:.3f} (step "

@@ -346,6 +346,12 @@ def test_reproduce_fig6_small_budget_writes_the_64_cell_table(tmp_path, capsys):
     assert all(float(r["flow_time"]) == pytest.approx(2.9) for r in rows)  # 1 + 1.9
     assert all(np.isfinite(float(r[c])) for r in rows for c in ("sgd_mean", "level_E",
                                                                  "level_R"))
+    # the heavy-ball flow ensembles from the seeds' own starts (issue 20), after the old columns
+    names = list(rows[0])
+    assert names[:11] == ["preset", "M", "eta_z", "ratio", "eta_y", "steps", "flow_time",
+                          "seeds", "levels_from", "sgd_mean", "sgd_std"]
+    assert all(np.isfinite(float(r[c])) for r in rows for c in (
+        "optflow_T_mean", "optflow_T_std", "optflow_E_mean", "optflow_E_std"))
     for stem in ("fig6", "fig6_recall"):
         assert (tmp_path / f"{stem}.png").stat().st_size > 5000
     assert not list(tmp_path.glob(".*.tmp"))

@@ -63,3 +63,103 @@ def load_script(name: str, monkeypatch):
     monkeypatch.setitem(sys.modules, name, module)
     spec.loader.exec_module(module)
     return module
+
+
+def _write_small_csvs(folder: Path) -> None:
+    """Small fig4/5/6.csv with the columns the page reads (made-up numbers)."""
+    from odeflow.cli.reproduce import csv_text
+
+    rows4 = [{"step": k, "flow_time": float(k), "loss_mean": 1.0 / (k + 1), "loss_std": 0.01,
+              "level_T_loss": 2.0 / (k + 1), "level_E_loss": 3.0 / (k + 1),
+              "optflow_E_loss": 0.9 / (k + 1),
+              "optflow_T_loss": (1.4 if k == 6 else 1.1) / (k + 1)} for k in range(0, 52)]
+    rows5 = [{"eta_z": ez, "step": k, "entropy_mean": 2.0, "entropy_std": 0.0 if k == 0 else 0.02,
+              "level_E_entropy": 1.9, "optflow_T_entropy": 2.0 + (0.05 if k == 3 else 0.0)}
+             for ez in (0.1, 1.0) for k in range(5)]
+    rows6 = [{"preset": f"syn-medium-{n}", "M": 33, "eta_z": ez, "ratio": q, "eta_y": ez * q,
+              "steps": 100, "flow_time": 910.0, "seeds": 10, "levels_from": "zero",
+              "sgd_mean": 2.0, "sgd_std": 0.1, "level_E": 2.05, "level_T": 2.3,
+              "optflow_T_mean": 2.25 if (n == 10 and q == 10.0) else 2.02,
+              "optflow_T_std": 0.07, "optflow_E_mean": 2.05, "optflow_E_std": 0.06,
+              "train_seconds": 1.0, "optflow_T_seconds": 3.0, "optflow_E_seconds": 0.5}
+             for n in (1, 3, 5, 10) for ez in (0.5, 1.0, 2.0, 3.0) for q in (1.0, 2.0, 5.0, 10.0)]
+    for stem, rows in (("fig4", rows4), ("fig5", rows5), ("fig6", rows6)):
+        (folder / f"{stem}.csv").write_text(csv_text(rows), encoding="utf-8")
+
+
+def test_which_level_page_is_built_from_the_csvs(tmp_path, monkeypatch):
+    module = load_script("make_which_level", monkeypatch)
+    _write_small_csvs(tmp_path)
+    goals = module.build(tmp_path, tmp_path)
+    page = " ".join((tmp_path / "which_level.md").read_text(encoding="utf-8").split())
+    # Fig. 6: the four (eta_Z, ratio = 10) cells of syn-medium-10 are 2.5 sd off
+    assert goals["fig6_hits"] == 60 and len(goals["fig6_misses"]) == 4
+    assert "**60 of 64**" in page and "| syn-medium-10 | 3 | 10 | 30 |" in page
+    # Fig. 4: step 6 at 1.4 times the runs is the worst even step in 2..50
+    assert goals["fig4_worst_step"] == 6 and goals["fig4_worst_ratio"] == pytest.approx(1.4)
+    assert "worst ratio **1.400** at step 6 (**not met**)" in page
+    # Fig. 5: 0.05 off at sd 0.02
+    assert goals["fig5_worst_sd"] == pytest.approx(2.5)
+    assert "worst **2.50 sd** (**not met**)" in page
+    assert "ratio **3.00** (**not met**)" in page        # 192 s of flows against 64 s
+    assert "took 64 s" in page and "Level T 192 s" in page
+    # the numbers follow the files: change one and build again
+    text = (tmp_path / "fig6.csv").read_text(encoding="utf-8").replace(",2.25,", ",2.02,")
+    (tmp_path / "fig6.csv").write_text(text, encoding="utf-8")
+    assert module.build(tmp_path, tmp_path)["fig6_hits"] == 64
+    page = " ".join((tmp_path / "which_level.md").read_text(encoding="utf-8").split())
+    assert "**64 of 64** (**met**)" in page
+
+
+# ------------------------------------------------------------ the command writes the columns
+def _columns_finite(rows, columns):
+    for c in columns:
+        assert c in rows[0], c
+        assert all(math.isfinite(float(r[c])) for r in rows), c
+
+
+def test_reproduce_fig4_fig5_write_the_optimiser_flow_columns(tmp_path):
+    from odeflow.cli import main
+    from odeflow.cli.reproduce import csv_rows
+
+    for fig, columns in (("fig4", ("optflow_E_loss", "optflow_T_loss", "optflow_T_entropy")),
+                         ("fig5", ("optflow_T_entropy",))):
+        assert main(["reproduce", fig, "--seeds", "2", "--steps", "3", "--out", str(tmp_path),
+                     "--no-progress"]) == 0
+        rows = csv_rows(tmp_path / f"{fig}.csv")
+        _columns_finite(rows, columns)
+        # the columns of before stay, in their order, ahead of the new ones
+        names = list(rows[0])
+        assert names[:7] == (["step", "flow_time", "loss_mean", "loss_std", "entropy_mean",
+                              "entropy_std", "level_E_loss"] if fig == "fig4" else
+                             ["eta_z", "step", "flow_time", "loss_mean", "loss_std",
+                              "entropy_mean", "entropy_std"])
+        assert names.index("optflow_T_entropy") > names.index("level_T_entropy")
+        # zero start: every flow starts where the runs do (ln 34, the same entropy)
+        assert rows[0]["optflow_T_entropy"] == pytest.approx(rows[0]["entropy_mean"], abs=1e-12)
+        if fig == "fig4":
+            assert rows[0]["optflow_T_loss"] == pytest.approx(math.log(34), abs=1e-12)
+            assert rows[-1]["optflow_T_loss"] < rows[0]["optflow_T_loss"]
+        assert "warm-up" in rows[0]["time_map"] if fig == "fig4" else "Adam" in rows[0]["time_map"]
+
+
+def test_fig6_ensemble_starts_where_each_run_starts():
+    """Each seed's heavy-ball flow starts from that seed's own draw (seed_start)."""
+    import numpy as np
+
+    from odeflow import DataModel
+
+    data = DataModel.preset("syn-medium-1")
+    protocol = paper.FIG6.replace(steps=3, eta_z=3.0, eta_y=30.0)
+    exp = paper.experiment(data, protocol, seeds=3)
+    for name in ("T", "E"):
+        members = exp.optflow_members[name]
+        assert members.shape == (3, 4)
+        assert np.allclose(members[:, 0], exp.entropy[:, 0], atol=1e-12)   # the runs' starts
+        assert np.all(np.isfinite(members)) and members[:, -1].std() > 0
+        assert np.allclose(exp.optflow_entropy[name], members.mean(axis=0))
+        assert exp.seconds[f"optflow_{name}"] > 0
+    rows = paper.fig6_rows(seeds=2, steps=3, sizes=(1,), eta_zs=(3.0,), ratios=(10.0,))
+    _columns_finite(rows, ("optflow_T_mean", "optflow_T_std", "optflow_E_mean",
+                           "optflow_E_std", "optflow_T_seconds", "optflow_E_seconds"))
+    assert "warm-up" in rows[0]["time_map"]

@@ -31,8 +31,10 @@ import numpy as np
 from odeflow.analysis.measures import distinct_attention, distinct_entropy, recall_curve
 from odeflow.data import DataModel
 from odeflow.data.presets import SYN_MEDIUM_SIZES
+from odeflow.errors import ValidationError
+from odeflow.fields.optimizers import Adam, Momentum
 from odeflow.solver import solve
-from odeflow.training.protocol import Protocol, TrainingRun, train
+from odeflow.training.protocol import Protocol, TrainingRun, seed_start, train
 
 #: Sampled sequences per class of Level T beside the runs (its error in N at
 #: this size is measured in docs/fidelity.md).
@@ -43,6 +45,16 @@ LEVELS = {"E": ("exact", {}), "R": ("reduced", {}),
           "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0})}
 #: Levels that carry a decoder and so start from a run's ``Y(0)`` too.
 DECODER_LEVELS = ("exact", "finite_t")
+
+#: Optimiser flows put beside the runs (spec section 9): name -> (flow, extra solve
+#: options), the level the heavy-ball or Adam ODE wraps; Level T as in :data:`LEVELS`.
+OPTFLOWS = {"E": ("exact", {}),
+            "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0,
+                               "storage": "dense"})}
+#: Tolerances and method of the optimiser-flow solves (per state; explicit: the flows
+#: are not stiff in step time at the paper's rates, and a dense Jacobian of an
+#: un-lumped Level T state would cost more than the solve).
+OPTFLOW_RTOL, OPTFLOW_ATOL, OPTFLOW_METHOD = 1e-6, 1e-8, "RK45"
 
 #: Fig. 4: syn-small, zero start, SGD with momentum 0.9, eta_Y = eta_Z = 1.
 FIG4 = Protocol(optimizer="sgd", eta_y=1.0, eta_z=1.0, momentum=0.9, init="zero",
@@ -84,6 +96,65 @@ def level_predictions(data: DataModel, protocol: Protocol, steps, levels=None,
     return out
 
 
+def optimizer_of(protocol: Protocol):
+    """The optimiser flow of a protocol (spec section 9): heavy ball or Adam.
+
+    SGD with momentum ``mu`` -> ``Momentum(mu)``; Adam -> ``Adam(betas, eps)``,
+    each with its default start and form (:mod:`odeflow.fields.optimizers`:
+    the modified equations derived in ``derivations/``, nothing fitted to runs).
+    Weight decay is not part of the optimiser flows (0 in the paper): refused.
+    """
+    if protocol.weight_decay:
+        raise ValidationError("weight_decay", "the optimiser flows (spec section 9) have no "
+                              f"weight decay; got {protocol.weight_decay}")
+    if protocol.optimizer == "sgd":
+        return Momentum(protocol.momentum)
+    return Adam(protocol.betas, protocol.eps)
+
+
+def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=None, z0=None,
+                    rtol: float = OPTFLOW_RTOL, atol: float = OPTFLOW_ATOL) -> dict:
+    """The optimiser flow of ``protocol`` over each level, on the step axis (spec section 9).
+
+    Returns ``{name: Trajectory}`` recorded at the steps ``steps`` (step time
+    ``s = k``: no time map), with the run's rates, from ``y0``, ``z0`` (zero by
+    default; the same forms as :func:`level_predictions`). ``levels`` maps names
+    to ``(flow, options)`` (:data:`OPTFLOWS` by default; Level T runs at the
+    protocol's ``seq_len``).
+    """
+    steps = np.asarray(steps, dtype=float)
+    optimizer = optimizer_of(protocol)
+    out = {}
+    for name, (flow, options) in (OPTFLOWS if levels is None else levels).items():
+        if flow == "finite_t":
+            options = {"seq_len": protocol.seq_len, **options}
+        start = {"z0": z0} if y0 is None else {"z0": z0, "y0": y0}
+        out[name] = solve(data, flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
+                          optimizer=optimizer, t_span=(0.0, float(steps[-1])), t_eval=steps,
+                          method=OPTFLOW_METHOD, rtol=rtol, atol=atol, progress=False,
+                          **start, **options)
+    return out
+
+
+def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=None) -> tuple:
+    """The optimiser flows from each seed's own start (:func:`seed_start`): an ensemble.
+
+    Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
+    entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.
+    """
+    entropy, seconds = {}, {}
+    starts = [seed_start(data, s, protocol.init) for s in seeds]
+    for name, spec in (OPTFLOWS if levels is None else levels).items():
+        began = time.perf_counter()
+        per_seed = []
+        for y0, z0 in starts:
+            tr = optimizer_flows(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
+            per_seed.append(distinct_entropy(data, tr.z_active))
+        entropy[name] = np.array(per_seed)
+        seconds[name] = time.perf_counter() - began
+    return entropy, seconds
+
+
 @dataclass
 class Experiment:
     """One training ensemble with its measures and the levels beside it.
@@ -99,6 +170,14 @@ class Experiment:
     level_entropy : dict of str -> ndarray, shape (n,)
     seconds : dict
         Wall time of the training and of the flows.
+    optflow_loss : dict of str -> ndarray, shape (n,)
+        Population loss of each optimiser flow (spec section 9) at the recorded
+        steps, from the runs' start (zero starts only).
+    optflow_entropy : dict of str -> ndarray, shape (n,)
+        Its distinct-token entropy (from a random start: the mean over the seeds'
+        own starts).
+    optflow_members : dict of str -> ndarray, shape (S, n)
+        From a random start: each seed's flow's entropy (the ensemble).
     """
 
     data: DataModel
@@ -107,6 +186,9 @@ class Experiment:
     levels: dict
     level_entropy: dict
     seconds: dict = field(default_factory=dict)
+    optflow_loss: dict = field(default_factory=dict)
+    optflow_entropy: dict = field(default_factory=dict)
+    optflow_members: dict = field(default_factory=dict)
 
     @property
     def t(self) -> np.ndarray:
@@ -118,7 +200,8 @@ class Experiment:
 
 
 def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
-               progress: bool | None = None, same_start: bool = False) -> Experiment:
+               progress: bool | None = None, same_start: bool = False,
+               optflows=None) -> Experiment:
     """Train ``seeds`` runs with ``protocol`` and solve the levels beside them.
 
     From a zero start the levels start where the runs do. From a random start
@@ -145,9 +228,37 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
         flows = level_predictions(data, protocol, run.steps, levels)
         level_entropy = {k: distinct_entropy(data, tr.z_active) for k, tr in flows.items()}
     solved = time.perf_counter()
-    return Experiment(data, run, distinct_entropy(data, run.z_active), flows, level_entropy,
-                      {"train": trained - start, "flows": solved - trained,
-                       "same_start": bool(same_start or protocol.init == "zero")})
+    exp = Experiment(data, run, distinct_entropy(data, run.z_active), flows, level_entropy,
+                     {"train": trained - start, "flows": solved - trained,
+                      "same_start": bool(same_start or protocol.init == "zero")})
+    if optflows is None or optflows:
+        add_optimizer_flows(exp, optflows)
+    return exp
+
+
+def add_optimizer_flows(exp: Experiment, levels=None) -> None:
+    """Put the optimiser flows (spec section 9) beside ``exp``'s runs, on the step axis.
+
+    From a zero start one flow per level (``optflow_loss``, ``optflow_entropy``);
+    from a random start an ensemble from every seed's own start
+    (``optflow_members``; ``optflow_entropy`` its mean). Wall times go into
+    ``exp.seconds`` as ``optflow_<name>``.
+    """
+    data, run = exp.data, exp.run
+    levels = OPTFLOWS if levels in (None, True) else levels
+    if run.protocol.init == "zero":
+        for name, spec in levels.items():
+            began = time.perf_counter()
+            tr = optimizer_flows(data, run.protocol, run.steps, {name: spec})[name]
+            exp.optflow_loss[name] = -tr.objective
+            exp.optflow_entropy[name] = distinct_entropy(data, tr.z_active)
+            exp.seconds[f"optflow_{name}"] = time.perf_counter() - began
+        return
+    members, seconds = optflow_ensemble(data, run.protocol, run.seeds, run.steps, levels)
+    for name, H in members.items():
+        exp.optflow_members[name] = H
+        exp.optflow_entropy[name] = H.mean(axis=0)
+        exp.seconds[f"optflow_{name}"] = seconds[name]
 
 
 def fig4(seeds=10, steps: int = 100, progress: bool | None = None) -> Experiment:
@@ -165,15 +276,19 @@ def fig5(seeds=10, steps: int = 100, progress: bool | None = None) -> list[Exper
 
 def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z,
               ratios=FIG6_RATIO, progress: bool | None = None,
-              same_start: bool = False) -> list[dict]:
+              same_start: bool = False, optflows=None) -> list[dict]:
     """Fig. 6: final distinct-token entropy over ``syn-medium-N x eta_Z x eta_Y/eta_Z``.
 
     One row per cell: ``preset, M, eta_z, ratio, eta_y``, the runs' mean and
     standard deviation over seeds (``sgd_mean, sgd_std``), the entropy at the
     start (``initial_mean``), each level's entropy at the mapped flow time
     (``level_E``, ``level_R``, ...; from the zero start, or the mean over the
-    seeds' starts with ``same_start``; column ``levels_from``), and ``recall``: the
-    runs' mean recall at :data:`RECALL_THRESHOLDS` after the last step.
+    seeds' starts with ``same_start``; column ``levels_from``), ``recall``: the
+    runs' mean recall at :data:`RECALL_THRESHOLDS` after the last step, the
+    optimiser-flow ensemble from the seeds' own starts at the last step
+    (``optflow_T_mean``, ``optflow_T_std``, ``optflow_E_mean``, ``optflow_E_std``;
+    spec section 9), wall times (``train_seconds``, ``flow_seconds``,
+    ``optflow_<level>_seconds``) and ``time_map`` (the map of ``flow_time``).
     """
     rows = []
     for size in sizes:
@@ -182,7 +297,8 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
         for eta_z in eta_zs:
             for ratio in ratios:
                 p = FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
-                exp = experiment(data, p, seeds, progress=progress, same_start=same_start)
+                exp = experiment(data, p, seeds, progress=progress, same_start=same_start,
+                                 optflows=optflows)
                 final = exp.entropy[:, -1]
                 row = {"preset": name, "M": data.vocab_size, "eta_z": eta_z, "ratio": ratio,
                        "eta_y": p.eta_y, "steps": steps, "flow_time": float(exp.t[-1]),
@@ -193,10 +309,16 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
                        "initial_mean": float(exp.entropy[:, 0].mean())}
                 for level, H in exp.level_entropy.items():
                     row[f"level_{level}"] = float(H[-1])
+                for name, H in exp.optflow_members.items():
+                    row[f"optflow_{name}_mean"] = float(H[:, -1].mean())
+                    row[f"optflow_{name}_std"] = float(H[:, -1].std())
                 recall = recall_curve(data, exp.run.z_active[:, -1], RECALL_THRESHOLDS)
                 row["recall"] = recall.mean(axis=0).tolist()
                 row["train_seconds"] = exp.seconds["train"]
                 row["flow_seconds"] = exp.seconds["flows"]
+                for name in exp.optflow_members:
+                    row[f"optflow_{name}_seconds"] = exp.seconds[f"optflow_{name}"]
+                row["time_map"] = p.time_map     # of flow_time and the level_* columns
                 rows.append(row)
     return rows
 
@@ -315,4 +437,41 @@ def fig5_goal(rows: list[dict], column: str = "optflow_T_entropy") -> dict:
         out[ez] = {"worst": d[i], "worst_step": int(float(sub[i]["step"])),
                    "diff": float(sub[i][column]) - float(sub[i]["entropy_mean"]),
                    "sd": float(sub[i]["entropy_std"]), "distance": d}
+    return out
+
+
+#: Batch sizes of :func:`miss_study` (the paper's is 128).
+MISS_STUDY_BATCHES = (2048,)
+
+
+def miss_study(rows: list[dict], seeds=10, batches=MISS_STUDY_BATCHES,
+               column: str = "optflow_T_mean", within: float = FIG6_GOAL_SD,
+               progress: bool | None = None) -> list[dict]:
+    """What separates the runs from the optimiser flow in the Fig. 6 cells it misses.
+
+    For each cell of ``rows`` (``fig6.csv``) where ``column`` is more than
+    ``within`` seed sd from the runs (:func:`fig6_goal`): the same protocol
+    trained again at larger batches (``batch_<B>_mean``, ``batch_<B>_std``,
+    ``batch_<B>_seconds``; the same seeds, so the same starts, and the same unit
+    steps: only the minibatch noise shrinks, like ``1/sqrt(B)``). When the runs
+    move onto the flow as the batch grows, the flow's miss is the runs'
+    minibatch noise, not the flow's discreteness or the level. Nothing is
+    fitted. Returns one dict per missed cell.
+    """
+    out = []
+    for miss in fig6_goal(rows, column, within)["misses"]:
+        data = DataModel.preset(miss["preset"])
+        steps = int(next(r["steps"] for r in rows if r["preset"] == miss["preset"]))
+        p = FIG6.replace(eta_z=miss["eta_z"], eta_y=miss["eta_y"], steps=steps)
+        row = {k: miss[k] for k in ("preset", "M", "eta_z", "ratio", "eta_y", "sgd_mean",
+                                    "sgd_std")}
+        row[column] = miss["prediction"]
+        for B in batches:
+            began = time.perf_counter()
+            run = train(data, p.replace(batch_size=int(B)), seeds=seeds, record_every=steps,
+                        progress=progress)
+            H = distinct_entropy(data, run.z_active)[:, -1]
+            row[f"batch_{B}_mean"], row[f"batch_{B}_std"] = float(H.mean()), float(H.std())
+            row[f"batch_{B}_seconds"] = time.perf_counter() - began
+        out.append(row)
     return out
