@@ -25,6 +25,7 @@ from odeflow.analysis.levels import compare_levels
 from odeflow.analysis.verify import verify
 from odeflow.data import PRESETS, DataModel, SequenceClass, load_config, sequence_classes
 from odeflow.errors import SolveError, ValidationError
+from odeflow.fields.optimizers import Adam, Momentum
 from odeflow.results import SnapResult, Trajectory
 from odeflow.solver import (
     events,
@@ -43,3 +44,4 @@ __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "S
            "load_config", "margin_crossover", "sequence_classes", "sgd_ensemble",
            "snap_transition", "solve", "solve_batch", "solve_snap", "sweep", "train",
            "train_sgd", "verify"]
+__all__ += ["Adam", "Momentum"]  # optimiser flows (spec section 9)

@@ -178,6 +178,56 @@ def test_flat_public_api(name):
     assert getattr(odeflow, name) is not None
 
 
+#: Modules that belong to no model family: the layers' shared machinery (bases,
+#: registries, the solver, sweeps, file I/O) and the front ends, which serve every
+#: family. Every other module belongs to one family: the induction-head family
+#: (spec section 10) is every module with an ``induction`` part in its name, the
+#: Scan and Snap family the rest.
+SHARED_MODULES = {
+    "odeflow", "odeflow.__main__", "odeflow.errors", "odeflow.io", "odeflow.numerics",
+    "odeflow.version", "odeflow.testing",
+    "odeflow.data", "odeflow.data.checks",
+    "odeflow.results", "odeflow.results.solution",
+    "odeflow.fields", "odeflow.fields.base", "odeflow.fields.families",
+    "odeflow.fields.optimizers",
+    "odeflow.analysis", "odeflow.training",
+}
+#: Layers whose every module is shared (the solver, sweeps and front ends).
+SHARED_LAYERS = {"solver", "sweep", "cli"}
+
+
+def family(name: str) -> str:
+    """``"induction"``, ``"scan_snap"`` or ``"shared"`` for a module name."""
+    parts = name.split(".")
+    if name in SHARED_MODULES or (len(parts) > 1 and parts[1] in SHARED_LAYERS):
+        return "shared"
+    if name.startswith("odeflow.plots") and parts[-1] in ("plots", "style", "registry"):
+        return "shared"
+    return "induction" if "induction" in parts else "scan_snap"
+
+
+def test_no_module_of_one_family_imports_the_other():
+    """The two model families are siblings behind shared bases: a module of one never
+    imports a module of the other (the shared layers and front ends serve both)."""
+    wrong = []
+    for name, targets in import_graph().items():
+        mine = family(name)
+        if mine == "shared":
+            continue
+        for target in targets:
+            theirs = family(target)
+            if theirs not in ("shared", mine):
+                wrong.append(f"{name} ({mine}) -> {target} ({theirs})")
+    assert not wrong, "imports across model families: " + ", ".join(sorted(wrong))
+
+
+def test_family_rule_sees_a_planted_crossing():
+    assert family("odeflow.fields.induction.population") == "induction"
+    assert family("odeflow.fields.exact") == "scan_snap"
+    assert family("odeflow.solver.solve") == "shared"
+    assert family("odeflow.data.checks") == "shared"
+
+
 def test_testing_module_stays_public():
     import odeflow.testing
 

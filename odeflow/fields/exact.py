@@ -213,6 +213,23 @@ class ExactFlow(VectorField):
         return (np.bincount(row, self.pi * (own - others), minlength=n)
                 / np.bincount(row, self.pi, minlength=n))
 
+    @property
+    def rate_vector(self) -> np.ndarray:
+        """Learning rate of each state entry: ``eta_Y`` on the decoder, ``eta_Z`` on the
+        logits, so that :meth:`rhs` is ``rate_vector * gradient`` (what an optimiser flow,
+        :class:`~odeflow.fields.optimizers.OptimizerFlow`, needs of a parameter level)."""
+        out = np.full(self.size, self.eta_z)
+        out[: self._ny] = self.eta_y
+        return out
+
+    def gradient(self, y: np.ndarray) -> np.ndarray:
+        """The plain gradient ``grad J`` (Eqns 3-4 at unit rates) on the flat state.
+
+        Lumped decoder rows hold the gradient of each of the rows they stand for
+        (they are equal), not their sum.
+        """
+        return self.rates(y, 1.0, 1.0)
+
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 3-4 (Lemma 1) on the state."""
         self.nfev += 1

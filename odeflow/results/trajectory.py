@@ -416,6 +416,56 @@ class Trajectory(SolverOutput):
         weights[i] = 0.0
         return overlaps @ weights
 
+    # ------------------------------------------------ optimiser flows (spec 9)
+    @property
+    def optimizer(self) -> dict | None:
+        """The optimiser of an optimiser flow (spec section 9) as a dict, e.g.
+        ``{"kind": "momentum", "mu": 0.9, "start": "rest", "modified": True}``;
+        None for a gradient flow."""
+        return self.meta.get("optimizer")
+
+    @property
+    def steps(self) -> np.ndarray:
+        """The optimiser steps of an optimiser flow's samples (its time axis ``t``).
+
+        Raises ValidationError naming ``steps`` for a gradient flow, whose ``t``
+        is flow time (see :attr:`flow_time`).
+        """
+        if self.optimizer is None:
+            raise ValidationError("steps", f"flow {self.flow!r} is not an optimiser flow; "
+                                  "its t is flow time")
+        return self.t
+
+    @property
+    def flow_time(self) -> np.ndarray | None:
+        """First-order flow time of the samples.
+
+        A heavy-ball flow: the warm-up map ``t_k = [k - mu (1 - mu^k)/(1 - mu)]
+        / (1 - mu)`` of its steps (spec section 6); an Adam flow: None (Adam
+        has no first-order time map, spec section 9); a gradient flow: ``t``.
+        """
+        if self.optimizer is None:
+            return self.t
+        return self.series.get("flow_time")
+
+    @property
+    def velocity(self) -> np.ndarray:
+        """A heavy-ball flow's velocity ``u = eta v``, shape (n, state size), in the
+        level's flat state layout (the field's ``split``)."""
+        return self._optimizer_series("velocity")
+
+    @property
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """An Adam flow's moments ``(m, v)`` (not bias-corrected), each (n, state
+        size), in the level's flat state layout."""
+        return self._optimizer_series("moment1"), self._optimizer_series("moment2")
+
+    def _optimizer_series(self, name: str) -> np.ndarray:
+        if name not in self.series:
+            kind = (self.optimizer or {}).get("kind", "none")
+            raise ValidationError(name, f"not recorded by this trajectory (optimizer: {kind})")
+        return self.series[name]
+
     # ---------------------------------------------------------------- files
     def save(self, path, field: str = "path") -> Path:
         """Write ``.npz`` (arrays + JSON metadata) through :func:`odeflow.io.atomic_write_npz`.

@@ -24,6 +24,7 @@ from odeflow.data import as_real_array, as_real_number, validate_positive
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields import family_of
 from odeflow.fields.base import Field
+from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.events import bind_events
 
 #: Methods of solve_ivp that odeflow accepts.
@@ -343,11 +344,23 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     return sol, stats
 
 
-def solve(data, flow: str | None = None, eta_y: float | None = None,
-          eta_z: float | None = None, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
+class _FamilyDefault:
+    """Marks an argument of :func:`solve` the caller did not give: the family's default
+    applies (``None`` given explicitly is an invalid value, reported as such)."""
+
+    def __repr__(self) -> str:
+        return "<the family's default>"
+
+
+#: Default of :func:`solve`'s ``flow`` and learning rates: the model family's own default.
+FAMILY_DEFAULT = _FamilyDefault()
+
+
+def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
+          eta_z: float = FAMILY_DEFAULT, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
           rtol: float = 1e-8, atol: float = 1e-10, z0=None, progress: bool | None = None,
           max_nfev: int | None = None, dense_output: bool = False, events=None,
-          **flow_options):
+          optimizer=None, **flow_options):
     """Integrate the training dynamics of a data model with scipy.
 
     Parameters
@@ -398,6 +411,14 @@ def solve(data, flow: str | None = None, eta_y: float | None = None,
         (the maximum of ``gamma``, Theorem 1b). Results in ``traj.t_events``
         and ``traj.y_events``; a terminal event ends the solve early
         (``traj.status == 1``).
+    optimizer : odeflow.Momentum or odeflow.Adam, optional
+        Integrate the optimiser's ODE in *step time* around the level (spec
+        section 9, :class:`~odeflow.fields.optimizers.OptimizerFlow`):
+        ``t_span`` (from 0) and ``t_eval`` are then in optimiser steps (every
+        whole step by default), ``traj.steps`` is the step axis and the
+        optimiser state is kept (``traj.velocity``, ``traj.moments``). Only for
+        levels whose state is the parameters (``exact``, ``finite_t``, the
+        induction-head levels). None (default): the plain gradient flow.
     **flow_options
         Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
         ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
@@ -418,16 +439,22 @@ def solve(data, flow: str | None = None, eta_y: float | None = None,
         When ``solve_ivp`` fails or the solution is not finite.
     """
     family = family_of(data)
-    flow = family.default_flow if flow is None else flow
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
     t0, t_end = _check_span(t_span)
     rtol, atol = check_tolerances(rtol, atol)
     max_nfev = _check_budget(max_nfev)
     t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
-    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z), ("z0", z0)) if v is not None}
+    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
+    if z0 is not None:
+        given["z0"] = z0
     options = {**family.defaults, **given, **flow_options}
     _check_flow_options(flow, field_class, options)
     field = field_class(data, **options)
+    if optimizer is not None:
+        field = optimizer_flow(field, optimizer, t0)
+        if t_eval is None:
+            t_eval = field.default_steps(t0, t_end)
     t_eval, method, kwargs = _prepare(field, t0, t_end, t_eval, method)
     if not isinstance(dense_output, bool):
         raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
