@@ -163,3 +163,22 @@ def test_fig6_ensemble_starts_where_each_run_starts():
     _columns_finite(rows, ("optflow_T_mean", "optflow_T_std", "optflow_E_mean",
                            "optflow_E_std", "optflow_T_seconds", "optflow_E_seconds"))
     assert "warm-up" in rows[0]["time_map"]
+
+
+def test_level_t_objective_of_a_full_decoder_matches_the_field():
+    """Level T from a random start (all M decoder rows): the trajectory's J_T is the field's."""
+    import numpy as np
+
+    import odeflow
+    from odeflow.fields.finite_t import FiniteTFlow
+    from odeflow.training.protocol import seed_start
+
+    data = odeflow.DataModel.preset("syn-medium-1")
+    y0, z0 = seed_start(data, 4)
+    traj = odeflow.solve(data, flow="finite_t", eta_y=2.0, eta_z=1.0, t_span=(0.0, 5.0),
+                         t_eval=[0.0, 5.0], y0=y0, z0=z0, samples_per_class=8, seq_len=16,
+                         progress=False)
+    assert traj.decoder_layout == "full"
+    field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, samples_per_class=8, seq_len=16)
+    assert traj.objective[0] == pytest.approx(field.objective(field.initial_state()), abs=1e-12)
+    assert np.all(np.diff(traj.objective) > 0)           # a gradient flow ascends J_T

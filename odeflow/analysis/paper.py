@@ -54,7 +54,7 @@ OPTFLOWS = {"E": ("exact", {}),
 #: Tolerances and method of the optimiser-flow solves (per state; explicit: the flows
 #: are not stiff in step time at the paper's rates, and a dense Jacobian of an
 #: un-lumped Level T state would cost more than the solve).
-OPTFLOW_RTOL, OPTFLOW_ATOL, OPTFLOW_METHOD = 1e-6, 1e-8, "RK45"
+OPTFLOW_RTOL, OPTFLOW_ATOL, OPTFLOW_METHOD = 1e-5, 1e-7, "RK45"
 
 #: Fig. 4: syn-small, zero start, SGD with momentum 0.9, eta_Y = eta_Z = 1.
 FIG4 = Protocol(optimizer="sgd", eta_y=1.0, eta_z=1.0, momentum=0.9, init="zero",

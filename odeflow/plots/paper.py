@@ -33,7 +33,21 @@ TIME_LABEL = r"flow time $t_k = [k - \mu(1-\mu^k)/(1-\mu)]/(1-\mu)$"
 
 def _step_axis(ax, protocol) -> None:
     if protocol.optimizer == "sgd" and protocol.momentum:
-        top = ax.secondary_xaxis("top", functions=(protocol.step_of, protocol.flow_time))
+        # the warm-up map on a grid, extended linearly past its ends (matplotlib asks for
+        # values off the data too, negative ones included)
+        k = np.linspace(0.0, 4.0 * max(protocol.steps, 10), 4001)
+        t = protocol.flow_time(k)
+
+        def extend(x, xs, ys):
+            x = np.asarray(x, dtype=float)
+            lo = (ys[1] - ys[0]) / (xs[1] - xs[0])
+            hi = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+            return np.where(x < xs[0], ys[0] + (x - xs[0]) * lo,
+                            np.where(x > xs[-1], ys[-1] + (x - xs[-1]) * hi,
+                                     np.interp(x, xs, ys)))
+
+        top = ax.secondary_xaxis("top", functions=(lambda x: extend(x, t, k),
+                                                   lambda x: extend(x, k, t)))
         top.set_xlabel(r"SGD step $k$", fontsize="small")
         ax.title.set_position((0.5, 1.14))
 

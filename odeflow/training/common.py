@@ -15,6 +15,7 @@ import numpy as np
 
 from odeflow.data import as_real_number
 from odeflow.errors import SolveError, ValidationError
+from odeflow.fields.optimizers import warmup_flow_time
 
 #: Records kept by default: about this many, evenly spaced in steps.
 DEFAULT_RECORDS = 100
@@ -73,26 +74,12 @@ def record_steps(steps: int, record_every) -> np.ndarray:
 
 
 def warmup_time(steps, momentum: float = 0.0) -> np.ndarray:
-    """Flow time of step ``k`` of heavy-ball ascent from a zero velocity (spec section 6).
-
-    .. math::
-
-        t_k = \\sum_{j=1}^{k} \\frac{1 - \\mu^j}{1 - \\mu}
-            = \\frac{1}{1 - \\mu}\\Big[k - \\frac{\\mu (1 - \\mu^k)}{1 - \\mu}\\Big]:
-
-    with a *constant* gradient the velocity after ``j`` steps is
-    ``g (1 - mu^j)/(1 - mu)``, so ``k`` steps with rates ``eta`` move the
-    parameters as far as the first-order flow with the same rates does in time
-    ``t_k`` (the "warm-up map"; at ``mu = 0.9``: ``t_1 = 1``, ``t_10 = 41.4``,
-    ``t_100 = 910``). Its slope tends to ``1 / (1 - mu)``, the earlier map
-    ``k / (1 - mu)``, which puts step 1 at ``t = 10``. ``mu = 0`` gives ``t_k = k``.
-    Defined for real ``k >= 0`` by the same formula (a monotone interpolation).
-    """
-    k = np.asarray(steps, dtype=float)
-    mu = float(momentum)
-    if mu == 0.0:
-        return k.copy()
-    return (k - mu * (1.0 - mu ** k) / (1.0 - mu)) / (1.0 - mu)
+    """Flow time of step ``k`` of heavy-ball ascent from a zero velocity (spec section 6):
+    ``t_k = sum_{j=1..k} (1 - mu^j)/(1 - mu) = [k - mu (1 - mu^k)/(1 - mu)] / (1 - mu)``
+    (the warm-up map, :func:`odeflow.fields.optimizers.warmup_flow_time`; ``t_1 = 1``,
+    ``t_10 = 41.4``, ``t_100 = 910`` at ``mu = 0.9``, slope ``1/(1 - mu)`` for large
+    ``k``; ``mu = 0`` gives ``t_k = k``)."""
+    return warmup_flow_time(steps, momentum)
 
 
 def warmup_steps(t, momentum: float = 0.0) -> np.ndarray:
