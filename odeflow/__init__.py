@@ -44,4 +44,6 @@ __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "S
            "load_config", "margin_crossover", "sequence_classes", "sgd_ensemble",
            "snap_transition", "solve", "solve_batch", "solve_snap", "sweep", "train",
            "train_sgd", "verify"]
-__all__ += ["Adam", "Momentum"]  # optimiser flows (spec section 9)
+from odeflow.training import optimizer_steps, training_start  # noqa: E402
+
+__all__ += ["Adam", "Momentum", "optimizer_steps", "training_start"]  # spec section 9

@@ -11,6 +11,12 @@ With ``dt = 1`` these are plain gradient-ascent steps on ``J`` (Eqn 2) with step
 sizes ``eta_Y`` and ``eta_Z``, the process whose continuous limit is the flow;
 Lemma 5's recursion for the decoder margin is the same discretisation of Eqn 44.
 Euler is first order: at a fixed time the distance to the flow is ``O(dt)``.
+
+:func:`optimizer_steps` is the deterministic heavy ball or Adam on a
+parameter level's exact gradient (spec section 9): the discrete twin of an
+optimiser flow (:class:`~odeflow.fields.optimizers.OptimizerFlow`), the paper's
+optimiser without minibatch noise. :func:`training_start` draws the ``Y(0),
+Z(0)`` a training seed starts from, for flows and twins started there.
 """
 
 from __future__ import annotations
@@ -19,9 +25,18 @@ import time
 
 import numpy as np
 
-from odeflow.data import validate_positive
+from odeflow.data import DataModel, validate_positive
+from odeflow.errors import ValidationError
 from odeflow.fields.exact import ExactFlow
-from odeflow.training.common import StepProgress, check_count, diverged, record_steps
+from odeflow.fields.optimizers import OptimizerFlow
+from odeflow.training.common import (
+    StepProgress,
+    check_count,
+    check_seed,
+    diverged,
+    record_steps,
+)
+from odeflow.training.protocol import initial_state
 
 
 def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.0,
@@ -84,4 +99,107 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
              "steps_per_second": steps / wall if wall > 0 else float("inf")}
     traj = field.trajectory(marks * dt, states, stats)
     traj.meta.update({"flow": "gradient_ascent", "dt": dt, "steps": steps})
+    return traj
+
+
+def training_start(data: DataModel, seed: int, init: str = "uniform"):
+    """The start ``(Y(0), Z(0))`` of the training run with ``seed`` (spec sections 6, 9).
+
+    Exactly the draw of :func:`odeflow.training.protocol.train` for that seed
+    (``numpy.random.default_rng(seed)``, ``Y`` then ``Z``, entrywise uniform in
+    ``[-1/sqrt(M), 1/sqrt(M)]`` for ``init="uniform"``, the paper's Fig. 6
+    start; zero for ``init="zero"``), shaped for ``odeflow.solve(..., y0=Y0,
+    z0=Z0)`` and the level fields: ``Y0`` of shape ``(M, M)``, ``Z0`` the rows
+    of the query tokens in use, ``(q, M)`` (the other rows never enter the model).
+    """
+    if not isinstance(data, DataModel):
+        raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
+    Y, Z = initial_state(data, init, np.random.default_rng(check_seed(seed)))
+    return Y, Z[data.query_tokens]
+
+
+def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
+                    progress: bool | None = None):
+    """The deterministic discrete optimiser on a level's exact gradient (spec section 9).
+
+    Unit steps of the heavy ball (``u_{k+1} = mu u_k + F(theta_k)``, ``theta_{k+1} =
+    theta_k + u_{k+1}``, i.e. ``v <- mu v + g``, ``theta <- theta + eta v`` with
+    ``u = eta v``) or of Adam (``m_{k+1} = b1 m_k + (1 - b1) g_k``, ``v_{k+1} = b2
+    v_k + (1 - b2) g_k^2``, ``theta_{k+1} = theta_k + eta m_hat / (sqrt(v_hat) +
+    eps)``, ``m_hat = m_{k+1} / (1 - b1^{k+1})``, ``v_hat = v_{k+1} / (1 -
+    b2^{k+1})``) with ``g = field.gradient`` and ``eta = field.rate_vector``:
+    PyTorch's ``SGD(momentum)`` / ``Adam`` on the population objective, as the
+    paper trains, without minibatch noise. The start is the field's
+    (``y0``, ``z0`` of the level). Only ``optimizer.kind`` and its parameters
+    (``mu``; ``betas``, ``eps``) enter; ``start`` and ``modified`` describe the ODE.
+
+    Parameters
+    ----------
+    field : Field
+        A parameter level (``gradient``, ``rate_vector``), e.g.
+        ``ExactFlow(data, eta_y, eta_z, y0=..., z0=...)``.
+    optimizer : odeflow.Momentum or odeflow.Adam
+    steps : int
+        Number of steps, ``>= 1``.
+    record_every : int, optional
+        Keep every this many steps (and always the last); default every step,
+        None about 100 records.
+    progress : bool, optional
+        Progress bar; by default only when stderr is a terminal.
+
+    Returns
+    -------
+    Trajectory
+        The level's result on the step axis (``traj.steps``), with the optimiser's
+        state (``traj.velocity`` / ``traj.moments``), as :func:`odeflow.solve`
+        returns the optimiser flow; ``meta["flow"]`` is ``"discrete_momentum"``
+        or ``"discrete_adam"`` and ``meta["level"]`` the level's flow name.
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field (``optimizer`` for a level that has
+        no optimiser flow).
+    SolveError
+        When an iterate leaves the finite numbers.
+    """
+    flow = OptimizerFlow(field, optimizer)
+    steps = check_count(steps, "steps")
+    marks = record_steps(steps, record_every)
+    opt, n, rate = flow.optimizer, flow.n, flow.rate
+    theta = flow.initial_state()[:n].copy()
+    first, second = np.zeros(n), np.zeros(n)
+    states = np.empty((marks.size, flow.size))
+    states[0] = flow.initial_state()
+    bar = StepProgress(steps, progress, f"discrete {opt.kind}")
+    start = time.perf_counter()
+    k, r = 0, 1
+    try:
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            for k in range(1, steps + 1):
+                g = field.gradient(theta)
+                if opt.kind == "momentum":
+                    first = opt.mu * first + rate * g
+                    theta = theta + first
+                else:
+                    b1, b2 = opt.betas
+                    first = b1 * first + (1.0 - b1) * g
+                    second = b2 * second + (1.0 - b2) * g * g
+                    m_hat = first / (1.0 - b1 ** k)
+                    v_hat = second / (1.0 - b2 ** k)
+                    theta = theta + rate * m_hat / (np.sqrt(v_hat) + opt.eps)
+                if k == marks[r]:
+                    states[r] = np.concatenate([theta, first] if flow.blocks == 2
+                                               else [theta, first, second])
+                    r += 1
+                    bar.update(int(marks[r - 1] - marks[r - 2]))
+    except FloatingPointError as exc:
+        raise diverged(f"discrete {opt.kind}", k, exc) from None
+    finally:
+        bar.close()
+    wall = time.perf_counter() - start
+    stats = {"method": f"discrete {opt.kind}", "steps": steps, "wall_time": wall,
+             "rhs_calls": steps}
+    traj = flow.trajectory(marks.astype(float), states, stats)
+    traj.meta.update({"level": traj.meta.get("flow"), "flow": f"discrete_{opt.kind}"})
     return traj
