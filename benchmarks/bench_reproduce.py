@@ -61,14 +61,14 @@ def ensemble_vs_single(seeds: int) -> None:
 def level_t_storage() -> None:
     """Part 0: one right-hand side of Level T from a random start, dense and sparse storage."""
     from odeflow.fields.finite_t import FiniteTFlow
-    from odeflow.training.protocol import seed_start
+    from odeflow.training import training_start
 
     print("0. Level T (T = 128, 64 sequences per class) from seed 0's uniform start: one "
           "right-hand side (best of 20)")
     print(f"{'preset':>14} {'M':>4} {'state':>7} {'sparse ms':>10} {'dense ms':>9}")
     for size in (1, 3, 5, 10):
         data = odeflow.DataModel.preset(f"syn-medium-{size}")
-        y0, z0 = seed_start(data, 0)
+        y0, z0 = training_start(data, 0)
         best = {}
         for storage in ("sparse", "dense"):
             field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, storage=storage)

@@ -116,7 +116,7 @@ def fig6_section(rows6: list[dict], study: list[dict]) -> tuple[str, dict]:
 `odeflow reproduce fig6 --seeds {seeds} --out docs/reproduce` (columns `optflow_T_mean`,
 `optflow_T_std`, `optflow_E_mean`, `optflow_E_std` of {{download}}`fig6.csv
 <reproduce/fig6.csv>`): the heavy-ball flow (spec section 9, `mu = 0.9`, the runs' rates,
-step time) from each seed's own uniform start (`odeflow.training.seed_start`), an ensemble
+step time) from each seed's own uniform start (`odeflow.training.training_start`), an ensemble
 of {seeds} deterministic flows per cell, read at step {steps}. A cell counts when the
 ensemble mean is within {FIG6_GOAL_SD:g} seed standard deviation of the runs' mean entropy.
 The first-order rows are the levels of {{doc}}`reproduce` at the warm-up map
@@ -143,17 +143,19 @@ the gap stays, by its discreteness or its level.
 
 def fig4_section(rows4: list[dict]) -> tuple[str, dict]:
     goals = {c: fig4_goal(rows4, c) for c in ("optflow_T_loss", "optflow_E_loss",
+                                              "discrete_T_loss", "discrete_E_loss",
                                               "level_T_loss", "level_E_loss") if c in rows4[0]}
     by_step = {int(r["step"]): r for r in rows4}
     head = ["| step | runs' batch loss (mean ± sd) | heavy-ball flow T | ratio | "
-            "heavy-ball flow E | ratio | first-order T (warm-up map) | ratio |",
-            "|---|---|---|---|---|---|---|---|"]
+            "heavy-ball flow E | ratio | discrete heavy ball T | ratio | "
+            "first-order T (warm-up map) | ratio |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for k in FIG4_GOAL_STEPS:
         if k not in by_step:
             continue
         r = by_step[k]
         cells = []
-        for c in ("optflow_T_loss", "optflow_E_loss", "level_T_loss"):
+        for c in ("optflow_T_loss", "optflow_E_loss", "discrete_T_loss", "level_T_loss"):
             v = r.get(c, float("nan"))
             cells.append(f"{fmt(v)} | {v / r['loss_mean']:.3f}")
         head.append(f"| {k} | {fmt(r['loss_mean'])} ± {fmt(r['loss_std'], 2)} | "
@@ -161,7 +163,9 @@ def fig4_section(rows4: list[dict]) -> tuple[str, dict]:
     worst = ["| prediction | worst ratio to the runs | at step | within 25% everywhere |",
              "|---|---|---|---|"]
     names = {"optflow_T_loss": "heavy-ball flow, Level T", "optflow_E_loss":
-             "heavy-ball flow, Level E", "level_T_loss": "first-order Level T, warm-up map",
+             "heavy-ball flow, Level E", "discrete_T_loss": "discrete heavy ball, Level T "
+             "(no minibatch noise)", "discrete_E_loss": "discrete heavy ball, Level E",
+             "level_T_loss": "first-order Level T, warm-up map",
              "level_E_loss": "first-order Level E, warm-up map"}
     for c, g in goals.items():
         worst.append(f"| {names[c]} | {g['worst_ratio']:.3f} | {g['worst_step']} | "
@@ -174,7 +178,11 @@ def fig4_section(rows4: list[dict]) -> tuple[str, dict]:
 `odeflow reproduce fig4 --seeds 10 --out docs/reproduce` (columns `optflow_T_loss`,
 `optflow_E_loss` of {{download}}`fig4.csv <reproduce/fig4.csv>`): the population loss of
 the heavy-ball flow on Level T (`T = 128`) and Level E at step `k`, from the runs' (zero)
-start, beside the runs' mean batch loss over {seeds}. Ratio = prediction / runs.
+start, beside the runs' mean batch loss over {seeds}. Ratio = prediction / runs. The
+discrete heavy ball (`odeflow.training.optimizer_steps`, columns `discrete_T_loss`,
+`discrete_E_loss`) is the runs' own recursion on the level's exact gradient: the runs
+without minibatch noise. Its distance to the runs is their minibatch noise (and Level T's
+finite sample); its distance to the flow is the flow's discreteness.
 
 {chr(10).join(worst)}
 
@@ -190,13 +198,17 @@ Goal: the heavy-ball flow's loss within {FIG4_GOAL_REL:.0%} of the runs' at ever
 def fig5_section(rows5: list[dict]) -> tuple[str, dict]:
     goal = fig5_goal(rows5)
     first = fig5_goal(rows5, "level_E_entropy") if "level_E_entropy" in rows5[0] else {}
+    twin = fig5_goal(rows5, "discrete_T_entropy") if "discrete_T_entropy" in rows5[0] else {}
     lines = ["| `eta_Z` | Adam flow, Level T: worst abs(diff)/sd | at step | diff | runs' sd "
-             "there | first-order Level E at `t = k`: worst abs(diff)/sd |",
-             "|---|---|---|---|---|---|"]
+             "there | the same from step 3 on | at the last step | discrete Adam, Level T: "
+             "worst | first-order Level E at `t = k`: worst |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for ez, g in goal.items():
         fe = first.get(ez, {}).get("worst", float("nan"))
-        lines.append(f"| {ez:g} | {g['worst']:.2f} | {g['worst_step']} | {g['diff']:+.4f} | "
-                     f"{g['sd']:.4f} | {fe:.1f} |")
+        fd = twin.get(ez, {}).get("worst", float("nan"))
+        lines.append(f"| {ez:g} | {g['worst']:.3g} | {g['worst_step']} | {g['diff']:+.2e} | "
+                     f"{g['sd']:.2e} | {max(g['distance'][3:]):.2f} | "
+                     f"{g['distance'][-1]:.2f} | {fd:.2f} | {fe:.3g} |")
     worst = max(g["worst"] for g in goal.values())
     steps = int(max(r["step"] for r in rows5))
     text = f"""
@@ -205,7 +217,13 @@ def fig5_section(rows5: list[dict]) -> tuple[str, dict]:
 `odeflow reproduce fig5 --seeds 10 --out docs/reproduce` (column `optflow_T_entropy` of
 {{download}}`fig5.csv <reproduce/fig5.csv>`): the Adam flow (spec section 9,
 `beta = (0.9, 0.999)`, `eps = 1e-8`) on Level T from the zero start, beside the Adam
-runs' distinct-token entropy at every recorded step 0..{steps}.
+runs' distinct-token entropy at every recorded step 0..{steps}; beside it the discrete
+Adam on Level T (`odeflow.training.optimizer_steps`, column `discrete_T_entropy`: the
+runs' recursion without minibatch noise). From the zero start all seeds take the same
+sign-like first steps, so the runs' sd is of order `1e-8` at steps 1-2: a prediction must
+match those steps almost exactly. The flow starts with the exact first Adam step
+(`Adam(start="first_step")`; the limit start at `s = 0` moves `Z` while the recursion's
+attention gradient is still exactly zero).
 
 {chr(10).join(lines)}
 

@@ -21,7 +21,6 @@ from odeflow.training.protocol import (
     UnlumpedLayout,
     decoder_row_order,
     initial_state,
-    seed_start,
     train,
 )
 
@@ -198,23 +197,6 @@ def test_uniform_init_bounds_and_seeding(small):
     run = train(small, Protocol(init="uniform", steps=1, batch_size=4, seq_len=4), seeds=[0])
     assert np.allclose(run.initial_decoder(0), Y[:, small.active_tokens])
     assert np.allclose(run.initial_logits(0), Z[small.query_tokens])
-
-
-def test_seed_start_is_each_runs_own_draw():
-    """seed_start(data, s) is exactly Y(0), Z(0) of member s of an ensemble run."""
-    data = DataModel.preset("syn-medium-1")
-    run = train(data, Protocol(init="uniform", steps=1, batch_size=4, seq_len=4),
-                seeds=[3, 7, 11])
-    for i, s in enumerate(run.seeds):
-        y0, z0 = seed_start(data, s)
-        assert y0.shape == (33, 33) and z0.shape == (data.query_tokens.size, 33)
-        assert np.array_equal(y0[:, data.active_tokens], run.initial_decoder(i))
-        assert np.array_equal(z0, run.initial_logits(i))
-    assert not np.array_equal(seed_start(data, 3)[0], seed_start(data, 7)[0])
-    y0, z0 = seed_start(data, 3, init="zero")
-    assert not y0.any() and not z0.any()
-    with pytest.raises(ValidationError, match="^seed"):
-        seed_start(data, -1)
 
 
 # ----------------------------------------------------------------- time map

@@ -122,7 +122,8 @@ def test_reproduce_fig4_fig5_write_the_optimiser_flow_columns(tmp_path):
     from odeflow.cli import main
     from odeflow.cli.reproduce import csv_rows
 
-    for fig, columns in (("fig4", ("optflow_E_loss", "optflow_T_loss", "optflow_T_entropy")),
+    for fig, columns in (("fig4", ("optflow_E_loss", "optflow_T_loss", "optflow_T_entropy",
+                                  "discrete_T_loss", "discrete_E_entropy")),
                          ("fig5", ("optflow_T_entropy",))):
         assert main(["reproduce", fig, "--seeds", "2", "--steps", "3", "--out", str(tmp_path),
                      "--no-progress"]) == 0
@@ -144,7 +145,7 @@ def test_reproduce_fig4_fig5_write_the_optimiser_flow_columns(tmp_path):
 
 
 def test_fig6_ensemble_starts_where_each_run_starts():
-    """Each seed's heavy-ball flow starts from that seed's own draw (seed_start)."""
+    """Each seed's heavy-ball flow starts from that seed's own draw (training_start)."""
     import numpy as np
 
     from odeflow import DataModel
@@ -171,10 +172,10 @@ def test_level_t_objective_of_a_full_decoder_matches_the_field():
 
     import odeflow
     from odeflow.fields.finite_t import FiniteTFlow
-    from odeflow.training.protocol import seed_start
+    from odeflow.training import training_start
 
     data = odeflow.DataModel.preset("syn-medium-1")
-    y0, z0 = seed_start(data, 4)
+    y0, z0 = training_start(data, 4)
     traj = odeflow.solve(data, flow="finite_t", eta_y=2.0, eta_z=1.0, t_span=(0.0, 5.0),
                          t_eval=[0.0, 5.0], y0=y0, z0=z0, samples_per_class=8, seq_len=16,
                          progress=False)
@@ -182,3 +183,23 @@ def test_level_t_objective_of_a_full_decoder_matches_the_field():
     field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, samples_per_class=8, seq_len=16)
     assert traj.objective[0] == pytest.approx(field.objective(field.initial_state()), abs=1e-12)
     assert np.all(np.diff(traj.objective) > 0)           # a gradient flow ascends J_T
+
+
+def test_training_start_is_each_runs_own_draw():
+    """training_start(data, s) is exactly Y(0), Z(0) of member s of an ensemble run."""
+    import numpy as np
+
+    from odeflow import DataModel, ValidationError
+    from odeflow.training import Protocol, train, training_start
+
+    data = DataModel.preset("syn-medium-1")
+    run = train(data, Protocol(init="uniform", steps=1, batch_size=4, seq_len=4),
+                seeds=[3, 7, 11])
+    for i, s in enumerate(run.seeds):
+        y0, z0 = training_start(data, s)
+        assert y0.shape == (33, 33) and z0.shape == (data.query_tokens.size, 33)
+        assert np.array_equal(y0[:, data.active_tokens], run.initial_decoder(i))
+        assert np.array_equal(z0, run.initial_logits(i))
+    assert not np.array_equal(training_start(data, 3)[0], training_start(data, 7)[0])
+    with pytest.raises(ValidationError, match="^seed"):
+        training_start(data, -1)

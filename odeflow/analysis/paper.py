@@ -34,7 +34,9 @@ from odeflow.data.presets import SYN_MEDIUM_SIZES
 from odeflow.errors import ValidationError
 from odeflow.fields.optimizers import Adam, Momentum
 from odeflow.solver import solve
-from odeflow.training.protocol import Protocol, TrainingRun, seed_start, train
+from odeflow.training.common import check_seeds
+from odeflow.training.discrete import optimizer_steps, training_start
+from odeflow.training.protocol import Protocol, TrainingRun, train
 
 #: Sampled sequences per class of Level T beside the runs (its error in N at
 #: this size is measured in docs/fidelity.md).
@@ -145,14 +147,41 @@ def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=
     return out
 
 
+def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None, y0=None,
+                   z0=None) -> dict:
+    """The deterministic discrete optimiser on each level (spec section 9), at ``steps``.
+
+    :func:`odeflow.training.optimizer_steps`: the protocol's optimiser, unit steps,
+    on the level's exact gradient (Level T: its fixed sample), from ``y0``, ``z0``:
+    the runs without minibatch noise. Its distance to the runs is their minibatch
+    noise (and, for Level T, its finite sample); its distance to the optimiser flow
+    is the flow's discreteness. Returns ``{name: Trajectory}`` on the step axis.
+    """
+    from odeflow.fields import SCAN_SNAP
+
+    steps = np.asarray(steps)
+    out = {}
+    for name, (flow, options) in (OPTFLOWS if levels is None else levels).items():
+        if flow == "finite_t":
+            options = {"seq_len": protocol.seq_len, **options}
+        field = SCAN_SNAP.field_class(flow)(data, protocol.eta_y, protocol.eta_z, z0=z0,
+                                            y0=y0, **options)
+        tr = optimizer_steps(field, optimizer_of(protocol), int(steps[-1]), progress=False)
+        keep = np.searchsorted(tr.steps, steps)
+        out[name] = (tr, keep)
+    return out
+
+
 def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=None) -> tuple:
-    """The optimiser flows from each seed's own start (:func:`seed_start`): an ensemble.
+    """The optimiser flows from each seed's own start: an ensemble of deterministic twins.
+
+    The starts are :func:`odeflow.training.training_start` (each seed's own draw).
 
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
     entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.
     """
     entropy, seconds = {}, {}
-    starts = [seed_start(data, s, protocol.init) for s in seeds]
+    starts = [training_start(data, s, protocol.init) for s in seeds]
     for name, spec in (OPTFLOWS if levels is None else levels).items():
         began = time.perf_counter()
         per_seed = []
@@ -187,6 +216,9 @@ class Experiment:
         own starts).
     optflow_members : dict of str -> ndarray, shape (S, n)
         From a random start: each seed's flow's entropy (the ensemble).
+    discrete_loss, discrete_entropy : dict of str -> ndarray, shape (n,)
+        The same for the deterministic discrete optimiser on each level
+        (:func:`discrete_twins`; zero starts only).
     """
 
     data: DataModel
@@ -198,6 +230,8 @@ class Experiment:
     optflow_loss: dict = field(default_factory=dict)
     optflow_entropy: dict = field(default_factory=dict)
     optflow_members: dict = field(default_factory=dict)
+    discrete_loss: dict = field(default_factory=dict)
+    discrete_entropy: dict = field(default_factory=dict)
 
     @property
     def t(self) -> np.ndarray:
@@ -262,6 +296,9 @@ def add_optimizer_flows(exp: Experiment, levels=None) -> None:
             exp.optflow_loss[name] = -tr.objective
             exp.optflow_entropy[name] = distinct_entropy(data, tr.z_active)
             exp.seconds[f"optflow_{name}"] = time.perf_counter() - began
+            twin, keep = discrete_twins(data, run.protocol, run.steps, {name: spec})[name]
+            exp.discrete_loss[name] = -twin.objective[keep]
+            exp.discrete_entropy[name] = distinct_entropy(data, twin.z_active[keep])
         return
     members, seconds = optflow_ensemble(data, run.protocol, run.seeds, run.steps, levels)
     for name, H in members.items():
@@ -462,10 +499,12 @@ def miss_study(rows: list[dict], seeds=10, batches=MISS_STUDY_BATCHES,
     ``within`` seed sd from the runs (:func:`fig6_goal`): the same protocol
     trained again at larger batches (``batch_<B>_mean``, ``batch_<B>_std``,
     ``batch_<B>_seconds``; the same seeds, so the same starts, and the same unit
-    steps: only the minibatch noise shrinks, like ``1/sqrt(B)``). When the runs
-    move onto the flow as the batch grows, the flow's miss is the runs'
-    minibatch noise, not the flow's discreteness or the level. Nothing is
-    fitted. Returns one dict per missed cell.
+    steps: only the minibatch noise shrinks, like ``1/sqrt(B)``), and the
+    deterministic discrete heavy ball on Level T from the same starts
+    (``discrete_T_mean``, ``discrete_T_std``; :func:`discrete_twins`: no minibatch
+    noise at all). When the runs move onto the flow as the batch grows, the flow's
+    miss is the runs' minibatch noise, not the flow's discreteness or the level.
+    Nothing is fitted. Returns one dict per missed cell.
     """
     out = []
     for miss in fig6_goal(rows, column, within)["misses"]:
@@ -482,5 +521,12 @@ def miss_study(rows: list[dict], seeds=10, batches=MISS_STUDY_BATCHES,
             H = distinct_entropy(data, run.z_active)[:, -1]
             row[f"batch_{B}_mean"], row[f"batch_{B}_std"] = float(H.mean()), float(H.std())
             row[f"batch_{B}_seconds"] = time.perf_counter() - began
+        levels = {"T": OPTFLOWS["T"]}
+        H = []
+        for s in check_seeds(seeds):
+            y0, z0 = training_start(data, s)
+            twin, keep = discrete_twins(data, p, [steps], levels, y0=y0, z0=z0)["T"]
+            H.append(distinct_entropy(data, twin.z_active[keep])[-1])
+        row["discrete_T_mean"], row["discrete_T_std"] = float(np.mean(H)), float(np.std(H))
         out.append(row)
     return out

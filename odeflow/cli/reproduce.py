@@ -144,6 +144,9 @@ def curve_rows(exp, label: dict) -> list[dict]:
             row[f"optflow_{name}_loss"] = float(loss[j])
         for name, H in exp.optflow_entropy.items():
             row[f"optflow_{name}_entropy"] = float(H[j])
+        for name, loss in exp.discrete_loss.items():       # deterministic discrete twins
+            row[f"discrete_{name}_loss"] = float(loss[j])
+            row[f"discrete_{name}_entropy"] = float(exp.discrete_entropy[name][j])
         row["time_map"] = run.protocol.time_map            # of flow_time and the levels
         rows.append(row)
     return rows

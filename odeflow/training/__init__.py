@@ -18,11 +18,10 @@ return :class:`odeflow.Trajectory` objects (un-lumped by its accessors).
 from odeflow.training.batch import Batch, batch_loss, batch_loss_gradient, sample_batch
 from odeflow.training.discrete import gradient_ascent, optimizer_steps, training_start
 from odeflow.training.ensemble import SGDEnsemble, sgd_ensemble
-from odeflow.training.protocol import Protocol, TrainingRun, seed_start, train
+from odeflow.training.protocol import Protocol, TrainingRun, train
 from odeflow.training.sgd import train_sgd
 
 __all__ = ["Batch", "Protocol", "SGDEnsemble", "TrainingRun", "batch_loss",
-           "batch_loss_gradient", "gradient_ascent", "sample_batch", "seed_start",
-           "sgd_ensemble", "train",
+           "batch_loss_gradient", "gradient_ascent", "sample_batch", "sgd_ensemble", "train",
            "train_sgd"]
 __all__ += ["optimizer_steps", "training_start"]  # spec section 9

@@ -57,7 +57,6 @@ from odeflow.training.common import (
     StepProgress,
     check_count,
     check_fraction,
-    check_seed,
     check_seeds,
     diverged,
     warmup_steps,
@@ -283,31 +282,6 @@ def initial_state(data: DataModel, init: str, rng: np.random.Generator | None):
     Y = rng.uniform(-bound, bound, (M, M))
     Z = rng.uniform(-bound, bound, (M, M))
     return Y, Z
-
-
-def seed_start(data: DataModel, seed: int, init: str = "uniform"):
-    """``(y0, z0)`` of the run with seed ``seed``, exactly as :func:`train` draws it.
-
-    The start of a flow that is the deterministic twin of that seed's run
-    (spec section 9, "Random start"): ``y0`` is ``Y(0)`` as a full ``M x M``
-    array (rows: outputs, columns: tokens) and ``z0`` is ``Z(0)`` on the query
-    rows in use, shape ``(q, M)``, the forms :func:`odeflow.solve` takes.
-    :func:`train` draws them from ``numpy.random.default_rng(seed)``: ``Y``
-    (``M x M``, row-major), then ``Z``, before any batch (:func:`initial_state`).
-
-    Parameters
-    ----------
-    data : DataModel
-    seed : int
-        The run's seed (``>= 0``).
-    init : {"uniform", "zero"}, default "uniform"
-        The protocol's initialisation (``"zero"`` gives zeros).
-    """
-    if not isinstance(data, DataModel):
-        raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
-    seed = check_seed(seed)
-    Y, Z = initial_state(data, init, np.random.default_rng(seed))
-    return Y, Z[data.query_tokens]
 
 
 # ------------------------------------------------------------------ result
