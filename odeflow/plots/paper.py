@@ -23,8 +23,8 @@ LEVEL_STYLE = {"E": {"linestyle": "--", "color": "black", "label": "Level E (exa
 OPTFLOW_TITLES = {"optflow_T_mean": "heavy-ball flow, Level T (runs' starts, step axis)",
                   "optflow_E_mean": "heavy-ball flow, Level E (runs' starts, step axis)"}
 #: Line styles of the optimiser flows beside the runs.
-OPTFLOW_STYLE = {"T": {"color": "#d55e00", "linewidth": 1.6},
-                 "E": {"color": "#0072b2", "linewidth": 1.2, "linestyle": (0, (5, 2))}}
+OPTFLOW_STYLE = {"T": {"color": "#cc79a7", "linewidth": 1.8},
+                 "E": {"color": "#009e73", "linewidth": 1.3, "linestyle": (0, (5, 2))}}
 
 
 #: Axis label of the warm-up map (spec section 6).
@@ -48,6 +48,10 @@ def _step_axis(ax, protocol) -> None:
 
         top = ax.secondary_xaxis("top", functions=(lambda x: extend(x, t, k),
                                                    lambda x: extend(x, k, t)))
+        from matplotlib.ticker import MaxNLocator
+
+        ticks = MaxNLocator(5, integer=True).tick_values(0, protocol.steps)
+        top.set_xticks([x for x in ticks if 0 <= x <= protocol.steps])
         top.set_xlabel(r"SGD step $k$", fontsize="small")
         ax.title.set_position((0.5, 1.14))
 
@@ -203,8 +207,9 @@ def plot_optflow_overlays(rows4, rows5, rows6, axes=None):
     ``fig6.csv`` of ``odeflow reproduce`` (numbers as floats). Left: Fig. 4's
     batch loss per step (mean and sd over seeds) beside the heavy-ball flows'
     population loss (``optflow_T_loss``, ``optflow_E_loss``) and first-order
-    Level T at the warm-up map. Middle: Fig. 5's entropy per step beside the Adam
-    flow (``optflow_T_entropy``). Right: Fig. 6, each cell's runs' mean entropy
+    Level T at the warm-up map (and, when present, the discrete heavy ball on Level T,
+    ``discrete_T_loss``). Middle: Fig. 5's entropy per step beside the Adam
+    flow (``optflow_T_entropy``) and the discrete Adam (``discrete_T_entropy``). Right: Fig. 6, each cell's runs' mean entropy
     (error bar: one sd) against the heavy-ball flow ensemble from the seeds'
     starts (``optflow_T_mean``, error bar ``optflow_T_std``); on the shaded band the
     two are within one runs' sd.
@@ -218,6 +223,9 @@ def plot_optflow_overlays(rows4, rows5, rows6, axes=None):
         if f"optflow_{name}_loss" in rows4[0]:
             ax4.plot(k, [r[f"optflow_{name}_loss"] for r in rows4], **OPTFLOW_STYLE[name],
                      label=f"heavy-ball flow, Level {name}")
+    if "discrete_T_loss" in rows4[0]:
+        ax4.plot(k, [r["discrete_T_loss"] for r in rows4], color="black", linestyle=":",
+                 linewidth=1.2, label="discrete heavy ball, Level T (no noise)")
     if "level_T_loss" in rows4[0]:
         ax4.plot(k, [r["level_T_loss"] for r in rows4], **LEVEL_STYLE["T"] | {
             "label": "first-order Level T (warm-up map)"})
@@ -235,8 +243,11 @@ def plot_optflow_overlays(rows4, rows5, rows6, axes=None):
         if "optflow_T_entropy" in sub[0]:
             ax5.plot(ks, [r["optflow_T_entropy"] for r in sub], color="black", linewidth=1.0,
                      linestyle="--", label="Adam flow, Level T" if j == 0 else None)
+        if "discrete_T_entropy" in sub[0]:
+            ax5.plot(ks, [r["discrete_T_entropy"] for r in sub], color="black", linewidth=1.2,
+                     linestyle=":", label="discrete Adam, Level T (no noise)" if j == 0 else None)
     finish_axes(ax5, "step $k$", "distinct-token entropy (nats)", "Fig. 5: Adam",
-                loc="upper right")
+                loc="center right")
     presets = list(dict.fromkeys(r["preset"] for r in rows6))
     lo = min(min(r["sgd_mean"] - r["sgd_std"] for r in rows6),
              min(r.get("optflow_T_mean", np.inf) for r in rows6))
