@@ -209,10 +209,10 @@ def plot_optflow_overlays(rows4, rows5, rows6, axes=None):
     population loss (``optflow_T_loss``, ``optflow_E_loss``) and first-order
     Level T at the warm-up map (and, when present, the discrete heavy ball on Level T,
     ``discrete_T_loss``). Middle: Fig. 5's entropy per step beside the Adam
-    flow (``optflow_T_entropy``) and the discrete Adam (``discrete_T_entropy``). Right: Fig. 6, each cell's runs' mean entropy
-    (error bar: one sd) against the heavy-ball flow ensemble from the seeds'
-    starts (``optflow_T_mean``, error bar ``optflow_T_std``); on the shaded band the
-    two are within one runs' sd.
+    flow (``optflow_T_entropy``) and the discrete Adam (``discrete_T_entropy``).
+    Right: Fig. 6, each cell's runs' mean entropy (error bar: one sd) against
+    the heavy-ball flow ensemble from the seeds' starts (``optflow_T_mean``,
+    error bar ``optflow_T_std``), with the diagonal.
     """
     fig, (ax4, ax5, ax6) = panel_axes(axes, 3, (4.6, 4.2))
     k = np.array([r["step"] for r in rows4])
