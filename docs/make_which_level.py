@@ -129,10 +129,12 @@ measured **{goal['hits']} of {goal['cells']}** ({verdict(goal['hits'] >= FIG6_GO
 median distance {median:.2f} sd, largest {max(d) if d else float('nan'):.2f} sd.
 
 Cells outside one sd ({len(goal['misses'])}). "Why" gives, for each, what
-`python docs/make_which_level.py --study` measured (file `fig6_misses.csv`, the function
-`odeflow.analysis.paper.miss_study`): the same runs (same seeds, hence the same starts,
-and the same unit steps) again with a 16 times larger batch, where only the minibatch
-noise is smaller (like `1/sqrt(B)`). If the runs then land on the flow, the flow misses
+`odeflow.analysis.paper.miss_study` measured (file `fig6_misses.csv`; `python
+docs/make_which_level.py --study` recomputes it for the cells that miss; its numbers do
+not depend on the flow, only on the cell): the same runs (same seeds, hence the same starts,
+and the same unit steps) again with an 8 times larger batch (1024), where only the
+minibatch noise is smaller (like `1/sqrt(B)`), and the discrete heavy ball on Level T
+from the same starts (no minibatch noise at all). If the runs then land on the flow, the flow misses
 the paper-batch runs by their minibatch noise, which no deterministic flow carries; if
 the gap stays, by its discreteness or its level.
 
@@ -308,7 +310,7 @@ def main(argv=None) -> int:
     parser.add_argument("--docs", type=Path, default=DOCS, help="where which_level.md goes")
     parser.add_argument("--study", action="store_true",
                         help="first measure the missed Fig. 6 cells again "
-                             "(odeflow.analysis.paper.miss_study: the runs at batch 2048 and "
+                             "(odeflow.analysis.paper.miss_study: the runs at batch 1024 and "
                              "the discrete heavy ball on Level T) into fig6_misses.csv (slow)")
     parser.add_argument("--seeds", type=int, default=10, help="seeds of --study (10)")
     args = parser.parse_args(argv)

@@ -314,17 +314,18 @@ def test_fig6_small_budget_table():
 
 
 # ----------------------------------------------------------------- command line
-def test_reproduce_fig6_small_budget_writes_the_64_cell_table(tmp_path, capsys):
+def test_reproduce_fig6_small_budget_writes_the_cell_table(tmp_path, capsys):
     import csv
 
     from odeflow.cli import main
 
-    assert main(["reproduce", "fig6", "--seeds", "2", "--steps", "2", "--out", str(tmp_path),
-                 "--no-progress"]) == 0
+    # one of the four vocabulary sizes (the 64-cell table: test_reproduce_fig6_full_protocol)
+    assert main(["reproduce", "fig6", "--seeds", "2", "--steps", "2", "--sizes", "1",
+                 "--out", str(tmp_path), "--no-progress"]) == 0
     with open(tmp_path / "fig6.csv", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
-    assert len(rows) == 64
-    assert {r["preset"] for r in rows} == {f"syn-medium-{n}" for n in (1, 3, 5, 10)}
+    assert len(rows) == 16 and {r["preset"] for r in rows} == {"syn-medium-1"}
+    assert main(["reproduce", "fig6", "--sizes", "2", "--out", str(tmp_path)]) == 2
     assert all(float(r["flow_time"]) == pytest.approx(2.9) for r in rows)  # 1 + 1.9
     assert all(np.isfinite(float(r[c])) for r in rows for c in ("sgd_mean", "level_E",
                                                                  "level_R"))

@@ -487,7 +487,7 @@ def fig5_goal(rows: list[dict], column: str = "optflow_T_entropy") -> dict:
 
 
 #: Batch sizes of :func:`miss_study` (the paper's is 128).
-MISS_STUDY_BATCHES = (2048,)
+MISS_STUDY_BATCHES = (1024,)
 
 
 def miss_study(rows: list[dict], seeds=10, batches=MISS_STUDY_BATCHES,

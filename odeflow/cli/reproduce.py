@@ -56,6 +56,9 @@ def register(sub) -> None:
                         f"steps at most {LIMITS['seed_steps']:,})")
     p.add_argument("--out", default="results/reproduce", metavar="DIR",
                    help="folder for the CSV and PNG files (results/reproduce)")
+    p.add_argument("--sizes", type=int, nargs="+", default=None, metavar="N",
+                   help="fig6: the syn-medium-N vocabulary sizes (1 3 5 10: the paper's 64 "
+                        "cells; fewer for a quick look)")
     p.add_argument("--same-start", action="store_true",
                    help="fig6: solve the levels from each seed's random start (slow) "
                         "instead of the zero start")
@@ -111,6 +114,18 @@ def check_counts(seeds: int, steps: int) -> None:
         raise ValidationError("steps", f"seeds x steps = {seeds * steps:,}; at most "
                               f"{LIMITS['seed_steps']:,} (every step of every seed is "
                               "recorded): lower --steps or --seeds")
+
+
+def check_sizes(sizes) -> tuple:
+    """``--sizes``: syn-medium sizes among the presets' (all of them when not given)."""
+    from odeflow.data.presets import SYN_MEDIUM_SIZES
+
+    if sizes is None:
+        return tuple(SYN_MEDIUM_SIZES)
+    unknown = [n for n in sizes if n not in SYN_MEDIUM_SIZES]
+    if unknown or not sizes:
+        raise ValidationError("sizes", f"must be among {list(SYN_MEDIUM_SIZES)}, got {sizes}")
+    return tuple(dict.fromkeys(sizes))
 
 
 def check_out(out, figure: str) -> Path:
@@ -188,7 +203,8 @@ def run(args) -> int:
                            "level_E_entropy", "optflow_T_entropy"],
                     every=max(1, args.steps // 5))
     else:
-        rows = paper.fig6_rows(args.seeds, args.steps, progress=progress,
+        sizes = check_sizes(args.sizes)
+        rows = paper.fig6_rows(args.seeds, args.steps, sizes=sizes, progress=progress,
                                same_start=args.same_start)
         table = [{k: v for k, v in r.items() if k != "recall"} for r in rows]
         recall = [{"preset": r["preset"], "eta_z": r["eta_z"], "ratio": r["ratio"],
