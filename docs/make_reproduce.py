@@ -301,7 +301,14 @@ def verdict_section(rows6, rows4, same) -> str:
     lo_t, hi_t = min(x["level_T"] for x in rows6), max(x["level_T"] for x in rows6)
     lo_e, hi_e = min(x["level_E"] for x in rows6), max(x["level_E"] for x in rows6)
     lo_s, hi_s = min(x["sgd_mean"] for x in rows6), max(x["sgd_mean"] for x in rows6)
-    cost = sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6)
+    cost = (sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6),
+            sum(x.get("optflow_T_seconds", 0.0) + x.get("optflow_E_seconds", 0.0)
+                for x in rows6))
+    whole = ""
+    if (OUT / "cost.csv").exists():
+        seconds = {r["what"]: r["seconds"] for r in read_csv(OUT / "cost.csv")}
+        if "whole reproduce fig6" in seconds:
+            whole = f" ({seconds['whole reproduce fig6']:.0f} s wall in all)"
     return f"""
 ## Which level reproduces which claim
 
@@ -350,11 +357,13 @@ In words, for Fig. 6 (numbers from the tables above):
 
 ## Cost
 
-The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of flow
-solves (columns `train_seconds`, `flow_seconds` of fig6.csv).
-`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed
-102.1 s wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T
-beside every cell) on the 2-core machine, with a fuzz run busy on the other
+The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of first-order
+flow solves (columns `train_seconds`, `flow_seconds` of fig6.csv), and
+{cost[2]:.0f} s of optimiser-flow ensembles (Level T and Level E from each seed's start,
+columns `optflow_T_seconds`, `optflow_E_seconds`; {{doc}}`which_level`){whole}.
+Before the optimiser flows were added,
+`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed 102.1 s
+wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T beside every cell) on the 2-core machine, with a fuzz run busy on the other
 core (load average 0.8 when it started), well under the 10-minute goal. The
 same run printed, for one Fig. 6 cell per vocabulary size, 10 seeds in one
 ensemble against 10 single-seed runs (best of 2): 0.45 s vs 0.44 s
