@@ -364,7 +364,8 @@ columns `optflow_T_seconds`, `optflow_E_seconds`; {{doc}}`which_level`){whole}.
 Before the optimiser flows were added,
 `python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed 102.1 s
 wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T beside every cell)
-on the 2-core machine, with a fuzz run busy on the other core (load average 0.8 when it started), well under the 10-minute goal. The
+on the 2-core machine, with a fuzz run busy on the other core (load average 0.8 when it
+started), well under the 10-minute goal. The
 same run printed, for one Fig. 6 cell per vocabulary size, 10 seeds in one
 ensemble against 10 single-seed runs (best of 2): 0.45 s vs 0.44 s
 (syn-medium-1), 0.59 vs 0.64 (-3), 0.91 vs 0.98 (-5), 2.05 vs 1.90 (-10).
