@@ -380,10 +380,12 @@ because it is no slower and keeps the seeds in one array.
 """
 
 
-def build(seeds: int) -> None:
+def build(seeds: int, run: bool = True) -> None:
     OUT.mkdir(exist_ok=True)
-    cli_main(["reproduce", "fig4", "--seeds", str(seeds), "--out", str(OUT), "--no-progress"])
-    cli_main(["reproduce", "fig5", "--seeds", str(seeds), "--out", str(OUT), "--no-progress"])
+    for fig in ("fig4", "fig5"):
+        if run or not (OUT / f"{fig}.csv").exists():
+            cli_main(["reproduce", fig, "--seeds", str(seeds), "--out", str(OUT),
+                      "--no-progress"])
     if not (OUT / "fig6.csv").exists():
         cli_main(["reproduce", "fig6", "--seeds", str(seeds), "--out", str(OUT),
                   "--no-progress"])
@@ -429,8 +431,11 @@ odeflow.analysis.measures.distinct_entropy(run.data, run.z_active)   # (seeds, s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--from-csv", action="store_true",
+                        help="build the page from the CSV files already in docs/reproduce "
+                             "(run a figure only when its file is missing)")
     args = parser.parse_args(argv)
-    build(args.seeds)
+    build(args.seeds, run=not args.from_csv)
     print(f"wrote {DOCS / 'reproduce.md'}")
     return 0
 
