@@ -114,6 +114,17 @@ def fig6_section(rows6: list[dict], study: list[dict]) -> tuple[str, dict]:
                       f"{m['distance']:.2f} | {miss_reason(m, row, studied.get(key))} |")
     d = sorted(goal["distance"])
     median = d[len(d) // 2] if d else float("nan")
+    missed = {(m["preset"], m["eta_z"], m["ratio"]) for m in goal["misses"]}
+
+    def spread_ratio(rows):
+        vals = sorted(r["optflow_T_std"] / r["sgd_std"] for r in rows if r["sgd_std"] > 0)
+        return vals[len(vals) // 2] if vals else float("nan")
+
+    spread_miss = spread_ratio([r for r in rows6 if (r["preset"], r["eta_z"], r["ratio"])
+                                in missed])
+    spread_hit = spread_ratio([r for r in rows6 if (r["preset"], r["eta_z"], r["ratio"])
+                               not in missed])
+    above = sum(m["prediction"] > m["sgd_mean"] for m in goal["misses"])
     seeds, steps = int(rows6[0]["seeds"]), int(rows6[0]["steps"])
     text = f"""
 ## Fig. 6: entropy after {steps} steps, 64 cells, {seeds} seeds
@@ -132,6 +143,11 @@ The first-order rows are the levels of {{doc}}`reproduce` at the warm-up map
 Goal: the heavy-ball flow on Level T within one sd in at least {FIG6_GOAL_CELLS} of 64 cells:
 measured **{goal['hits']} of {goal['cells']}** ({verdict(goal['hits'] >= FIG6_GOAL_CELLS)});
 median distance {median:.2f} sd, largest {max(d) if d else float('nan'):.2f} sd.
+
+The flows' spread over the seeds' starts is a median {spread_hit:.2f} of the runs' sd in
+the cells within one sd and {spread_miss:.2f} in the cells outside; in {above} of the
+{len(goal['misses'])} cells outside, the flows' entropy lies above the runs' (the runs are
+sharper).
 
 Cells outside one sd ({len(goal['misses'])}). "Why" gives, for each, what
 `odeflow.analysis.paper.miss_study` measured (file `fig6_misses.csv`; `python
