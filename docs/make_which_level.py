@@ -149,9 +149,10 @@ the cells within one sd and {spread_miss:.2f} in the cells outside; in {above} o
 {len(goal['misses'])} cells outside, the flows' entropy lies above the runs' (the runs are
 sharper).
 
-Cells outside one sd ({len(goal['misses'])}). "Why" gives, for each, what
-`odeflow.analysis.paper.miss_study` measured (file `fig6_misses.csv`; `python
-docs/make_which_level.py --study` recomputes it for the cells that miss; its numbers do
+Cells outside one sd ({len(goal['misses'])}). "Why" gives, for the
+{len([m for m in goal['misses'] if (m['preset'], m['eta_z'], m['ratio']) in studied])} of
+them in `fig6_misses.csv`, what `odeflow.analysis.paper.miss_study` measured (`python
+docs/make_which_level.py --study` computes it for every cell that misses; its numbers do
 not depend on the flow, only on the cell): the same runs (same seeds, hence the same starts,
 and the same unit steps) again with an 8 times larger batch (1024), where only the
 minibatch noise is smaller (like `1/sqrt(B)`), and the discrete heavy ball on Level T
