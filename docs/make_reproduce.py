@@ -360,7 +360,9 @@ In words, for Fig. 6 (numbers from the tables above):
 The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of first-order
 flow solves (columns `train_seconds`, `flow_seconds` of fig6.csv), and
 {cost[2]:.0f} s of optimiser-flow ensembles (Level T and Level E from each seed's start,
-columns `optflow_T_seconds`, `optflow_E_seconds`; {{doc}}`which_level`){whole}.
+columns `optflow_T_seconds`, `optflow_E_seconds`; {{doc}}`which_level`){whole}, on the
+two cores shared with other work (the ratio of the two, not the seconds, is the figure:
+{{doc}}`benchmarks`).
 Before the optimiser flows were added,
 `python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed 102.1 s
 wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T beside every cell)

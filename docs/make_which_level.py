@@ -57,10 +57,17 @@ def miss_reason(cell: dict, row: dict, study: dict | None) -> str:
         for B in batches:
             m, s = study[f"batch_{B}_mean"], study[f"batch_{B}_std"]
             words.append(f"runs at batch {B}: {m:.4f} ± {s:.4f}")
+        disc = study.get("discrete_T_mean", float("nan"))
+        if math.isfinite(disc):
+            words.append(f"discrete heavy ball on Level T: {disc:.4f} ({abs(disc - mean) / sd:.2f}"
+                         f" sd from the runs, {abs(disc - flow) / sd:.2f} from the flow)")
         if batches:
             B = batches[-1]
             gap, gap_b = abs(mean - flow), abs(study[f"batch_{B}_mean"] - flow)
-            if gap_b <= FIG6_GOAL_SD * sd:
+            if math.isfinite(disc) and abs(disc - mean) <= FIG6_GOAL_SD * sd < abs(flow - mean):
+                words.append("**discreteness**: the runs' own recursion without noise lands "
+                             "within one sd of the runs, the flow does not")
+            elif gap_b <= FIG6_GOAL_SD * sd:
                 words.append(f"**minibatch noise**: at batch {B} the runs are within one "
                              f"(batch-128) sd of the flow ({gap_b / sd:.2f} sd)")
             elif gap_b <= gap / 2:
@@ -156,9 +163,11 @@ docs/make_which_level.py --study` computes it for every cell that misses; its nu
 not depend on the flow, only on the cell): the same runs (same seeds, hence the same starts,
 and the same unit steps) again with an 8 times larger batch (1024), where only the
 minibatch noise is smaller (like `1/sqrt(B)`), and the discrete heavy ball on Level T
-from the same starts (no minibatch noise at all). If the runs then land on the flow, the flow misses
-the paper-batch runs by their minibatch noise, which no deterministic flow carries; if
-the gap stays, by its discreteness or its level.
+from the same starts (no minibatch noise at all). If the discrete heavy ball lands within one sd of
+the runs while the flow does not, the flow misses by its own discreteness
+(**discreteness**); if instead the larger-batch runs land on the flow, the flow misses the
+paper-batch runs by their minibatch noise, which no deterministic flow carries
+(**minibatch noise**).
 
 {chr(10).join(misses) if goal['misses'] else "(none)"}
 """
