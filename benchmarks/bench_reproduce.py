@@ -2,22 +2,34 @@
 
 Prints (not a timed test):
 
+0. One right-hand side of Level T from a random start (un-lumped decoder) per
+   vocabulary size, in dense and in sparse storage (the optimiser-flow
+   ensembles of part 3 use the dense one).
 1. One Fig. 6 cell of each vocabulary size (``eta_Z = 1``, ``eta_Y/eta_Z = 2``,
    uniform start, 100 steps, batch 128, ``T = 128``): 10 seeds in one
    ensemble (one array operation per step for all seeds) beside 10 runs of one
    seed each, measured side by side in this process.
 2. The whole ``odeflow reproduce fig6 --seeds N`` (64 cells, Level E, Level R
-   and Level T beside each), wall time, written to ``--out``.
+   and Level T beside each, and the heavy-ball optimiser-flow ensembles from the
+   seeds' own starts on Level T and Level E), wall time, written to ``--out``.
+3. From that same run, side by side: the wall time of the ``64 x N`` training
+   runs (column ``train_seconds`` of fig6.csv) against that of the Level T
+   optimiser-flow ensembles that predict them (``optflow_T_seconds``), and
+   their ratio (issue 20's cost goal: at most 1); written to ``cost.csv`` in
+   ``--out`` for ``docs/make_which_level.py``.
 
-Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]``.
+Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]
+[--skip-ensemble]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import platform
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -46,23 +58,80 @@ def ensemble_vs_single(seeds: int) -> None:
               f"{min(alone):>10.2f} {min(alone) / min(together):>6.2f}")
 
 
+def level_t_storage() -> None:
+    """Part 0: one right-hand side of Level T from a random start, dense and sparse storage."""
+    from odeflow.fields.finite_t import FiniteTFlow
+    from odeflow.training import training_start
+
+    print("0. Level T (T = 128, 64 sequences per class) from seed 0's uniform start: one "
+          "right-hand side (best of 20)")
+    print(f"{'preset':>14} {'M':>4} {'state':>7} {'sparse ms':>10} {'dense ms':>9}")
+    for size in (1, 3, 5, 10):
+        data = odeflow.DataModel.preset(f"syn-medium-{size}")
+        y0, z0 = training_start(data, 0)
+        best = {}
+        for storage in ("sparse", "dense"):
+            field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, storage=storage)
+            y = field.initial_state()
+            times = []
+            for _ in range(20):
+                t = time.perf_counter()
+                field.rhs(0.0, y)
+                times.append(time.perf_counter() - t)
+            best[storage] = min(times) * 1e3
+        print(f"{'syn-medium-' + str(size):>14} {data.vocab_size:>4} {field.size:>7} "
+              f"{best['sparse']:>10.2f} {best['dense']:>9.2f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--out", default="results/reproduce")
     parser.add_argument("--skip-full", action="store_true")
+    parser.add_argument("--skip-ensemble", action="store_true",
+                        help="skip part 1 (ensemble against single-seed runs)")
     args = parser.parse_args(argv)
     print(f"odeflow {odeflow.__version__}, numpy {np.__version__}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, "
           f"load average {os.getloadavg()[0]:.1f}")
-    ensemble_vs_single(args.seeds)
+    level_t_storage()
+    if not args.skip_ensemble:
+        ensemble_vs_single(args.seeds)
     if not args.skip_full:
         print(f"2. odeflow reproduce fig6 --seeds {args.seeds} --out {args.out}")
         t = time.perf_counter()
         cli_main(["reproduce", "fig6", "--seeds", str(args.seeds), "--out", args.out,
                   "--no-progress"])
-        print(f"fig6 with {args.seeds} seeds: {time.perf_counter() - t:.1f} s wall")
+        wall = time.perf_counter() - t
+        print(f"fig6 with {args.seeds} seeds: {wall:.1f} s wall")
+        optflow_cost(Path(args.out), wall)
     return 0
+
+
+def optflow_cost(out: Path, wall: float) -> None:
+    """Part 3: training against the optimiser-flow ensembles of the same run (fig6.csv)."""
+    from odeflow.cli.reproduce import csv_text
+    from odeflow.io import atomic_write_text
+
+    with open(out / "fig6.csv", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    total = {c: sum(float(r[c]) for r in rows)
+             for c in ("train_seconds", "optflow_T_seconds", "optflow_E_seconds",
+                       "flow_seconds")}
+    runs = sum(int(r["seeds"]) for r in rows)
+    print(f"3. the same run, side by side: {runs} training runs {total['train_seconds']:.1f} s; "
+          f"heavy-ball flow ensembles from the runs' starts: Level T "
+          f"{total['optflow_T_seconds']:.1f} s, Level E {total['optflow_E_seconds']:.1f} s; "
+          f"first-order levels {total['flow_seconds']:.1f} s")
+    ratio = total["optflow_T_seconds"] / total["train_seconds"]
+    print(f"cost ratio (Level T optimiser flows / training runs): {ratio:.2f}")
+    table = [{"what": "training", "seconds": total["train_seconds"]},
+             {"what": "optflow_T", "seconds": total["optflow_T_seconds"]},
+             {"what": "optflow_E", "seconds": total["optflow_E_seconds"]},
+             {"what": "first-order levels", "seconds": total["flow_seconds"]},
+             {"what": "whole reproduce fig6", "seconds": wall}]
+    atomic_write_text(out / "cost.csv", csv_text(table))
+    print(f"wrote {out / 'cost.csv'}")
 
 
 if __name__ == "__main__":

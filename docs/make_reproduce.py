@@ -12,7 +12,6 @@ Usage: ``python docs/make_reproduce.py [--seeds 10]``.
 from __future__ import annotations
 
 import argparse
-import csv
 import math
 import sys
 from pathlib import Path
@@ -20,25 +19,11 @@ from pathlib import Path
 import odeflow
 from odeflow.analysis.paper import FIG5_ETA_Z, trend_summary
 from odeflow.cli import main as cli_main
+from odeflow.cli.reproduce import csv_rows as read_csv
 from odeflow.io import atomic_write_text
 
 DOCS = Path(__file__).resolve().parent
 OUT = DOCS / "reproduce"
-
-
-def read_csv(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    out = []
-    for row in rows:
-        parsed = {}
-        for k, v in row.items():
-            try:
-                parsed[k] = float(v)
-            except ValueError:
-                parsed[k] = v
-        out.append(parsed)
-    return out
 
 
 def fmt(x: float, digits: int = 3) -> str:
@@ -72,9 +57,12 @@ SGD with momentum 0.9, batch 128, `T = 128`, `eta_Y = eta_Z = 1`, 100 steps,
 :width: 100%
 
 Left: the batch loss of each step (mean and one standard deviation over the
-seeds) on the flow-time axis `t = k / (1 - mu) = 10 k`, beside the population
-loss `-J` of Level E, Level R and Level T (`T = 128`, 64 sampled sequences per
-class) at the same flow time, from the same (zero) start. Middle: the
+seeds) on the flow-time axis of the warm-up map
+`t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)` (spec section 6; step `k` on the top
+axis), beside the population loss `-J` of Level E, Level R and Level T (`T = 128`, 64
+sampled sequences per class) at the same flow time, from the same (zero) start, and
+the heavy-ball optimiser flows over Level E and Level T (spec section 9; solved in step
+time, step `k` drawn at `t_k`; see {{doc}}`which_level`). Middle: the
 distinct-token entropy. Right: the attention `c_n` of class
 32 over its distinct tokens 10-19 during training (mean over seeds).
 ```
@@ -89,8 +77,10 @@ distinct-token entropy. Right: the attention `c_n` of class
   `t = {fmt(last['flow_time'])}` is {fmt(last['level_E_loss'])}, Level R's
   {fmt(last['level_R_loss'])} and Level T's {fmt(last['level_T_loss'])}. SGD with
   these large steps fits far faster than
-  either flow predicts: the time map `k / (1 - mu)` is a small-step statement,
-  and with `eta = 1` and momentum 0.9 the steps are not small.
+  either first-order flow predicts: even the warm-up map assumes a gradient that
+  changes little over `1/(1 - mu) = 10` steps, and with `eta = 1` and momentum 0.9
+  the steps are not small. The optimiser flows of {{doc}}`which_level` model the
+  optimiser itself.
 - The attention becomes sparser during training, as the paper reports: the
   distinct-token entropy falls from {first['entropy_mean']:.3f} to
   {last['entropy_mean']:.3f} nats (SGD). The flows predict the direction but
@@ -102,7 +92,8 @@ distinct-token entropy. Right: the attention `c_n` of class
 
 
 FIG5_HEADER = ("| `eta_Z` | entropy at step 0 | entropy at step 100 (mean ± sd) | "
-               "Level E at t = 100 | batch loss at step 100 |\n|---|---|---|---|---|")
+               "Level E at t = 100 | Adam flow (Level T) at step 100 | batch loss at step 100 "
+               "|\n|---|---|---|---|---|---|")
 VERDICT_HEADER = ("| source | entropy falls with `eta_Z` (N: share of pairs) | entropy rises "
                   "with `eta_Y/eta_Z` (N: share of pairs) |\n|---|---|---|")
 
@@ -114,6 +105,7 @@ def fig5_section(rows: list[dict], seeds: int) -> str:
         a, b = sub[0], sub[-1]
         lines.append(f"| {ez:g} | {a['entropy_mean']:.3f} | {b['entropy_mean']:.3f} ± "
                      f"{b['entropy_std']:.3f} | {b['level_E_entropy']:.3f} | "
+                     f"{b.get('optflow_T_entropy', float('nan')):.3f} | "
                      f"{fmt(b['loss_mean'])} |")
     return f"""
 ## Fig. 5: the same with Adam
@@ -143,8 +135,10 @@ by step 20), after which the attention barely moves. At `eta_Z = 1` the
 attention does not sharpen: it moves weight *from* the top tokens 18-19 to the
 middle of the block, and the entropy rises. Different attention rates thus end
 on different distributions over the distinct tokens, the "tunable inductive
-bias" the paper reports for Adam; neither flow describes it (Level E, with the
-same rates, sharpens the attention steadily).
+bias" the paper reports for Adam; no first-order flow describes it (Level E, with the
+same rates, sharpens the attention steadily). The Adam optimiser flow of spec section 9
+(Level T, solved in step time; column `optflow_T_entropy`) is compared with the runs
+step by step in {{doc}}`which_level`.
 """
 
 
@@ -186,8 +180,8 @@ def fig6_section(rows: list[dict]) -> str:
 {{1, 2, 5, 10}}, uniform start in `[-1/sqrt(M), 1/sqrt(M)]`, SGD with momentum 0.9,
 batch 128, `T = 128`, {steps} steps, {seeds} seeds: 64 cells. Beside each cell,
 Level E, Level R and Level T (`T = 128`, 64 sequences per class) at the mapped
-flow time `t = {steps} / (1 - 0.9) =
-{rows[0]['flow_time']:g}` with the same rates, **from the zero start**
+flow time of the warm-up map, `t_{steps} =
+{rows[0]['flow_time']:.4g}`, with the same rates, **from the zero start**
 (`--same-start` solves them from each seed's random start instead; see below
 for what it costs and changes). Files:
 {{download}}`fig6.csv <reproduce/fig6.csv>` (the 64 cells: mean and sd over seeds, initial
@@ -199,7 +193,9 @@ entropy, the levels, wall times), {{download}}`fig6_recall.csv <reproduce/fig6_r
 
 Final distinct-token entropy against `eta_Z`, one line per `eta_Y/eta_Z`. Top
 row: the runs (mean, error bars one sd over seeds); then Level E, Level R and
-Level T, at the mapped flow time.
+Level T, at the mapped flow time (warm-up map); last rows: the heavy-ball
+optimiser flows from each seed's own start, at the last step (mean, error bars
+one sd over the seeds; {{doc}}`which_level`).
 ```
 
 The paper's claim (Sec. 8, Theorem 4): the entropy falls with `eta_Z`, and at
@@ -305,7 +301,14 @@ def verdict_section(rows6, rows4, same) -> str:
     lo_t, hi_t = min(x["level_T"] for x in rows6), max(x["level_T"] for x in rows6)
     lo_e, hi_e = min(x["level_E"] for x in rows6), max(x["level_E"] for x in rows6)
     lo_s, hi_s = min(x["sgd_mean"] for x in rows6), max(x["sgd_mean"] for x in rows6)
-    cost = sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6)
+    cost = (sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6),
+            sum(x.get("optflow_T_seconds", 0.0) + x.get("optflow_E_seconds", 0.0)
+                for x in rows6))
+    whole = ""
+    if (OUT / "cost.csv").exists():
+        seconds = {r["what"]: r["seconds"] for r in read_csv(OUT / "cost.csv")}
+        if "whole reproduce fig6" in seconds:
+            whole = f" ({seconds['whole reproduce fig6']:.0f} s wall in all)"
     return f"""
 ## Which level reproduces which claim
 
@@ -323,7 +326,7 @@ In words, for Fig. 6 (numbers from the tables above):
 - **Level R** reproduces both directions everywhere ({share("level_R", "falls_with_eta_z")}
   and {share("level_R", "rises_with_ratio")}), but not the amount: its entropies
   span {lo_r:.3f} to {hi_r:.3f} nats against SGD's {lo_s:.3f} to {hi_s:.3f}; by
-  `t = 1000` its attention has hardly moved.
+  `t = {rows6[0]['flow_time']:.4g}` its attention has hardly moved.
 - **Level E** does not reproduce the ratio claim: the entropy rises with
   `eta_Y/eta_Z` in only {share("level_E", "rises_with_ratio")} of the pairs; it
   falls with `eta_Z` in {share("level_E", "falls_with_eta_z")}.
@@ -354,12 +357,17 @@ In words, for Fig. 6 (numbers from the tables above):
 
 ## Cost
 
-The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of flow
-solves (columns `train_seconds`, `flow_seconds` of fig6.csv).
-`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed
-102.1 s wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T
-beside every cell) on the 2-core machine, with a fuzz run busy on the other
-core (load average 0.8 when it started), well under the 10-minute goal. The
+The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of first-order
+flow solves (columns `train_seconds`, `flow_seconds` of fig6.csv), and
+{cost[2]:.0f} s of optimiser-flow ensembles (Level T and Level E from each seed's start,
+columns `optflow_T_seconds`, `optflow_E_seconds`; {{doc}}`which_level`){whole}, on the
+two cores shared with other work (the ratio of the two, not the seconds, is the figure:
+{{doc}}`benchmarks`).
+Before the optimiser flows were added,
+`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed 102.1 s
+wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T beside every cell)
+on the 2-core machine, with a fuzz run busy on the other core (load average 0.8 when it
+started), well under the 10-minute goal. The
 same run printed, for one Fig. 6 cell per vocabulary size, 10 seeds in one
 ensemble against 10 single-seed runs (best of 2): 0.45 s vs 0.44 s
 (syn-medium-1), 0.59 vs 0.64 (-3), 0.91 vs 0.98 (-5), 2.05 vs 1.90 (-10).
@@ -374,10 +382,12 @@ because it is no slower and keeps the seeds in one array.
 """
 
 
-def build(seeds: int) -> None:
+def build(seeds: int, run: bool = True) -> None:
     OUT.mkdir(exist_ok=True)
-    cli_main(["reproduce", "fig4", "--seeds", str(seeds), "--out", str(OUT), "--no-progress"])
-    cli_main(["reproduce", "fig5", "--seeds", str(seeds), "--out", str(OUT), "--no-progress"])
+    for fig in ("fig4", "fig5"):
+        if run or not (OUT / f"{fig}.csv").exists():
+            cli_main(["reproduce", fig, "--seeds", str(seeds), "--out", str(OUT),
+                      "--no-progress"])
     if not (OUT / "fig6.csv").exists():
         cli_main(["reproduce", "fig6", "--seeds", str(seeds), "--out", str(OUT),
                   "--no-progress"])
@@ -387,7 +397,8 @@ def build(seeds: int) -> None:
         from odeflow.analysis.paper import fig6_rows
         from odeflow.cli.reproduce import csv_text
 
-        rows = fig6_rows(seeds, sizes=(1, 3), same_start=True, progress=False)
+        rows = fig6_rows(seeds, sizes=(1, 3), same_start=True, progress=False,
+                         optflows=False)
         atomic_write_text(same_path, csv_text([{k: v for k, v in r.items() if k != "recall"}
                                                for r in rows]))
     same = read_csv(same_path)
@@ -397,9 +408,11 @@ odeflow {odeflow.__version__} runs the experiments of Sec. 8 of the paper with t
 authors' protocol (spec section 6: separate optimisers for `Y` and `Z`, SGD with
 momentum 0.9 in the deep-learning form or Adam, batch 128, `T = 128`, a fresh
 batch each step, zero or uniform start) on the authors' data generator (spec
-section 7), and puts beside every run the prediction of the flows at the mapped
-flow time `t = k / (1 - mu)`. Built by `python docs/make_reproduce.py`; every
-number below is read from the CSV files it links.
+section 7), and puts beside every run the prediction of the first-order flows at the
+mapped flow time of the warm-up map `t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)`
+(spec section 6; `t_k = k` for plain SGD and, without a map, for Adam) and the
+optimiser flows on the step axis ({{doc}}`which_level`). Built by
+`python docs/make_reproduce.py`; every number below is read from the CSV files it links.
 
 ```python
 import odeflow
@@ -408,7 +421,7 @@ run = odeflow.train(odeflow.DataModel.preset("syn-small"),
                     odeflow.Protocol(optimizer="sgd", momentum=0.9, eta_y=1, eta_z=1),
                     seeds=10)          # 10 seeds in one array operation per step
 run.loss[:, 0]                         # ln 34 for every seed
-run.t                                  # flow time k / (1 - mu) of the recorded steps
+run.t                                  # flow time t_k (warm-up map) of the recorded steps
 odeflow.analysis.measures.distinct_entropy(run.data, run.z_active)   # (seeds, steps + 1)
 ```
 """
@@ -420,8 +433,11 @@ odeflow.analysis.measures.distinct_entropy(run.data, run.z_active)   # (seeds, s
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--from-csv", action="store_true",
+                        help="build the page from the CSV files already in docs/reproduce "
+                             "(run a figure only when its file is missing)")
     args = parser.parse_args(argv)
-    build(args.seeds)
+    build(args.seeds, run=not args.from_csv)
     print(f"wrote {DOCS / 'reproduce.md'}")
     return 0
 

@@ -21,7 +21,8 @@ def data():
 
 
 def test_flow_time_map():
-    assert np.allclose(flow_time([0, 10, 100], 0.9), [0, 100, 1000])
+    # the warm-up map of spec section 6 (t_1 = 1, t_10 = 41.38, t_100 = 910.0)
+    assert np.allclose(flow_time([0, 1, 10, 100], 0.9), [0, 1, 41.381, 910.0024], atol=1e-3)
     assert np.allclose(flow_time([3], 0.0), [3])
 
 
@@ -68,7 +69,8 @@ def test_level_t_explains_sgd_at_short_sequences():
 def test_momentum_runs_are_placed_on_flow_time(data):
     d = distance_to_sgd(data, 1.0, 1.0, steps=10, seq_len=16, batch_size=16, seeds=2,
                         momentum=0.5, samples_per_class=4, record_every=5)
-    assert np.allclose(d.t, [0, 10, 20])
+    # warm-up map at mu = 0.5: t_k = 2 [k - (1 - 0.5^k)]
+    assert np.allclose(d.t, [0, 2 * (5 - (1 - 0.5 ** 5)), 2 * (10 - (1 - 0.5 ** 10))])
     assert d.z_gap["exact"][0] == 0 and d.z_gap["finite_t"][0] == 0
     assert d.entropy["sgd"].shape == d.t.shape
     with pytest.raises(odeflow.ValidationError, match="levels"):

@@ -11,8 +11,8 @@ sections 6 and 8).
   bias ``O(1/T)``.
 - :func:`distance_to_sgd`: an SGD ensemble (:func:`odeflow.training.sgd_ensemble`)
   and, at the same ``T``, Level T and Level E solved at the ensemble's recorded
-  steps mapped to flow time ``t = k / (1 - mu)``; the logit gap of each level to
-  the ensemble mean, beside the ensemble's own standard error.
+  steps mapped to flow time ``t_k`` (the warm-up map of spec section 6); the
+  logit gap of each level to the ensemble mean, beside the ensemble's own standard error.
 
 The entropies are :func:`odeflow.analysis.measures.distinct_entropy` (the
 paper's Fig. 6 measure).
@@ -29,11 +29,14 @@ from odeflow.data import validate_positive
 from odeflow.errors import ValidationError
 from odeflow.solver import default_t_eval, solve
 from odeflow.training import sgd_ensemble
+from odeflow.training.common import warmup_time
 
 
 def flow_time(steps, momentum: float = 0.0) -> np.ndarray:
-    """Flow time of ``k`` steps of momentum SGD: ``t = k / (1 - mu)`` (spec section 6)."""
-    return np.asarray(steps, dtype=float) / (1.0 - float(momentum))
+    """Flow time of ``k`` steps of momentum SGD: the warm-up map of spec section 6,
+    ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``
+    (:func:`odeflow.training.common.warmup_time`)."""
+    return warmup_time(steps, momentum)
 
 
 def _max_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -140,7 +143,7 @@ class SGDDistance:
     Attributes
     ----------
     t : ndarray, shape (n,)
-        Flow times ``k / (1 - mu)`` of the recorded SGD steps ``k``.
+        Flow times ``t_k`` (warm-up map, :func:`flow_time`) of the recorded SGD steps ``k``.
     z_gap : dict of str -> ndarray, shape (n,)
         Per level (``exact``, ``finite_t``, ``reduced``):
         ``max |z_level - mean_seeds z_sgd|`` over query tokens and active tokens.
@@ -193,7 +196,7 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
     SGD (zero initialisation, :func:`odeflow.training.sgd_ensemble`) runs
     ``steps`` steps on batches of sequences of length ``seq_len``; the flows in
     ``levels`` are solved at the recorded steps mapped to flow time
-    ``t = k / (1 - mu)`` (spec section 6), with the same learning rates; Level T
+    ``t_k`` (the warm-up map of spec section 6), with the same learning rates; Level T
     on ``samples_per_class`` sequences of length ``seq_len`` per class.
 
     Returns
@@ -206,7 +209,7 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
             raise ValidationError("levels", f"unknown level {name!r}; choose from {SGD_LEVELS}")
     ens = sgd_ensemble(data, eta_y, eta_z, steps, batch_size, seq_len, seeds=seeds,
                        momentum=momentum, record_every=record_every, progress=progress)
-    t = ens.t  # the trainer records step k at flow time k / (1 - mu)
+    t = ens.t  # the trainer records step k at flow time t_k (warm-up map)
     opts = _flow_options(eta_y, eta_z, t, rtol, atol, None)
     flows = {}
     for name in levels:

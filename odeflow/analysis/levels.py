@@ -15,7 +15,7 @@ reports
 With ``seq_len`` it also solves Level T (spec section 8) on the same grid and
 reports ``max |z_T - z_E|``; with ``sgd_seeds`` it runs an SGD ensemble at that
 ``T`` (:func:`odeflow.analysis.finite_t.distance_to_sgd`, flow time
-``t = k / (1 - mu)``) and reports the logit gap of each level to the ensemble
+the warm-up map ``t_k`` of spec section 6) and reports the logit gap of each level to the ensemble
 mean beside the ensemble's standard error.
 """
 
@@ -30,6 +30,7 @@ from odeflow.analysis.finite_t import distance_to_sgd
 from odeflow.data import validate_positive
 from odeflow.errors import ValidationError
 from odeflow.solver import default_t_eval, solve
+from odeflow.training.common import warmup_steps
 
 
 @dataclass
@@ -155,7 +156,8 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
         Level T's ``N`` and sample seed.
     sgd_seeds : int or sequence of int, default 0
         With ``seq_len``: also run an SGD ensemble over these seeds (or this
-        many) for ``round(t_end (1 - momentum))`` steps at batch ``batch_size``
+        many) for the steps whose warm-up flow time (spec section 6) is
+        ``t_end``, at batch ``batch_size``
         and compare every level with its mean on the flow-time axis.
     batch_size, momentum : SGD settings.
     **reduced_options
@@ -187,7 +189,7 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
         if seq_len is None:
             raise ValidationError("sgd_seeds", "an SGD comparison needs seq_len (the T of "
                                   "the sampled sequences)")
-        steps = max(1, round(t_end * (1.0 - momentum)))
+        steps = max(1, round(float(warmup_steps(t_end, momentum))))
         far = distance_to_sgd(data, eta_y, eta_z, steps, seq_len, batch_size=batch_size,
                               seeds=sgd_seeds, momentum=momentum,
                               samples_per_class=samples_per_class, sample_seed=sample_seed,

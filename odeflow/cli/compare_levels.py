@@ -39,12 +39,14 @@ def register(sub) -> None:
     p.add_argument("--sample-seed", type=int, default=0, metavar="S",
                    help="Level T: seed of the sample (0)")
     p.add_argument("--sgd-seeds", type=int, metavar="S",
-                   help="with --seq-len: also run S >= 1 seeds of SGD for t_end (1 - momentum) "
-                        "steps and give each level's logit gap to their mean (default: no SGD)")
+                   help="with --seq-len: also run S >= 1 seeds of SGD for the steps whose "
+                        "warm-up flow time is t_end and give each level's logit gap to their "
+                        "mean (default: no SGD)")
     p.add_argument("--batch-size", type=int, default=128, metavar="B",
                    help="SGD batch size (128)")
     p.add_argument("--momentum", type=float, default=0.9, metavar="MU",
-                   help="SGD momentum; step k is flow time k / (1 - MU) (0.9)")
+                   help="SGD momentum; step k is flow time t_k = [k - MU (1 - MU^k)/(1 - MU)]"
+                        "/(1 - MU), the warm-up map (0.9)")
     p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (1e-8)")
     p.add_argument("--atol", type=float, default=1e-10, help="absolute tolerance (1e-10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")

@@ -3,17 +3,25 @@
 Runs the paper's protocol (Sec. 8; spec section 6) over ``--seeds`` seeds,
 writes a CSV table and a PNG figure into ``--out`` (atomically), then prints
 the table (results first). Beside every run: Level E, Level R and Level T
-(at the protocol's ``T``) at the mapped flow time ``t = k / (1 - mu)``
+(at the protocol's ``T``) at the mapped flow time of the warm-up map
+``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6)
 (see :mod:`odeflow.analysis.paper`).
 ``--seeds`` and ``--steps`` are bounded by :data:`LIMITS` (exit 2 past them).
 
+Beside every run also the optimiser flows (spec section 9; on the step axis,
+no time map): the heavy ball (SGD) or Adam ODE over Level E and Level T.
+
 - ``fig4``: syn-small, zero start, SGD (momentum 0.9), batch 128, ``T = 128``,
   ``eta_Z = eta_Y = 1``, 100 steps: ``fig4.csv`` (loss and entropy per step,
-  mean and sd over seeds, and the levels) and ``fig4.png``.
-- ``fig5``: the same with Adam at ``eta_Z`` in 0.1 and 1: ``fig5.csv``, ``fig5.png``.
+  mean and sd over seeds, the levels, and the heavy-ball flows' population
+  loss ``optflow_E_loss``, ``optflow_T_loss``) and ``fig4.png``.
+- ``fig5``: the same with Adam at ``eta_Z`` in 0.1 and 1: ``fig5.csv`` (with
+  the Adam flow's entropy ``optflow_T_entropy``), ``fig5.png``.
 - ``fig6``: syn-medium-1/3/5/10 x ``eta_Z`` in {0.5, 1, 2, 3} x
   ``eta_Y/eta_Z`` in {1, 2, 5, 10}, uniform start, 100 steps: ``fig6.csv``
-  (64 cells), ``fig6.png``, and the recall curves of Appendix G
+  (64 cells; the heavy-ball flow ensemble from the seeds' own starts at the last
+  step: ``optflow_T_mean``, ``optflow_T_std``, ``optflow_E_mean``,
+  ``optflow_E_std``), ``fig6.png``, and the recall curves of Appendix G
   (``fig6_recall.csv``, ``fig6_recall.png``).
 - ``induction``: seed 001's induction heads, finite-``L`` training beside the
   population flow (:mod:`odeflow.cli.reproduce_induction`; :data:`EXPERIMENTS`).
@@ -54,6 +62,9 @@ def register(sub) -> None:
                         f"steps at most {LIMITS['seed_steps']:,})")
     p.add_argument("--out", default="results/reproduce", metavar="DIR",
                    help="folder for the CSV and PNG files (results/reproduce)")
+    p.add_argument("--sizes", type=int, nargs="+", default=None, metavar="N",
+                   help="fig6: the syn-medium-N vocabulary sizes (1 3 5 10: the paper's 64 "
+                        "cells; fewer for a quick look)")
     p.add_argument("--same-start", action="store_true",
                    help="fig6: solve the levels from each seed's random start (slow) "
                         "instead of the zero start")
@@ -69,6 +80,23 @@ def csv_text(rows: list[dict]) -> str:
     for row in rows:
         writer.writerow({k: (repr(v) if isinstance(v, float) else v) for k, v in row.items()})
     return buf.getvalue()
+
+
+def csv_rows(path) -> list[dict]:
+    """The rows of a CSV file written by :func:`csv_text`: numbers as floats (an empty
+    cell as NaN), other cells as text (for the docs scripts that read the figures' files)."""
+    with open(path, encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    out = []
+    for row in rows:
+        parsed = {}
+        for k, v in row.items():
+            try:
+                parsed[k] = float(v) if v != "" else float("nan")
+            except ValueError:
+                parsed[k] = v
+        out.append(parsed)
+    return out
 
 
 def write_outputs(out: Path, stem: str, rows: list[dict], fig) -> list[Path]:
@@ -94,6 +122,18 @@ def check_counts(seeds: int, steps: int) -> None:
                               "recorded): lower --steps or --seeds")
 
 
+def check_sizes(sizes) -> tuple:
+    """``--sizes``: syn-medium sizes among the presets' (all of them when not given)."""
+    from odeflow.data.presets import SYN_MEDIUM_SIZES
+
+    if sizes is None:
+        return tuple(SYN_MEDIUM_SIZES)
+    unknown = [n for n in sizes if n not in SYN_MEDIUM_SIZES]
+    if unknown or not sizes:
+        raise ValidationError("sizes", f"must be among {list(SYN_MEDIUM_SIZES)}, got {sizes}")
+    return tuple(dict.fromkeys(sizes))
+
+
 def check_out(out, figure: str) -> Path:
     """Refuse an ``--out`` folder the figure's files cannot be written into, before training
     (:func:`odeflow.io.writable_folder`, then each file's :func:`~odeflow.io.writable_target`)."""
@@ -107,7 +147,9 @@ def check_out(out, figure: str) -> Path:
 
 
 def curve_rows(exp, label: dict) -> list[dict]:
-    """One row per recorded step: loss and entropy (mean, sd over seeds) and the levels."""
+    """One row per recorded step: loss and entropy (mean, sd over seeds), the levels at
+    ``flow_time`` (column ``time_map`` says which map) and the optimiser flows at the step
+    (``optflow_<level>_loss``, ``optflow_<level>_entropy``; spec section 9)."""
     run = exp.run
     losses = {name: -tr.objective for name, tr in exp.levels.items()}  # once, not per step
     rows = []
@@ -119,6 +161,14 @@ def curve_rows(exp, label: dict) -> list[dict]:
         for name in exp.levels:
             row[f"level_{name}_loss"] = float(losses[name][j])
             row[f"level_{name}_entropy"] = float(exp.level_entropy[name][j])
+        for name, loss in exp.optflow_loss.items():      # optimiser flows: step axis
+            row[f"optflow_{name}_loss"] = float(loss[j])
+        for name, H in exp.optflow_entropy.items():
+            row[f"optflow_{name}_entropy"] = float(H[j])
+        for name, loss in exp.discrete_loss.items():       # deterministic discrete twins
+            row[f"discrete_{name}_loss"] = float(loss[j])
+            row[f"discrete_{name}_entropy"] = float(exp.discrete_entropy[name][j])
+        row["time_map"] = run.protocol.time_map            # of flow_time and the levels
         rows.append(row)
     return rows
 
@@ -157,7 +207,8 @@ def run(args) -> int:
         rows = curve_rows(exp, {})
         written = write_outputs(out, "fig4", rows, plot_fig4(exp))
         print_table(rows, ["step", "flow_time", "loss_mean", "loss_std",
-                           *(f"level_{k}_loss" for k in paper.LEVELS), "entropy_mean",
+                           *(f"level_{k}_loss" for k in paper.LEVELS),
+                           *(f"optflow_{k}_loss" for k in paper.OPTFLOWS), "entropy_mean",
                            *(f"level_{k}_entropy" for k in paper.LEVELS)],
                     every=max(1, args.steps // 10))
     elif args.figure == "fig5":
@@ -165,9 +216,11 @@ def run(args) -> int:
         rows = [r for exp in exps for r in curve_rows(exp, {"eta_z": exp.run.protocol.eta_z})]
         written = write_outputs(out, "fig5", rows, plot_fig5(exps))
         print_table(rows, ["eta_z", "step", "loss_mean", "entropy_mean", "entropy_std",
-                           "level_E_entropy"], every=max(1, args.steps // 5))
+                           "level_E_entropy", "optflow_T_entropy"],
+                    every=max(1, args.steps // 5))
     else:
-        rows = paper.fig6_rows(args.seeds, args.steps, progress=progress,
+        sizes = check_sizes(args.sizes)
+        rows = paper.fig6_rows(args.seeds, args.steps, sizes=sizes, progress=progress,
                                same_start=args.same_start)
         table = [{k: v for k, v in r.items() if k != "recall"} for r in rows]
         recall = [{"preset": r["preset"], "eta_z": r["eta_z"], "ratio": r["ratio"],
@@ -177,7 +230,8 @@ def run(args) -> int:
         written = write_outputs(out, "fig6", table, plot_fig6(rows))
         written += write_outputs(out, "fig6_recall", recall, plot_recall(rows))
         levels = [f"level_{k}" for k in paper.LEVELS]
-        print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", *levels])
+        print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", *levels,
+                            *(f"optflow_{k}_mean" for k in paper.OPTFLOWS)])
         for summary in (paper.trend_summary(table, c) for c in ("sgd_mean", *levels)):
             for s in summary:
                 print(f"{s['preset']:>14} {s['column']:>9}: falls with eta_Z in "

@@ -74,6 +74,12 @@ class FiniteTFlow(ExactFlow):
     y0 : array_like of shape (M, M), optional
         Initial decoder, as for Level E (kept un-lumped when it breaks the
         symmetry of the non-next rows, e.g. the paper's uniform start).
+    storage : {"auto", "dense", "sparse"}, default "auto"
+        Storage of the sampled supports, as for Level E (the same numbers
+        either way). ``"auto"`` keeps tables above ``K N x C = 20,000`` sparse;
+        with an un-lumped decoder (``M`` rows, a random start) dense storage
+        can be the faster one well above that size
+        (``benchmarks/bench_reproduce.py`` measures both).
 
     Attributes
     ----------
@@ -87,11 +93,12 @@ class FiniteTFlow(ExactFlow):
     name = "finite_t"
 
     def __init__(self, data, eta_y, eta_z, z0=None, seq_len=128, samples_per_class=64, seed=0,
-                 y0=None):
+                 y0=None, storage="auto"):
         if not isinstance(data, DataModel):
             super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
         sample = sample_counts(data, seq_len, samples_per_class, seed)
-        super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample))
+        super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample),
+                         storage=storage)
         self.sample = sample
 
     def parameters(self) -> dict:

@@ -1,7 +1,9 @@
 """Figures of the paper's experiments (Figs. 4-6, 11-12) with the levels beside the runs.
 
-Every axis that puts runs beside flows is the *flow time* ``t = k / (1 - mu)``
-(spec section 6); the step ``k`` is shown on a secondary axis.
+Every axis that puts runs beside first-order flows is the *flow time* of the
+warm-up map ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6,
+:meth:`odeflow.training.Protocol.flow_time`); the step ``k`` is shown on a
+secondary axis.
 """
 
 from __future__ import annotations
@@ -17,10 +19,39 @@ LEVEL_STYLE = {"E": {"linestyle": "--", "color": "black", "label": "Level E (exa
                "T": {"linestyle": "-.", "color": "#b8860b", "label": "Level T (finite-T flow)"}}
 
 
+#: Rows of :func:`plot_fig6` for the optimiser flows (spec section 9), when present.
+OPTFLOW_TITLES = {"optflow_T_mean": "heavy-ball flow, Level T (runs' starts, step axis)",
+                  "optflow_E_mean": "heavy-ball flow, Level E (runs' starts, step axis)"}
+#: Line styles of the optimiser flows beside the runs.
+OPTFLOW_STYLE = {"T": {"color": "#cc79a7", "linewidth": 1.8},
+                 "E": {"color": "#009e73", "linewidth": 1.3, "linestyle": (0, (5, 2))}}
+
+
+#: Axis label of the warm-up map (spec section 6).
+TIME_LABEL = r"flow time $t_k = [k - \mu(1-\mu^k)/(1-\mu)]/(1-\mu)$"
+
+
 def _step_axis(ax, protocol) -> None:
-    scale = protocol.time_scale
-    if scale != 1.0:
-        top = ax.secondary_xaxis("top", functions=(lambda t: t / scale, lambda k: k * scale))
+    if protocol.optimizer == "sgd" and protocol.momentum:
+        # the warm-up map on a grid, extended linearly past its ends (matplotlib asks for
+        # values off the data too, negative ones included)
+        k = np.linspace(0.0, 4.0 * max(protocol.steps, 10), 4001)
+        t = protocol.flow_time(k)
+
+        def extend(x, xs, ys):
+            x = np.asarray(x, dtype=float)
+            lo = (ys[1] - ys[0]) / (xs[1] - xs[0])
+            hi = (ys[-1] - ys[-2]) / (xs[-1] - xs[-2])
+            return np.where(x < xs[0], ys[0] + (x - xs[0]) * lo,
+                            np.where(x > xs[-1], ys[-1] + (x - xs[-1]) * hi,
+                                     np.interp(x, xs, ys)))
+
+        top = ax.secondary_xaxis("top", functions=(lambda x: extend(x, t, k),
+                                                   lambda x: extend(x, k, t)))
+        from matplotlib.ticker import MaxNLocator
+
+        ticks = MaxNLocator(5, integer=True).tick_values(0, protocol.steps)
+        top.set_xticks([x for x in ticks if 0 <= x <= protocol.steps])
         top.set_xlabel(r"SGD step $k$", fontsize="small")
         ax.title.set_position((0.5, 1.14))
 
@@ -47,14 +78,19 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
           f"{run.protocol.optimizer.upper()}, {len(run.seeds)} seeds (mean $\\pm$ sd)")
     for name, tr in exp.levels.items():
         ax_l.plot(t, -tr.objective, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
+    for name, loss in getattr(exp, "optflow_loss", {}).items():
+        ax_l.plot(t, loss, **OPTFLOW_STYLE.get(name, {}),
+                  label=f"heavy-ball flow, Level {name} (step $k$ at $t_k$)")
     ax_l.set_yscale("log")
-    finish_axes(ax_l, r"flow time $t = k/(1-\mu)$", "cross-entropy loss",
+    finish_axes(ax_l, TIME_LABEL, "cross-entropy loss",
                 "loss (batch; levels: $-J$, Eqn 2)", loc="upper right")
     _step_axis(ax_l, run.protocol)
     _band(ax_h, t, exp.entropy, series_colour(1), "runs (mean $\\pm$ sd)")
     for name, H in exp.level_entropy.items():
         ax_h.plot(t, H, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
-    finish_axes(ax_h, r"flow time $t = k/(1-\mu)$", "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
+    for name, H in getattr(exp, "optflow_entropy", {}).items():
+        ax_h.plot(t, H, **OPTFLOW_STYLE.get(name, {}), label=f"heavy-ball flow, Level {name}")
+    finish_axes(ax_h, TIME_LABEL, "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
                 "distinct-token entropy (Fig. 6 measure)", loc="upper right")
     _step_axis(ax_h, run.protocol)
     n = int(data.next_tokens[0]) if next_token is None else int(next_token)
@@ -69,7 +105,7 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
     ax_m.set_yticks(np.arange(distinct.size))
     ax_m.set_yticklabels([str(int(x)) for x in distinct])
     fig.colorbar(image, ax=ax_m, label=f"$c_{{{n}}}(l)$ (mean over seeds)")
-    ax_m.set_xlabel(r"flow time $t = k/(1-\mu)$")
+    ax_m.set_xlabel(TIME_LABEL)
     ax_m.set_ylabel(f"distinct token $l$ of class {n}")
     ax_m.set_title(f"attention map $c_{{{n}}}$ over training")
     p = run.protocol
@@ -93,11 +129,17 @@ def plot_fig5(experiments, next_token: int | None = None, axes=None):
         _band(ax_h, exp.t, exp.entropy, colour, label + " (Adam)")
         if "E" in exp.level_entropy:
             ax_h.plot(exp.t, exp.level_entropy["E"], color=colour, linestyle="--", linewidth=1)
+        if "T" in getattr(exp, "optflow_entropy", {}):
+            ax_h.plot(exp.t, exp.optflow_entropy["T"], color=colour, linestyle="-",
+                      linewidth=1.0, marker=".", markersize=2)
         final = distinct_attention(data, exp.run.z_active[:, -1])[:, i, cols]   # (S, D)
         ax_c.errorbar(distinct + 0.15 * (j - 0.5), final.mean(axis=0), yerr=final.std(axis=0),
                       color=colour, marker="o", linestyle="-", capsize=2, label=label)
     ax_h.plot([], [], color="black", linestyle="--", linewidth=1,
               label="Level E at $t = k$ (same rates)")
+    if any("T" in getattr(exp, "optflow_entropy", {}) for exp in experiments):
+        ax_h.plot([], [], color="black", linestyle="-", linewidth=1.0, marker=".",
+                  markersize=2, label="Adam flow, Level T (step axis)")
     finish_axes(ax_h, "step $k$ (Adam: $t = k$)", "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
                 "distinct-token entropy", loc="upper right")
     p = data.probs(n)[distinct]
@@ -121,7 +163,8 @@ def plot_fig6(rows, axes=None):
     presets = list(dict.fromkeys(r["preset"] for r in rows))
     start = "zero start" if rows[0].get("levels_from", "zero") == "zero" else "runs' starts"
     sources = [("sgd_mean", "runs (SGD, uniform start)")] + [
-        (k, f"Level {k[6:]} ({start})") for k in rows[0] if k.startswith("level_")]
+        (k, f"Level {k[6:]} ({start}, warm-up map)") for k in rows[0] if k.startswith("level_")]
+    sources += [(k, OPTFLOW_TITLES[k]) for k in OPTFLOW_TITLES if k in rows[0]]
     if axes is None:
         fig, axes = plt.subplots(len(sources), len(presets),
                                  figsize=(3.6 * len(presets), 3.0 * len(sources)),
@@ -138,7 +181,9 @@ def plot_fig6(rows, axes=None):
                 line = sorted((r for r in cells if r["ratio"] == q), key=lambda r: r["eta_z"])
                 x = [r["eta_z"] for r in line]
                 y = [r[key] for r in line]
-                err = [r["sgd_std"] for r in line] if key == "sgd_mean" else None
+                spread = {"sgd_mean": "sgd_std", "optflow_T_mean": "optflow_T_std",
+                          "optflow_E_mean": "optflow_E_std"}.get(key)
+                err = [r[spread] for r in line] if spread else None
                 ax.errorbar(x, y, yerr=err, color=series_colour(j), marker="o", capsize=2,
                             label=rf"$\eta_Y/\eta_Z = {q:g}$")
             ax.set_xscale("log")
@@ -152,6 +197,76 @@ def plot_fig6(rows, axes=None):
     r0 = rows[0]
     fig.suptitle(f"Distinct-token entropy after {r0['steps']} steps (flow time "
                  f"{r0['flow_time']:g}), {r0['seeds']} seeds", fontsize="medium")
+    return fig
+
+
+def plot_optflow_overlays(rows4, rows5, rows6, axes=None):
+    """The optimiser flows beside the runs of Figs. 4-6, drawn from the CSV rows.
+
+    ``rows4``, ``rows5``, ``rows6``: the rows of ``fig4.csv``, ``fig5.csv`` and
+    ``fig6.csv`` of ``odeflow reproduce`` (numbers as floats). Left: Fig. 4's
+    batch loss per step (mean and sd over seeds) beside the heavy-ball flows'
+    population loss (``optflow_T_loss``, ``optflow_E_loss``) and first-order
+    Level T at the warm-up map (and, when present, the discrete heavy ball on Level T,
+    ``discrete_T_loss``). Middle: Fig. 5's entropy per step beside the Adam
+    flow (``optflow_T_entropy``) and the discrete Adam (``discrete_T_entropy``).
+    Right: Fig. 6, each cell's runs' mean entropy (error bar: one sd) against
+    the heavy-ball flow ensemble from the seeds' starts (``optflow_T_mean``,
+    error bar ``optflow_T_std``), with the diagonal.
+    """
+    fig, (ax4, ax5, ax6) = panel_axes(axes, 3, (4.6, 4.2))
+    k = np.array([r["step"] for r in rows4])
+    mean, sd = np.array([r["loss_mean"] for r in rows4]), np.array([r["loss_std"] for r in rows4])
+    ax4.plot(k, mean, color=series_colour(0), linewidth=2.0, label="runs (mean $\\pm$ sd)")
+    ax4.fill_between(k, mean - sd, mean + sd, color=series_colour(0), alpha=0.25, linewidth=0)
+    for name in ("T", "E"):
+        if f"optflow_{name}_loss" in rows4[0]:
+            ax4.plot(k, [r[f"optflow_{name}_loss"] for r in rows4], **OPTFLOW_STYLE[name],
+                     label=f"heavy-ball flow, Level {name}")
+    if "discrete_T_loss" in rows4[0]:
+        ax4.plot(k, [r["discrete_T_loss"] for r in rows4], color="black", linestyle=":",
+                 linewidth=1.2, label="discrete heavy ball, Level T (no noise)")
+    if "level_T_loss" in rows4[0]:
+        ax4.plot(k, [r["level_T_loss"] for r in rows4], **LEVEL_STYLE["T"] | {
+            "label": "first-order Level T (warm-up map)"})
+    ax4.set_yscale("log")
+    finish_axes(ax4, "step $k$", "cross-entropy loss", "Fig. 4: loss (SGD + momentum 0.9)",
+                loc="upper right")
+    for j, ez in enumerate(dict.fromkeys(r["eta_z"] for r in rows5)):
+        sub = [r for r in rows5 if r["eta_z"] == ez]
+        ks = np.array([r["step"] for r in sub])
+        m = np.array([r["entropy_mean"] for r in sub])
+        s = np.array([r["entropy_std"] for r in sub])
+        colour = series_colour(j)
+        ax5.plot(ks, m, color=colour, linewidth=2.0, label=rf"Adam runs, $\eta_Z = {ez:g}$")
+        ax5.fill_between(ks, m - s, m + s, color=colour, alpha=0.25, linewidth=0)
+        if "optflow_T_entropy" in sub[0]:
+            ax5.plot(ks, [r["optflow_T_entropy"] for r in sub], color="black", linewidth=1.0,
+                     linestyle="--", label="Adam flow, Level T" if j == 0 else None)
+        if "discrete_T_entropy" in sub[0]:
+            ax5.plot(ks, [r["discrete_T_entropy"] for r in sub], color="black", linewidth=1.2,
+                     linestyle=":", label="discrete Adam, Level T (no noise)" if j == 0 else None)
+    finish_axes(ax5, "step $k$", "distinct-token entropy (nats)", "Fig. 5: Adam",
+                loc="center right")
+    presets = list(dict.fromkeys(r["preset"] for r in rows6))
+    lo = min(min(r["sgd_mean"] - r["sgd_std"] for r in rows6),
+             min(r.get("optflow_T_mean", np.inf) for r in rows6))
+    hi = max(max(r["sgd_mean"] + r["sgd_std"] for r in rows6),
+             max(r.get("optflow_T_mean", -np.inf) for r in rows6))
+    if "optflow_T_mean" in rows6[0]:
+        for j, preset in enumerate(presets):
+            cells = [r for r in rows6 if r["preset"] == preset]
+            ax6.errorbar([r["sgd_mean"] for r in cells], [r["optflow_T_mean"] for r in cells],
+                         xerr=[r["sgd_std"] for r in cells],
+                         yerr=[r["optflow_T_std"] for r in cells], color=series_colour(j),
+                         marker="o", markersize=3, linestyle="none", capsize=1.5,
+                         elinewidth=0.7, label=f"{preset} (M = {int(cells[0]['M'])})")
+    ax6.plot([lo, hi], [lo, hi], color="black", linewidth=0.8)
+    ax6.set_xlim(lo, hi)
+    ax6.set_ylim(lo, hi)
+    finish_axes(ax6, "runs: entropy after the last step (mean $\\pm$ sd)",
+                "heavy-ball flow ensemble, Level T (mean $\\pm$ sd)",
+                "Fig. 6: 64 cells, runs' own starts", loc="upper left")
     return fig
 
 

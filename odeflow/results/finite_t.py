@@ -109,9 +109,11 @@ class FiniteTTrajectory(Trajectory):
         data, sample = self.data, self.sample
         cls, log_c = sample.class_index, sample.active_log_probs()
         qidx, weights = data.class_query_index[cls], sample.weights
-        log_mult = np.log(data.output_multiplicity)
+        # lumped or full decoder (a random start keeps all M rows): its own rows and weights
+        log_mult = np.log(self.decoder_multiplicity)
+        rows = self.decoder_target_rows[cls]
         out = np.empty(self.t.size)
         for j in range(self.t.size):  # one time at a time: (K N, L) features, not (n, K N, L)
             _, F = normalised_features(log_c, self.z_active[j][qidx])
-            out[j] = lumped_objective(Yl[j], F, weights, log_mult, rows=cls)
+            out[j] = lumped_objective(Yl[j], F, weights, log_mult, rows=rows)
         return out

@@ -169,7 +169,7 @@ def run_sgd(data, values: dict, times: np.ndarray):
     traj = train_sgd(data, values["eta_y"], values["eta_z"], values["steps"],
                      values["batch_size"], values["seq_len"], momentum=values["momentum"],
                      seed=values["seed"], record_every=record_every(times), progress=False)
-    # train_sgd records flow time k / (1 - mu); the sweep's run axis is the step count
+    # train_sgd records flow time t_k (warm-up map); the sweep's run axis is the step count
     traj.t = np.asarray(traj.meta["recorded_steps"], dtype=float)
     return traj
 

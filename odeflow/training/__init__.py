@@ -7,7 +7,7 @@
 - :func:`train` with a :class:`Protocol`: the paper's protocol (Sec. 8): SGD
   with momentum or Adam, separate rates for ``Y`` and ``Z``, zero or uniform
   start (un-lumped decoder), every seed in one array operation per step, and
-  the time map ``t = k / (1 - mu)``.
+  the warm-up time map ``t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)``.
 - :func:`sample_batch`, :func:`batch_loss`, :func:`batch_loss_gradient`: the
   finite-``T`` model, exposed so the sampled gradient can be checked.
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from odeflow.data import as_real_number
 from odeflow.errors import SolveError, ValidationError
+from odeflow.fields.optimizers import warmup_flow_time
 
 #: Records kept by default: about this many, evenly spaced in steps.
 DEFAULT_RECORDS = 100
@@ -70,6 +71,35 @@ def record_steps(steps: int, record_every) -> np.ndarray:
     if marks[-1] != steps:
         marks = np.append(marks, steps)
     return marks
+
+
+def warmup_time(steps, momentum: float = 0.0) -> np.ndarray:
+    """Flow time of step ``k`` of heavy-ball ascent from a zero velocity (spec section 6):
+    ``t_k = sum_{j=1..k} (1 - mu^j)/(1 - mu) = [k - mu (1 - mu^k)/(1 - mu)] / (1 - mu)``
+    (the warm-up map, :func:`odeflow.fields.optimizers.warmup_flow_time`; ``t_1 = 1``,
+    ``t_10 = 41.4``, ``t_100 = 910`` at ``mu = 0.9``, slope ``1/(1 - mu)`` for large
+    ``k``; ``mu = 0`` gives ``t_k = k``)."""
+    return warmup_flow_time(steps, momentum)
+
+
+def warmup_steps(t, momentum: float = 0.0) -> np.ndarray:
+    """The inverse of :func:`warmup_time`: the (real) step ``k`` whose flow time is ``t``.
+
+    Newton's method on the increasing, convex map (converges from ``k = t (1 - mu)
+    + mu / (1 - mu)``, above the root, monotonically); for plot axes.
+    """
+    t = np.asarray(t, dtype=float)
+    mu = float(momentum)
+    if mu == 0.0:
+        return t.copy()
+    k = np.maximum(t * (1.0 - mu) + mu / (1.0 - mu), 0.0)
+    for _ in range(60):
+        slope = (1.0 + mu ** k * mu * np.log(mu) / (1.0 - mu)) / (1.0 - mu)
+        step = (warmup_time(k, mu) - t) / np.maximum(slope, 1e-300)
+        k = k - step
+        if np.all(np.abs(step) <= 1e-12 * np.maximum(1.0, np.abs(k))):
+            break
+    return k
 
 
 class StepProgress:

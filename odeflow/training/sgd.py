@@ -9,9 +9,11 @@ cross-entropy, i.e. ascent on the mean log-likelihood with rates ``eta_Y``,
 
     v_{k+1} = \\mu v_k + \\nabla \\ell_k, \\qquad \\theta_{k+1} = \\theta_k - \\eta v_{k+1}.
 
-Time convention (spec section 6): step ``k`` is flow time ``t = k / (1 - mu)``
-(``t = k`` without momentum): in a slowly varying gradient the heavy-ball
-velocity settles at ``g / (1 - mu)``. The expected batch
+Time convention (spec section 6, corrected): step ``k`` is flow time
+``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``, the warm-up map
+(:func:`odeflow.training.common.warmup_time`; ``t = k`` without momentum): from
+a zero velocity in a constant gradient the heavy-ball velocity after ``j`` steps
+is ``g (1 - mu^j) / (1 - mu)``. The expected batch
 gradient tends to the population gradient of Eqn 2 as ``T -> inf``, so as
 ``T`` and the batch grow and the steps shrink, SGD approaches Level E
 (Eqns 3-4). The cost of a step is ``O(B T + B K L)``, independent of ``M``.
@@ -35,6 +37,7 @@ from odeflow.training.common import (
     check_seed,
     diverged,
     record_steps,
+    warmup_time,
 )
 
 
@@ -105,7 +108,7 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
     rate = steps / wall if wall > 0 else float("inf")
     stats = {"method": "sgd", "steps": steps, "wall_time": wall, "runs_together": S,
              "steps_per_second": rate, "run_steps_per_second": rate * S}
-    return [Trajectory(data, marks / (1.0 - mu), rec_Z[:, i], z_base,
+    return [Trajectory(data, warmup_time(marks, mu), rec_Z[:, i], z_base,
                        decoder_lumped=rec_Y[:, i], stats=dict(stats),
                        meta={"flow": "sgd", **settings, "seed": seed,
                              "record_every": int(marks[1] - marks[0]),
@@ -124,7 +127,7 @@ def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq
     eta_y, eta_z : float
         Step sizes of the decoder ``Y`` and of the attention logits ``Z``.
     steps : int
-        Number of SGD steps; step ``k`` is recorded at flow time ``t = k / (1 - mu)``.
+        Number of SGD steps; step ``k`` is recorded at flow time ``t_k`` (the warm-up map).
     batch_size : int
         Sequences per step, ``>= 1``.
     seq_len : int
