@@ -255,10 +255,13 @@ def test_classifier_asymptote_matches_the_1d_ode():
 
 
 def test_classifier_constant_needs_positive_probabilities():
+    # Row 0 (x_{i-1} = x_{i-2} = 0) never emits 0; every context stays recurrent ((0,0)
+    # is entered from (0,1)), so pi_{1,2} has a zero entry while pi_{1}(.|0) mixes rows 0
+    # and 1 with positive weights and has none.
     kernel = POINT_KERNEL.copy()
-    kernel[1] = [0.0, 1.0]
+    kernel[0] = [0.0, 1.0]
     model = InductionData(2, 3, 2, 2, prior="point", kernel=kernel)
-    assert cf.classifier_constant(model, (1,))[0] > 0  # pi_{1} has no zero entry
+    assert cf.classifier_constant(model, (1,))[0] > 0
     with pytest.raises(ValidationError) as err:
         cf.classifier_constant(model, (1, 2))
     assert err.value.field == "data"

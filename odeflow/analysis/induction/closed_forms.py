@@ -71,6 +71,9 @@ __all__ = [
 
 #: Losses of the family (spec section 10).
 LOSSES = ("nll", "code")
+#: Probabilities at or below this are zero for :func:`classifier_constant` (the laws
+#: come from a dense linear solve, accurate to about 1e-15).
+ZERO_PROBABILITY = 1e-12
 
 
 # ---------------------------------------------------------------------------
@@ -447,8 +450,12 @@ def classifier_constant(data, subset) -> tuple[float, float]:
     """
     laws = subset_laws(data, subset)
     rho, rest, pi_s, nu = _mixture_parts(laws)
-    if np.any(pi_s <= 0):
-        raise ValidationError("data", "the asymptote needs every pi_S*(e|z_S*) > 0")
+    # The laws come from a linear solve for the stationary law: a probability that is
+    # zero in exact arithmetic (a transient context) can come out as +-1e-17, and dividing
+    # by it would give a huge C instead of the refusal.
+    if np.any(pi_s <= ZERO_PROBABILITY):
+        raise ValidationError("data", "the asymptote needs every pi_S*(e|z_S*) > 0 "
+                              f"(found one <= {ZERO_PROBABILITY:g})")
     chi2 = np.sum((nu - pi_s) ** 2 / pi_s, axis=-1)
     constants = 0.5 * np.sum(rest**2 / rho * chi2, axis=-1)
     limits = -np.sum(laws * np.log(pi_s), axis=(-2, -1))
