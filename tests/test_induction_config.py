@@ -136,3 +136,14 @@ def test_a_sequence_class_command_refuses_an_induction_config(capsys, tmp_path):
     path.write_text(config_text(find_preset("ih-point")), encoding="utf-8")
     code, _, err = cli(capsys, "compare", "--config", path)
     assert code == 2 and "config" in one_error_line(err) and "induction" in err
+
+
+def test_a_sweep_config_of_another_family_is_refused_by_name():
+    from odeflow.sweep.config import parse_sweep_config
+
+    sweep = '[sweep]\ntask = "exact"\n[sweep.grid]\neta_y = [1.0]\n'
+    with pytest.raises(ValidationError, match="^family: the sweep tasks take"):
+        parse_sweep_config(config_text(find_preset("ih-point")) + sweep)
+    syn = DataModel.preset("syn-small")
+    kwargs = parse_sweep_config(config_text(syn, family="scan_snap") + sweep)
+    assert kwargs["data"] == syn
