@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from odeflow.data import DEFAULT_PRESET, PRESETS, load_config, make_preset
+from odeflow.data import DEFAULT_PRESET, PRESETS, DataModel, load_config, make_preset
 from odeflow.errors import ValidationError
-from odeflow.fields import find_preset, preset_names
+from odeflow.fields import family_of, find_preset, preset_names
 
 #: Learning rates and end time used when neither a flag nor a config's [run] table sets them.
 DATA_DEFAULTS = {"eta_y": 1.0, "eta_z": 0.1, "t_end": 1e4}
@@ -41,13 +41,24 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
     """``(data_model, options, label)`` from the parsed arguments.
 
     Precedence: command-line flag, then the config's ``[run]`` table, then
-    ``defaults``. ``any_family``: a preset is looked up in every model family
-    (:func:`odeflow.fields.find_preset`).
+    ``defaults``. ``any_family``: a preset or a config's data model may be of any
+    model family (:func:`odeflow.fields.find_preset`); otherwise only a
+    sequence-class model is taken (a config of another family is refused, naming
+    ``config``). A learning rate the data model's family does not take is left
+    out of ``options`` unless a flag or the config gives it (then the solve
+    refuses it by name, rather than dropping it silently).
     """
     options = {**DATA_DEFAULTS, **(defaults or {})}
+    given = set()
     if args.config:
         data, from_file = load_config(args.config)
+        if not any_family and not isinstance(data, DataModel):
+            raise ValidationError("config", f"holds a data model of the family "
+                                  f"{data.family!r} ({type(data).__name__}); this command "
+                                  "takes sequence classes only (odeflow run takes every "
+                                  "family)")
         options.update(from_file)
+        given.update(from_file)
         label = args.config.rsplit("/", 1)[-1].removesuffix(".toml")
     else:
         label = args.preset or DEFAULT_PRESET
@@ -56,6 +67,11 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
         value = getattr(args, key, None)
         if value is not None:
             options[key] = value
+            given.add(key)
+    family = family_of(data)
+    for key in ("eta_y", "eta_z"):
+        if key not in family.defaults and key not in given:
+            options.pop(key, None)
     return data, options, label
 
 

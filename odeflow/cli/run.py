@@ -126,21 +126,21 @@ def staged_schedule(text: str, t_end: float):
 
 def run(args) -> int:
     rows = check_rows(args.rows)
-    data, options, label = resolve(args, {"flow": None, "method": "auto",
-                                          "rtol": 1e-8, "atol": 1e-10}, any_family=True)
-    for key in ("flow", "method", "rtol", "atol"):
+    data, options, label = resolve(args, {"flow": None, "method": "auto", "rtol": 1e-8,
+                                          "atol": 1e-10, "loss": None, "stages": None},
+                                   any_family=True)
+    for key in ("flow", "method", "rtol", "atol", "loss", "stages"):
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
     family = family_of(data)
     flow = options["flow"] or family.default_flow
-    # the learning rates the family's fields take (a rate given to a family without
-    # it reaches solve, which names it as an unknown option)
-    settings = {key: options[key] for key in ("eta_y", "eta_z")
-                if key in family.defaults or getattr(args, key) is not None}
-    if args.loss is not None:
-        settings["loss"] = args.loss
-    if args.stages is not None:
-        settings["schedule"] = staged_schedule(args.stages, options["t_end"])
+    # the learning rates the family's fields take, or that a flag or the config gave (a
+    # rate given to a family without it reaches solve, which names it as an unknown option)
+    settings = {key: options[key] for key in ("eta_y", "eta_z") if key in options}
+    if options["loss"] is not None:
+        settings["loss"] = options["loss"]
+    if options["stages"] is not None:
+        settings["schedule"] = staged_schedule(options["stages"], options["t_end"])
     out = args.out or f"results/{label}-{flow}.npz"
     writable_target(out, "out")  # a target that can never be written is refused before solving
     traj = solve(data, flow=flow, t_span=(0.0, options["t_end"]), method=options["method"],
@@ -151,8 +151,8 @@ def run(args) -> int:
     s = traj.stats
     shown = "".join(f", {k}={v:g}" if isinstance(v, float) else f", {k}={v}"
                     for k, v in settings.items() if k != "schedule")
-    if args.stages is not None:
-        t_c, t_w = args.stages.split(",")
+    if options["stages"] is not None:
+        t_c, t_w = options["stages"].split(",")
         shown += f", staged: c for {t_c}, w for {t_w}, a to t_end"
     print(f"odeflow run: {label}, flow={flow}{shown}, t in [0, {options['t_end']:g}]")
     print(f"  data: {data!r}")

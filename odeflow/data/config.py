@@ -1,6 +1,6 @@
-"""Run configuration files: a data model plus optional run settings, in TOML.
+"""Run configuration files: a data model of any family plus optional run settings, in TOML.
 
-Schema::
+Schema (the default family, ``scan_snap``: sequence classes)::
 
     vocab_size = 30                 # the data model (see DataModel.from_dict)
     [[classes]]
@@ -17,17 +17,43 @@ Schema::
     method = "auto"
     rtol = 1e-8
     atol = 1e-10
+
+Another family's data model is named by a top-level ``family`` key (or
+``family`` inside the ``[data]`` table) and written in that family's schema,
+e.g. the induction heads (``InductionData.from_dict``)::
+
+    family = "induction"
+    vocab_size = 2
+    n_gram = 3
+    heads = 2
+    degree = 2
+    [prior]
+    kind = "dirichlet"
+    alpha = 0.1
+    [init]
+    w_plus = 3.0
+    [run]
+    t_end = 1e3
+    loss = "code"                   # the induction heads' loss (nll | code)
+    stages = "100,1000"             # the staged run T_C,T_W (as --stages)
+
+The family names the class in :data:`odeflow.data.forms.DATA_TYPES`; without
+it the model is a :class:`~odeflow.data.DataModel`, as before families existed.
 """
 
 from __future__ import annotations
 
+from odeflow.data.forms import DATA_TYPES, TomlForm, data_type
 from odeflow.data.model import DataModel, parse_toml, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.io import read_text
 
-#: Keys allowed in the ``[run]`` table and how each is checked.
+#: Keys allowed in the ``[run]`` table and how each is checked (a key the data model's
+#: family does not take is refused, naming it, when the run starts).
 RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
-            "rtol": float, "atol": float}
+            "rtol": float, "atol": float, "loss": str, "stages": str}
+#: The family of a config without a ``family`` key.
+DEFAULT_FAMILY = DataModel.family
 
 #: Top-level keys of a data model written at the top of a config file.
 DATA_MODEL_KEYS = ("classes", "normalize", "vocab_size")
@@ -59,10 +85,8 @@ def check_top_level(doc: dict, allowed: tuple = TOP_LEVEL,
                           f"(or {list(allowed_with_data)})")
 
 
-def parse_config(text: str) -> tuple[DataModel, dict]:
-    """Parse TOML text into ``(data_model, run_options)``; errors name the field."""
-    doc = parse_toml(text, "config")
-    run = doc.pop("run", {})
+def run_options(run) -> dict:
+    """The checked ``[run]`` table; an unknown key or a bad value is refused by name."""
     if not isinstance(run, dict):
         raise ValidationError("run", "must be a table")
     options = {}
@@ -76,15 +100,58 @@ def parse_config(text: str) -> tuple[DataModel, dict]:
             raise ValidationError(f"run.{key}", f"must be a string, got {value!r}")
         else:
             options[key] = value
-    check_top_level(doc)
+    return options
+
+
+def pop_family(doc: dict) -> str:
+    """Remove and return the ``family`` key of ``doc`` (top level or ``[data]`` table).
+
+    Default :data:`DEFAULT_FAMILY`; given in both places it must agree (else a
+    ValidationError naming ``data.family``).
+    """
+    family = doc.pop("family", None)
+    inner = doc.get("data")
+    if isinstance(inner, dict) and "family" in inner:
+        doc["data"] = inner = dict(inner)
+        nested = inner.pop("family")
+        if family is not None and nested != family:
+            raise ValidationError("data.family", f"is {nested!r:.40} but the top-level family "
+                                  f"is {family!r:.40}; give it once")
+        family = nested
+    return DEFAULT_FAMILY if family is None else family
+
+
+def _other_family(key: str, cls: type) -> str:
+    """A hint naming the families whose data model has the top-level ``key`` (or "")."""
+    others = [name for name, other in DATA_TYPES.items()
+              if other is not cls and key in other.toml_keys and key not in cls.toml_keys]
+    return f" (a key of the {others[0]!r} family's data model: add family = " \
+           f"\"{others[0]}\")" if others else ""
+
+
+def parse_config(text: str) -> tuple[TomlForm, dict]:
+    """Parse TOML text into ``(data_model, run_options)``; errors name the field.
+
+    The data model's class is the one registered for the config's ``family``
+    (:func:`odeflow.data.forms.data_type`; default ``"scan_snap"``, a
+    :class:`~odeflow.data.DataModel`).
+    """
+    doc = parse_toml(text, "config")
+    options = run_options(doc.pop("run", {}))
+    cls = data_type(pop_family(doc))
+    allowed = tuple(sorted((*cls.toml_keys, "family", "run")))
+    try:
+        check_top_level(doc, allowed, ("data", "family", "run"))
+    except ValidationError as exc:
+        raise ValidationError(exc.field, exc.reason + _other_family(exc.field, cls)) from None
     if "data" in doc:
         doc = doc["data"]
     try:
-        return DataModel.from_dict(doc), options
+        return cls.from_dict(doc), options
     except RecursionError:
         raise ValidationError("config", "nested too deeply") from None
 
 
-def load_config(path) -> tuple[DataModel, dict]:
+def load_config(path) -> tuple[TomlForm, dict]:
     """Read a configuration file; see :func:`parse_config`."""
     return parse_config(read_text(path, "config"))

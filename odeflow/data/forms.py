@@ -4,6 +4,11 @@
 TOML text and file round trip and ``preset(name)``; the Scan and Snap
 :class:`~odeflow.data.DataModel` and the induction-head
 :class:`~odeflow.data.induction.InductionData` both derive from it.
+
+:data:`DATA_TYPES` holds each family's data model class by family name (each
+class registers itself, :func:`register_data_type`), so that a configuration
+file's ``family = "..."`` key finds its class (:func:`data_type`) without the
+reader branching on the family.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ class TomlForm:
 
     #: A top-level key of the class's TOML schema.
     toml_marker = "vocab_size"
+    #: Every top-level key of the class's TOML schema (a run configuration allows these).
+    toml_keys: tuple = ()
+    #: Name of the model family the class describes (the ``family`` key of a config).
+    family = ""
 
     @classmethod
     def preset_table(cls) -> Mapping:
@@ -43,6 +52,12 @@ class TomlForm:
         d = parse_toml(text, "toml")
         if "data" in d and isinstance(d["data"], Mapping) and cls.toml_marker not in d:
             d = d["data"]
+        if "family" in d:  # a configuration file's family key: it must be this class's
+            d = dict(d)
+            family = d.pop("family")
+            if family != cls.family:
+                raise ValidationError("family", f"must be {cls.family!r} for a "
+                                      f"{cls.__name__}, got {family!r:.40}")
         return cls.from_dict(d)
 
     def to_toml(self, path) -> None:
@@ -68,3 +83,24 @@ class TomlForm:
             raise ValidationError(
                 "preset", f"unknown preset {name!r}; choose one of {sorted(table)}") from None
         return factory()
+
+
+#: Family name -> data model class (a :class:`TomlForm` subclass), in registration order.
+DATA_TYPES: dict[str, type] = {}
+
+
+def register_data_type(cls: type) -> type:
+    """Add the data model class ``cls`` to :data:`DATA_TYPES` under ``cls.family``."""
+    if not cls.family or not cls.toml_keys:
+        raise ValidationError("family", f"{cls.__name__} needs a family name and its TOML "
+                              "keys to be registered")
+    DATA_TYPES[cls.family] = cls
+    return cls
+
+
+def data_type(family, field_name: str = "family") -> type:
+    """The data model class of ``family``, or a ValidationError naming ``field_name``."""
+    if not isinstance(family, str) or family not in DATA_TYPES:
+        raise ValidationError(field_name, f"unknown family {family!r:.40}; choose one of "
+                              f"{list(DATA_TYPES)}")
+    return DATA_TYPES[family]

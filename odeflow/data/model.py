@@ -28,7 +28,7 @@ from odeflow.data.checks import (  # noqa: F401 (re-exported: the data layer's c
     validate_finite,
     validate_positive,
 )
-from odeflow.data.forms import TomlForm
+from odeflow.data.forms import TomlForm, register_data_type
 from odeflow.errors import ValidationError
 
 #: Absolute tolerance on ``sum(probs) == 1`` and ``sum(weights) == 1``.
@@ -195,6 +195,9 @@ class DataModel(TomlForm):
     Derived sets follow spec section 1: ``G(l) = {n : c_{l|n} > 0}``; ``l`` is
     *distinct* for ``n`` if ``G(l) = {n}`` and *common* if ``|G(l)| > 1``.
     """
+
+    toml_keys = ("classes", "normalize", "vocab_size")
+    family = "scan_snap"
 
     def __init__(self, vocab_size, classes, weights=None, normalize: bool = False):
         if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
@@ -400,7 +403,7 @@ class DataModel(TomlForm):
         """
         if not isinstance(d, Mapping):
             raise ValidationError("data model", f"must be a table, got {type(d).__name__}")
-        unknown = set(d) - {"vocab_size", "classes", "normalize"}
+        unknown = set(d) - set(cls.toml_keys)
         if unknown:
             key = sorted(map(str, unknown))[0]
             raise ValidationError(key if key.strip() else repr(key),
@@ -467,6 +470,8 @@ class DataModel(TomlForm):
         """The built-in data models (spec section 7): :data:`PRESETS`."""
         return PRESETS
 
+
+register_data_type(DataModel)
 
 #: Name -> factory of the built-in data models. Filled by :mod:`odeflow.data.presets`
 #: (imported with :mod:`odeflow.data`), so that this module needs nothing above it.

@@ -22,15 +22,18 @@ Schema::
 Beside ``[sweep]`` a file holds only a data model (its top-level keys
 :data:`odeflow.data.config.DATA_MODEL_KEYS`, or a ``[data]`` table) and a ``[run]`` table (the
 settings of ``odeflow run``, ignored here); any other top-level key is refused
-by name. The file is read like every other config (:func:`odeflow.io.read_text`:
-an unreadable or non-UTF-8 file is a :class:`ValidationError` naming
-``config``), and TOML too deeply nested to parse is refused the same way.
+by name. A ``family`` key may say ``"scan_snap"``; another family is refused naming
+``family`` (no sweep task takes its data models yet). The file is read like every
+other config (:func:`odeflow.io.read_text`: an unreadable or non-UTF-8 file is a
+:class:`ValidationError` naming ``config``), and TOML too deeply nested to parse is
+refused the same way.
 """
 
 from __future__ import annotations
 
 from odeflow.data import DataModel, parse_toml
-from odeflow.data.config import DATA_MODEL_KEYS, check_top_level
+from odeflow.data.config import DATA_MODEL_KEYS, check_top_level, pop_family
+from odeflow.data.forms import data_type
 from odeflow.errors import ValidationError
 from odeflow.io import read_text
 
@@ -68,6 +71,11 @@ def _parameter_names(table: dict) -> list[str] | None:
 def parse_sweep_config(text: str) -> dict:
     """Keyword arguments of :func:`odeflow.sweep.sweep` from TOML text; errors name the field."""
     doc = parse_toml(text, "config")
+    family = pop_family(doc)
+    if data_type(family) is not DataModel:  # the sweep tasks solve sequence classes only
+        raise ValidationError("family", f"the sweep tasks take sequence-class data models "
+                              f"(family 'scan_snap') only, got {family!r}; run one point of "
+                              "this family with odeflow run --config")
     check_top_level(doc, TOP_LEVEL, TOP_LEVEL_WITH_DATA, "sweep config")
     table = doc.pop("sweep", None)
     if not isinstance(table, dict):

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from odeflow.data.checks import as_real_array, validate_finite, validate_positive
-from odeflow.data.forms import TomlForm
+from odeflow.data.forms import TomlForm, register_data_type
 from odeflow.data.induction import markov
 from odeflow.errors import ValidationError
 
@@ -149,6 +149,9 @@ class InductionData(TomlForm):
         entries), ``alpha`` not > 0, a kernel that is not
         a probability table, non-finite initial values.
     """
+
+    toml_keys = ("vocab_size", "n_gram", "heads", "degree", "prior", "init")
+    family = "induction"
 
     def __init__(self, vocab_size, n_gram, heads, degree, prior: str = "dirichlet",
                  alpha=0.1, num_kernels=PAPER_NUM_KERNELS, seed=0, kernel=None,
@@ -287,7 +290,7 @@ class InductionData(TomlForm):
         """
         if not isinstance(d, Mapping):
             raise ValidationError("data model", f"must be a table, got {type(d).__name__}")
-        top = ("vocab_size", "n_gram", "heads", "degree", "prior", "init")
+        top = cls.toml_keys
         _check_keys(d, top, "")
         for key in top[:4]:
             if key not in d:
@@ -328,6 +331,9 @@ class InductionData(TomlForm):
         return (f"InductionData(d={self.vocab_size}, n={self.n_gram}, H={self.heads}, "
                 f"D={self.degree}, prior={prior}, w+={self.w_plus:g}, w-={self.w_minus:g}, "
                 f"c0={self.c0:g}, a0={self.a0:g})")
+
+
+register_data_type(InductionData)
 
 
 def _check_keys(table: Mapping, allowed: tuple, prefix: str) -> None:
