@@ -17,7 +17,7 @@ pytest.importorskip("zarr")
 import odeflow  # noqa: E402
 from odeflow.data.induction import POINT_KERNEL, InductionData  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
-from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
+from odeflow.sweep import TASKS, make_spec, open_store, register, sweep  # noqa: E402
 from odeflow.sweep.induction import INDUCTION_FLOW, run_induction_flow  # noqa: E402
 from odeflow.sweep.journal import read_journal  # noqa: E402
 from tests.sweep_helpers import assert_same_numbers  # noqa: E402
@@ -146,6 +146,16 @@ def test_a_bad_key_or_value_is_refused_by_name(grid, field):
     with pytest.raises(ValidationError) as err:
         sweep("induction_flow", grid, settings=SETTINGS, data="ih-point", backend="serial")
     assert err.value.field == field
+
+
+def test_rate_w_is_not_swept_for_the_copier_flow_alone():
+    with pytest.raises(ValidationError) as err:
+        sweep("induction_flow", {"rate_w": [0.5, 1.0]}, settings={**SETTINGS, "flow": "copier"},
+              data="ih-point", backend="serial")
+    assert err.value.field == "grid.rate_w"
+    spec = make_spec("induction_flow", {"flow": ["population", "copier"],
+                                        "rate_w": [0.5, 1.0]}, data="ih-point")
+    assert spec.shape == (2, 2)  # the population points differ
 
 
 def test_a_model_of_the_other_family_is_refused_by_name():

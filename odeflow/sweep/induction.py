@@ -123,6 +123,15 @@ def run_induction_flow(data, values: dict, times: np.ndarray):
                  rtol=values["rtol"], atol=values["atol"], progress=False)
 
 
+def check_rates_used(grid: dict, settings: dict) -> None:
+    """Refuse ``rate_w`` swept when every point's flow is ``copier`` (no ``w``: every value
+    would repeat the same points)."""
+    flows = grid.get("flow", [settings.get("flow", "population")])
+    if "rate_w" in grid and all(f == "copier" for f in flows):
+        raise ValidationError("grid.rate_w", "the copier flow has no copier logits w; every "
+                              "rate_w would repeat the same points")
+
+
 #: Parameters of ``induction_flow``: the flow, the loss, the groups' rates (the joint run;
 #: 0 freezes a group; the copier flow has no ``w``) and :data:`FLOW_PARAMETERS` but the
 #: Scan and Snap learning rates.
@@ -136,4 +145,4 @@ INDUCTION_PARAMETERS = (
 INDUCTION_FLOW = register(TaskKind("induction_flow", "flow", run_induction_flow,
                                    INDUCTION_PARAMETERS, outputs=INDUCTION_OUTPUTS,
                                    model_family="induction", default_preset="ih-point",
-                                   model_fields=True))
+                                   model_fields=True, check=check_rates_used))

@@ -212,6 +212,9 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     for name, param in allowed.items():
         if name not in checked_grid and name not in fixed and param.default is not None:
             fixed[name] = param.default
+    for kind in kinds:
+        if kind.check is not None:
+            kind.check(checked_grid, fixed)
     seeds = _seeds(seeds, kinds)
     if seeds is None and any(k.stochastic for k in kinds):
         fixed["seed"] = 0

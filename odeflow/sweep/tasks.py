@@ -109,6 +109,9 @@ class TaskKind:
     model_fields : bool
         Whether the grid and settings may set numbers of the data model by dotted
         name (``prior.alpha``: :mod:`odeflow.sweep.models`), passed among ``values``.
+    check : callable, optional
+        ``check(grid, settings)`` on the checked grid and the settings given: a
+        ValidationError naming the key refuses a sweep the task cannot run as meant.
     """
 
     name: str
@@ -120,6 +123,7 @@ class TaskKind:
     model_family: str = "scan_snap"
     default_preset: str = DEFAULT_PRESET
     model_fields: bool = False
+    check: Callable | None = None
 
     @property
     def horizon(self) -> str:
