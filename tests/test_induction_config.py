@@ -138,12 +138,22 @@ def test_a_sequence_class_command_refuses_an_induction_config(capsys, tmp_path):
     assert code == 2 and "config" in one_error_line(err) and "induction" in err
 
 
-def test_a_sweep_config_of_another_family_is_refused_by_name():
+def test_a_sweep_config_reads_the_model_of_its_family():
+    from odeflow.sweep import make_spec
     from odeflow.sweep.config import parse_sweep_config
 
     sweep = '[sweep]\ntask = "exact"\n[sweep.grid]\neta_y = [1.0]\n'
-    with pytest.raises(ValidationError, match="^family: the sweep tasks take"):
-        parse_sweep_config(config_text(find_preset("ih-point")) + sweep)
+    ih = find_preset("ih-point")
+    kwargs = parse_sweep_config(config_text(ih) + sweep)
+    assert kwargs["data"] == ih
+    # a Scan-and-Snap task refuses the induction model, naming the task that takes it
+    with pytest.raises(ValidationError, match="^data: is a 'induction' data model.*"
+                                              "induction_flow"):
+        make_spec(kwargs["task"], kwargs["grid"], data=kwargs["data"])
+    ih_sweep = sweep.replace('"exact"', '"induction_flow"').replace("eta_y", "init.w_plus")
+    kwargs = parse_sweep_config(config_text(ih) + ih_sweep)
+    spec = make_spec(kwargs["task"], kwargs["grid"], data=kwargs["data"])
+    assert spec.dims == ("init.w_plus",) and spec.data["family"] == "induction"
     syn = DataModel.preset("syn-small")
     kwargs = parse_sweep_config(config_text(syn, family="scan_snap") + sweep)
     assert kwargs["data"] == syn

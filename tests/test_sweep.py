@@ -225,6 +225,15 @@ def test_store_holds_what_the_sweep_returned(tmp_path, serial):
     assert int(again.computed.max()) == 1
 
 
+def test_a_grid_out_of_alphabetical_order_reads_back_in_its_own_order(tmp_path, serial):
+    # the spec is stored as JSON with sorted keys; the store's dims keep the given order
+    reordered = {"eta_z": GRID["eta_z"], "eta_y": GRID["eta_y"]}
+    sweep("exact", reordered, settings=SETTINGS, backend="serial", store=tmp_path / "s.zarr")
+    stored = open_store(tmp_path / "s.zarr")
+    assert stored.computed.dims == ("eta_z", "eta_y")
+    assert_same_numbers(stored.transpose("eta_y", "eta_z", ...), serial)
+
+
 def test_netcdf_on_request(tmp_path, serial):
     # no importorskip: the test extra installs h5netcdf[h5py], and a skip would hide its loss
     path = tmp_path / "s.nc"

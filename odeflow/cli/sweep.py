@@ -102,22 +102,30 @@ def quiet_dask_client() -> None:
 
 
 def summary_table(ds, rows: int = 20) -> str:
-    """One line per point (the first ``rows``): parameters, status, nfev, t_0, final values;
-    then the failed points. ``rows=0``: the failed points only."""
+    """One line per point (the first ``rows``): parameters, status, nfev, t_0 (mean over
+    classes, where the task has it), the final value of every output that is one series
+    over time (``entropy``, ``J``; ``a``, ``population_loss``); then the failed points.
+    ``rows=0``: the failed points only."""
     dims = [d for d in ds["computed"].dims]
     flat = {d: np.broadcast_to(ds[d].values.reshape([-1 if e == d else 1 for e in dims]),
                                ds["computed"].shape).ravel() for d in dims}
-    final = {"entropy": _last(ds["entropy"]), "J": _last(ds["J"])}
-    t0 = ds["t0"].mean("class", skipna=True).values.ravel() if ds.sizes["class"] else None
-    header = [*dims, "status", "nfev", "t0", "entropy(end)", "J(end)"]
+    series = [name for name in ds.data_vars if ds[name].dims == (*dims, "time")]
+    final = {name: _last(ds[name]) for name in series}
+    t0 = None
+    if "t0" in ds.data_vars:
+        t0 = ds["t0"].mean("class", skipna=True).values.ravel() if ds.sizes["class"] \
+            else np.full(ds["computed"].size, np.nan)
+    header = [*dims, "status", "nfev", *(["t0"] if t0 is not None else []),
+              *(f"{name}(end)" for name in series)]
     lines = ["  ".join(f"{h:>12s}" for h in header)] if rows else []
     errors = ds["error"].values.ravel()
     nfev = ds["nfev"].values.ravel()
     n = errors.size
     for i in range(min(rows, n)):
         cells = [_cell(flat[d][i]) for d in dims]
-        cells += [f"{'failed' if errors[i] else 'ok':>12s}", f"{int(nfev[i]):12d}",
-                  f"{t0[i]:12.4g}", f"{final['entropy'][i]:12.6g}", f"{final['J'][i]:12.6g}"]
+        cells += [f"{'failed' if errors[i] else 'ok':>12s}", f"{int(nfev[i]):12d}"]
+        cells += [f"{t0[i]:12.4g}"] if t0 is not None else []
+        cells += [f"{final[name][i]:12.6g}" for name in series]
         lines.append("  ".join(cells))
     if 0 < rows < n:
         lines.append(f"... {n - rows} more points (--rows to show more)")

@@ -2,8 +2,11 @@
 
 - :mod:`odeflow.sweep.tasks`: the task kinds by name (flows and training runs)
   and their parameters; adding a kind is one registry entry.
+  :mod:`odeflow.sweep.induction` registers ``induction_flow`` (the induction-head
+  family) and its outputs; :mod:`odeflow.sweep.models` holds a sweep's data model
+  as plain data, for every family.
 - :mod:`odeflow.sweep.spec`: the checked sweep (grid, seeds, settings, data).
-- :mod:`odeflow.sweep.outputs`: the named outputs of one point.
+- :mod:`odeflow.sweep.outputs`: the named outputs of one point (each task's set).
 - :mod:`odeflow.sweep.backends`: ``serial``, ``processes``, ``dask``.
 - :mod:`odeflow.sweep.store`: the incremental zarr store (netCDF on request);
   :mod:`odeflow.sweep.journal` its journal of finished points,
@@ -22,6 +25,7 @@ would otherwise be hidden by the package, or hide it).
 import sys
 import types
 
+from odeflow.sweep import induction  # noqa: F401 (registers the task induction_flow)
 from odeflow.sweep.outputs import VARIABLES
 from odeflow.sweep.run import sweep
 from odeflow.sweep.spec import SweepSpec, make_spec

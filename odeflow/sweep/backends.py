@@ -26,7 +26,6 @@ from functools import lru_cache
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.sweep.outputs import failed_outputs, point_outputs
 from odeflow.sweep.spec import SweepSpec
 from odeflow.sweep.tasks import TASKS, point_times
 
@@ -43,8 +42,7 @@ MAX_AUTO_BATCH = 25
 def _plan(plan_json: str) -> tuple:
     raw = json.loads(plan_json)
     spec = SweepSpec(raw["grid"], raw["seeds"], raw["settings"], raw["data"], raw["times"])
-    sizes = {"class": spec.num_classes, "token": spec.vocab_size, "time": len(spec.times)}
-    return spec, np.asarray(spec.times, dtype=float), sizes
+    return spec, np.asarray(spec.times, dtype=float), spec.sizes
 
 
 def compute_point(plan_json: str, values: dict) -> dict:
@@ -63,11 +61,11 @@ def compute_point(plan_json: str, values: dict) -> dict:
     data = spec.data_models[values.get("preset") if spec.data is None else None]
     try:
         own = point_times(kind.family, times, values[kind.horizon])
-        return point_outputs(kind.run(data, values, own), times, sizes)
+        return kind.outputs.outputs(kind.run(data, values, own), times, sizes)
     except MemoryError:
         raise
     except Exception as exc:  # noqa: BLE001 (any failure of a point is that point's result)
-        return failed_outputs(exc, sizes)
+        return kind.outputs.failed(exc, sizes)
 
 
 def compute_points(plan_json: str, batch: list) -> list:

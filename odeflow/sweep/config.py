@@ -19,11 +19,16 @@ Schema::
     [sweep.settings]               # fixed parameters
     t_end = 1e4
 
+A dotted key of ``[sweep.grid]`` or ``[sweep.settings]`` (``prior.alpha = [0.1, 1.0]``, a
+table in TOML) is the parameter ``"prior.alpha"``: a number of the data model, for a
+task that takes model fields (``induction_flow``, :mod:`odeflow.sweep.models`).
+
 Beside ``[sweep]`` a file holds only a data model (its top-level keys
 :data:`odeflow.data.config.DATA_MODEL_KEYS`, or a ``[data]`` table) and a ``[run]`` table (the
 settings of ``odeflow run``, ignored here); any other top-level key is refused
-by name. A ``family`` key may say ``"scan_snap"``; another family is refused naming
-``family`` (no sweep task takes its data models yet). The file is read like every
+by name. A ``family`` key picks the data model class of the file's model
+(:func:`odeflow.data.forms.data_type`; default ``"scan_snap"``): ``family =
+"induction"`` with ``task = "induction_flow"``. The file is read like every
 other config (:func:`odeflow.io.read_text`: an unreadable or non-UTF-8 file is a
 :class:`ValidationError` naming ``config``), and TOML too deeply nested to parse is
 refused the same way.
@@ -31,7 +36,7 @@ refused the same way.
 
 from __future__ import annotations
 
-from odeflow.data import DataModel, parse_toml
+from odeflow.data import parse_toml
 from odeflow.data.config import DATA_MODEL_KEYS, check_top_level, pop_family
 from odeflow.data.forms import data_type
 from odeflow.errors import ValidationError
@@ -41,7 +46,8 @@ from odeflow.io import read_text
 SWEEP_KEYS = ("task", "preset", "seeds", "backend", "scheduler", "workers", "batch", "store",
               "format", "grid", "settings")
 
-#: Top-level keys of a sweep config without a ``[data]`` table.
+#: Top-level keys of a Scan-and-Snap sweep config without a ``[data]`` table (another
+#: family's config has its data model class's ``toml_keys`` in place of the model's).
 TOP_LEVEL = ("sweep", "run", *DATA_MODEL_KEYS)
 #: Top-level keys of a sweep config whose data model sits in a ``[data]`` table.
 TOP_LEVEL_WITH_DATA = ("sweep", "run", "data")
@@ -71,12 +77,9 @@ def _parameter_names(table: dict) -> list[str] | None:
 def parse_sweep_config(text: str) -> dict:
     """Keyword arguments of :func:`odeflow.sweep.sweep` from TOML text; errors name the field."""
     doc = parse_toml(text, "config")
-    family = pop_family(doc)
-    if data_type(family) is not DataModel:  # the sweep tasks solve sequence classes only
-        raise ValidationError("family", f"the sweep tasks take sequence-class data models "
-                              f"(family 'scan_snap') only, got {family!r}; run one point of "
-                              "this family with odeflow run --config")
-    check_top_level(doc, TOP_LEVEL, TOP_LEVEL_WITH_DATA, "sweep config")
+    model_class = data_type(pop_family(doc))
+    top_level = ("sweep", "run", *model_class.toml_keys)
+    check_top_level(doc, top_level, TOP_LEVEL_WITH_DATA, "sweep config")
     table = doc.pop("sweep", None)
     if not isinstance(table, dict):
         raise ValidationError("sweep", "the config needs a [sweep] table")
@@ -98,8 +101,8 @@ def parse_sweep_config(text: str) -> dict:
                                       f"empty parameter name {name!r}{listed}")
     kwargs = {k: table[k] for k in ("task", "seeds", "backend", "scheduler", "workers",
                                      "batch", "store", "format") if k in table}
-    kwargs["grid"] = dict(table.get("grid", {}))
-    kwargs["settings"] = dict(table.get("settings", {}))
+    kwargs["grid"] = dotted(table.get("grid", {}))
+    kwargs["settings"] = dotted(table.get("settings", {}))
     if "task" in kwargs["grid"]:
         if "task" in kwargs:
             raise ValidationError("sweep.task", "is also swept in [sweep.grid] (task = "
@@ -114,12 +117,24 @@ def parse_sweep_config(text: str) -> dict:
             raise ValidationError("sweep.preset", "the config also defines a data model "
                                   f"({', '.join(map(repr, sorted(doc)))}); give one of them")
         try:
-            kwargs["data"] = DataModel.from_dict(doc)
+            kwargs["data"] = model_class.from_dict(doc)
         except RecursionError:
             raise ValidationError("config", "nested too deeply") from None
     elif "preset" in table:
         kwargs["data"] = table["preset"]
     return kwargs
+
+
+def dotted(table: dict) -> dict:
+    """``table`` with each sub-table's keys as dotted names: TOML's ``prior.alpha = [...]``
+    (``{"prior": {"alpha": [...]}}``) becomes ``{"prior.alpha": [...]}``."""
+    out = {}
+    for name, value in table.items():
+        if isinstance(value, dict) and value:
+            out.update({f"{name}.{key}": inner for key, inner in value.items()})
+        else:
+            out[name] = value
+    return out
 
 
 def load_sweep_config(path) -> dict:

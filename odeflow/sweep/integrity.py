@@ -14,9 +14,9 @@ A store written by this version of odeflow is *checked*:
   not say what the last fold wrote, are refused.
 
 Stores written before (no :data:`INTEGRITY_ATTR`, no checksums in ``computed``)
-are read with the structural checks only (every output of :data:`VARIABLES`
-there with the spec's shape, dims and data type; ``njev``, ``nlu``,
-``wall_time`` may be missing: :data:`~odeflow.sweep.outputs.ADDED_LATER`).
+are read with the structural checks only (every output of the task's set,
+:class:`~odeflow.sweep.outputs.OutputSet`, there with the spec's shape, dims and data
+type; ``njev``, ``nlu``, ``wall_time`` may be missing: its ``added_later``).
 Every refusal is a :class:`~odeflow.errors.ValidationError` naming ``store``,
 the store's path and what is wrong.
 """
@@ -32,7 +32,6 @@ from pathlib import Path
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.sweep.outputs import ADDED_LATER, VARIABLES
 
 #: Root attribute holding the integrity record (JSON).
 INTEGRITY_ATTR = "odeflow_integrity"
@@ -175,9 +174,9 @@ def read_record(store, attrs: dict) -> dict | None:
 
 def layout(spec) -> dict:
     """Every array of a store of ``spec``: ``name -> (dims, shape, zarr data type or None)``."""
-    sizes = {"class": spec.num_classes, "token": spec.vocab_size, "time": len(spec.times)}
+    sizes = spec.sizes
     out = {}
-    for name, (dims, dtype) in VARIABLES.items():
+    for name, (dims, dtype) in spec.outputs.variables.items():
         out[name] = (spec.dims + dims, spec.shape + tuple(sizes[d] for d in dims),
                      _ZARR_DTYPES[dtype])
     for name, values in spec.coords.items():
@@ -189,12 +188,12 @@ def layout(spec) -> dict:
 
 def check_arrays(store, spec, record) -> list:
     """Check every array's metadata against ``spec`` (and ``record``); the missing outputs
-    a store of before may be given (:data:`ADDED_LATER`)."""
+    a store of before may be given (the output set's ``added_later``)."""
     missing = []
     for name, (dims, shape, dtype) in layout(spec).items():
         meta = array_metadata(store, name)
         if meta is None:
-            if record is None and name in ADDED_LATER:
+            if record is None and name in spec.outputs.added_later:
                 missing.append(name)
                 continue
             raise refuse(store, f"is damaged: the array {name!r} is missing")

@@ -30,6 +30,9 @@ its points) when it is resumed (:func:`missing_variables`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
 import numpy as np
 
 from odeflow.analysis.diagnostics import transition_time
@@ -87,10 +90,11 @@ ATTRS = {
 }
 
 
-def empty_outputs(sizes: dict) -> dict:
-    """Fill-valued outputs of one point; ``sizes`` maps ``class``, ``token``, ``time``."""
+def empty_outputs(sizes: dict, variables: dict = VARIABLES) -> dict:
+    """Fill-valued outputs of one point; ``sizes`` maps each per-point dim of
+    ``variables`` (Scan and Snap: ``class``, ``token``, ``time``) to its size."""
     out = {}
-    for name, (dims, dtype) in VARIABLES.items():
+    for name, (dims, dtype) in variables.items():
         shape = tuple(sizes[d] for d in dims)
         if dtype == "str":
             out[name] = ""
@@ -146,9 +150,9 @@ def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
     return out
 
 
-def failed_outputs(exc: BaseException, sizes: dict) -> dict:
+def failed_outputs(exc: BaseException, sizes: dict, variables: dict = VARIABLES) -> dict:
     """Outputs of a point that raised ``exc``: fill values, status -1 and the error."""
-    out = empty_outputs(sizes)
+    out = empty_outputs(sizes, variables)
     out["status"] = np.int64(-1)
     stats = getattr(exc, "stats", {}) or {}
     if not isinstance(stats, dict):
@@ -166,7 +170,73 @@ def put_stats(out: dict, stats: dict) -> None:
     out["wall_time"] = np.float64(stats.get("wall_time", np.nan))
 
 
-def missing_variables(names) -> list:
-    """The outputs of :data:`VARIABLES` absent from a store holding ``names``, in order."""
+def missing_variables(names, variables: dict = VARIABLES) -> list:
+    """The outputs of ``variables`` absent from a store holding ``names``, in order."""
     have = set(names)
-    return [name for name in VARIABLES if name not in have]
+    return [name for name in variables if name not in have]
+
+
+#: Outputs every task's set holds: the solver's bookkeeping of one point.
+BOOKKEEPING = ("nfev", "njev", "nlu", "status", "wall_time", "error", "computed")
+
+
+@dataclass(frozen=True)
+class OutputSet:
+    """The outputs of one kind of task: variables, their sizes and coordinates, and how a
+    result becomes them.
+
+    Parameters
+    ----------
+    name : str
+    variables : mapping
+        Output name -> ``(per-point dims, dtype)``; every set holds
+        :data:`BOOKKEEPING` (``computed`` last).
+    attrs : mapping
+        Output name -> variable attributes.
+    sizes : callable
+        ``sizes(models, times) -> {dim: size}`` over every per-point dim (``time``
+        included); ``models`` are the sweep's data models. A ValidationError it
+        raises names the field (data models that cannot share one store).
+    coords : callable
+        ``coords(models, sizes) -> {dim: values}`` of every per-point dim but ``time``.
+    outputs : callable
+        ``outputs(result, times, sizes) -> dict``: the named outputs of one result.
+    added_later : tuple of str
+        Outputs that stores written by earlier versions lack (given fill values on resume).
+    """
+
+    name: str
+    variables: dict
+    attrs: dict
+    sizes: Callable
+    coords: Callable
+    outputs: Callable
+    added_later: tuple = field(default=())
+
+    def empty(self, sizes: dict) -> dict:
+        """Fill-valued outputs of one point (``computed`` 1)."""
+        return empty_outputs(sizes, self.variables)
+
+    def failed(self, exc: BaseException, sizes: dict) -> dict:
+        """Outputs of a point that raised ``exc`` (:func:`failed_outputs`)."""
+        return failed_outputs(exc, sizes, self.variables)
+
+    def missing(self, names) -> list:
+        """The outputs absent from a store holding ``names``."""
+        return missing_variables(names, self.variables)
+
+
+def scan_snap_sizes(models, times) -> dict:
+    """Sizes of the Scan and Snap outputs: the largest ``class`` and ``token`` counts."""
+    return {"class": max(d.num_classes for d in models),
+            "token": max(d.vocab_size for d in models), "time": len(times)}
+
+
+def numbered_coords(models, sizes: dict) -> dict:
+    """``0, 1, ...`` along every per-point dim but ``time`` (``class``, ``token``)."""
+    return {dim: np.arange(n) for dim, n in sizes.items() if dim != "time"}
+
+
+#: The outputs of the Scan and Snap tasks (flows and training runs).
+SCAN_SNAP = OutputSet("scan_snap", VARIABLES, ATTRS, scan_snap_sizes, numbered_coords,
+                      point_outputs, ADDED_LATER)

@@ -17,6 +17,7 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.sweep.integrity import (
+    array_metadata,
     check_arrays,
     check_computed,
     layout,
@@ -25,7 +26,6 @@ from odeflow.sweep.integrity import (
     root_attributes,
 )
 from odeflow.sweep.journal import check_journal_paths, read_journal
-from odeflow.sweep.outputs import VARIABLES
 from odeflow.sweep.spec import SweepSpec, spec_from_dict
 
 #: Group attribute holding the spec.
@@ -38,7 +38,7 @@ def check_store_spec(path: Path, spec: SweepSpec) -> list:
     The attributes, the arrays' metadata (and, for a checked store, every
     chunk's presence) and the journal's files are checked; the chunks
     themselves are decoded by :func:`read_store`. Returns the outputs a store
-    written before them lacks (:data:`~odeflow.sweep.outputs.ADDED_LATER`).
+    written before them lacks (the output set's ``added_later``).
     """
     spec, record = store_spec(path, spec)
     missing = check_arrays(path, spec, record)
@@ -62,13 +62,28 @@ def store_spec(path: Path, spec: SweepSpec | None):
                      f"(got {text!r:.40})")
     if spec is None:
         try:
-            spec = spec_from_dict(stored)
+            spec = spec_from_dict(grid_in_store_order(path, stored))
         except ValidationError as exc:
             raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") \
                 from None
     else:
         check_spec_attrs({SPEC_ATTR: text}, spec, path, stored)
     return spec, read_record(path, attrs)
+
+
+def grid_in_store_order(path: Path, stored: dict) -> dict:
+    """``stored`` (a spec dict) with its grid in the order of the store's point dims.
+
+    The spec is written as JSON with sorted keys, so a grid given in another order
+    (``eta_z`` before ``eta_y``, ``prior.alpha`` before ``flow``) reads back sorted;
+    the dims of the ``computed`` array keep the order the sweep was given in.
+    """
+    meta = array_metadata(path, "computed")
+    dims = meta.get("dimension_names") if isinstance(meta, dict) else None
+    grid = stored.get("grid")
+    if not isinstance(dims, list) or not isinstance(grid, dict) or not set(grid) <= set(dims):
+        return stored  # refused, naming what is wrong, by the checks that follow
+    return {**stored, "grid": {name: grid[name] for name in dims if name in grid}}
 
 
 def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path, stored=None) -> None:
@@ -156,7 +171,7 @@ def check_records(path: Path, spec: SweepSpec, records) -> None:
     """Refuse a journal record that does not fit the store of ``spec`` (its point's index,
     an output's name, shape or type), naming the record."""
     shapes = {name: shape[len(spec.dims):] for name, (_, shape, _) in layout(spec).items()
-              if name in VARIABLES}
+              if name in spec.outputs.variables}
     for number, (index, outputs) in enumerate(records, 1):
         where = f"its journal record {number} (point {list(index)!r:.40})"
         if len(index) != len(spec.shape) or not all(
@@ -164,7 +179,7 @@ def check_records(path: Path, spec: SweepSpec, records) -> None:
             raise refuse(path, f"is damaged: {where} is not a point of the grid "
                          f"{list(spec.shape)}")
         for name, value in outputs.items():
-            kind = VARIABLES.get(name, (None, None))[1]
+            kind = spec.outputs.variables.get(name, (None, None))[1]
             ok = kind is not None and (isinstance(value, str) if kind == "str" else (
                 not isinstance(value, str) and value.dtype == np.dtype(kind)
                 and value.shape == shapes[name]))

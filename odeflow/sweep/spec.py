@@ -16,9 +16,17 @@ from functools import cached_property
 
 import numpy as np
 
-from odeflow.data import DEFAULT_PRESET, PRESETS, DataModel
 from odeflow.errors import ValidationError
-from odeflow.sweep.outputs import VARIABLES
+from odeflow.fields.families import family_of
+from odeflow.sweep.models import (
+    edited_model,
+    model_family,
+    model_field_names,
+    model_from_dict,
+    model_to_dict,
+    preset_model,
+)
+from odeflow.sweep.outputs import OutputSet
 from odeflow.sweep.tasks import TASKS, TaskKind, task_kind, time_grid
 from odeflow.training.common import check_seed
 
@@ -50,7 +58,8 @@ class SweepSpec:
     values (numbers or text); ``seeds`` is ``None`` (no seed dimension) or a
     list of integers; ``settings`` holds every other parameter of the task,
     checked; ``data`` is ``None`` when the data model comes from ``preset``
-    (fixed in ``settings`` or swept in ``grid``), else ``DataModel.to_dict()``.
+    (fixed in ``settings`` or swept in ``grid``), else the model as a dict
+    (:func:`odeflow.sweep.models.model_to_dict`).
     """
 
     grid: dict
@@ -98,21 +107,23 @@ class SweepSpec:
     def family(self) -> str:
         return self.kinds[0].family
 
+    @property
+    def outputs(self) -> OutputSet:
+        """The outputs of the sweep's task(s) (one set for every task of a sweep)."""
+        return self.kinds[0].outputs
+
     @cached_property
     def data_models(self) -> dict:
         """Data model of each preset in use (key ``None`` for a given model)."""
         if self.data is not None:
-            return {None: DataModel.from_dict(self.data)}
+            return {None: model_from_dict(self.data)}
         names = self.grid.get("preset", [self.settings.get("preset")])
-        return {n: DataModel.preset(n) for n in names}
+        return {n: preset_model(n) for n in names}
 
-    @property
-    def num_classes(self) -> int:
-        return max(d.num_classes for d in self.data_models.values())
-
-    @property
-    def vocab_size(self) -> int:
-        return max(d.vocab_size for d in self.data_models.values())
+    @cached_property
+    def sizes(self) -> dict:
+        """Size of every per-point dim of the outputs (``time`` included)."""
+        return self.outputs.sizes(list(self.data_models.values()), self.times)
 
     # -------------------------------------------------------------- identity
     def to_dict(self) -> dict:
@@ -149,15 +160,18 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
         Seeds of a stochastic task (a ``seed`` dimension).
     settings : mapping, optional
         Fixed values of parameters that are not swept (defaults otherwise).
-    data : DataModel or str, optional
-        The data model, or a preset name (default :data:`DEFAULT_PRESET`).
+    data : data model or str, optional
+        The data model (of the family the task takes), or a preset name (default:
+        the task's ``default_preset``).
 
     Raises
     ------
     ValidationError
         Naming the field: an unknown parameter (``grid.<name>``), an empty list,
         a value of the wrong kind (``grid.<name>[i]``), a parameter both swept
-        and fixed, seeds for a deterministic task, repeated values.
+        and fixed, seeds for a deterministic task, repeated values, a data model
+        of another family than the task's; a model field (``prior.alpha``) the
+        model does not have, or a value its model refuses.
     """
     if grid is None:
         grid = {}
@@ -169,11 +183,16 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
                               f"got {type(settings).__name__}")
     settings = dict(settings or {})
     kinds = _task_kinds(task, grid)
-    data_dict, preset = _data_source(data, grid, settings)
-    allowed = _allowed_parameters(kinds)
+    data_dict, preset = _data_source(data, grid, settings, kinds)
+    models = _check_models(data_dict, grid, preset, kinds)
+    allowed = _allowed_parameters(kinds, models)
     checked_grid = {}
+    outputs = kinds[0].outputs
     for name, values in grid.items():
         checked_grid[name] = _grid_values(name, values, kinds, allowed)
+        if name in outputs.variables:  # a coordinate and a data variable of one name
+            raise ValidationError(f"grid.{name}", f"is also the name of an output of task "
+                                  f"{kinds[0].name!r}; fix it in settings")
     fixed = {}
     for name, value in settings.items():
         if name not in allowed and name not in DATA_KEYS:
@@ -191,8 +210,11 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     if data_dict is None and "preset" not in checked_grid:
         fixed["preset"] = preset
     for name, param in allowed.items():
-        if name not in checked_grid and name not in fixed:
+        if name not in checked_grid and name not in fixed and param.default is not None:
             fixed[name] = param.default
+    for kind in kinds:
+        if kind.check is not None:
+            kind.check(checked_grid, fixed)
     seeds = _seeds(seeds, kinds)
     if seeds is None and any(k.stochastic for k in kinds):
         fixed["seed"] = 0
@@ -202,7 +224,7 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     largest = max(checked_grid.get(horizon, [fixed.get(horizon)]))
     times = time_grid(kinds[0].family, largest)
     object.__setattr__(spec, "times", [float(t) for t in times])
-    spec.data_models  # noqa: B018 (build every data model now: a bad preset fails here)
+    spec.sizes  # noqa: B018 (every data model's outputs fit one store, or refused here)
     check_size(spec)
     return spec
 
@@ -228,9 +250,9 @@ def _check_storable(grid: dict, seeds, settings: dict) -> None:
 def memory_estimate(spec: SweepSpec) -> int:
     """Bytes a sweep of ``spec`` holds in memory: its outputs (twice: the arrays and the
     dataset made of them) and :data:`POINT_OVERHEAD` a point."""
-    sizes = {"class": spec.num_classes, "token": spec.vocab_size, "time": len(spec.times)}
+    sizes = spec.sizes
     per_point = sum(8 * int(np.prod([sizes[d] for d in dims], dtype=np.int64))
-                    for dims, _ in VARIABLES.values())
+                    for dims, _ in spec.outputs.variables.values())
     return spec.size * (2 * per_point + POINT_OVERHEAD)
 
 
@@ -284,39 +306,89 @@ def _task_kinds(task, grid) -> list[TaskKind]:
         if len({k.family for k in kinds}) > 1:
             raise ValidationError("grid.task", "mixes flows and training runs (their time "
                                   "axes differ); sweep them separately")
+        if len({(k.outputs.name, k.model_family) for k in kinds}) > 1:
+            raise ValidationError("grid.task", "mixes tasks of different model families "
+                                  "(their data models and outputs differ); sweep them "
+                                  "separately")
         return kinds
     return [task_kind(task)]
 
 
-def _data_source(data, grid, settings) -> tuple[dict | None, str | None]:
+def _data_source(data, grid, settings, kinds) -> tuple[dict | None, str | None]:
     preset = settings.get("preset")
     if preset is not None and not isinstance(preset, str):
         raise ValidationError("settings.preset", f"must be a preset name, got {preset!r}")
-    if isinstance(data, DataModel):
+    if data is not None and not isinstance(data, str):
+        try:
+            family_of(data)
+        except ValidationError:
+            raise ValidationError("data", f"must be a data model or a preset name, got "
+                                  f"{type(data).__name__}") from None
         if "preset" in grid or preset is not None:
             raise ValidationError("preset", "give either a data model or a preset, not both")
-        return data.to_dict(), None
+        return model_to_dict(data), None
     if data is None and "preset" in grid:
         return None, None
-    if data is not None and not isinstance(data, str):
-        raise ValidationError("data", f"must be a DataModel or a preset name, got "
-                              f"{type(data).__name__}")
     if data is not None and "preset" in grid:
         raise ValidationError("grid.preset", "give either a data model or a swept preset")
     if data is not None and preset is not None:
         raise ValidationError("settings.preset", "given twice (also as data)")
-    name = data or preset or DEFAULT_PRESET
-    if name not in PRESETS:
-        raise ValidationError("preset", f"unknown preset {name!r}; choose one of "
-                              f"{sorted(PRESETS)}")
-    return None, name
+    return None, data or preset or kinds[0].default_preset
 
 
-def _allowed_parameters(kinds) -> dict:
+def _check_models(data_dict, grid, preset, kinds) -> list:
+    """The sweep's data models (the given one, or each preset), each of the family the
+    task takes; a ValidationError names ``data``, ``preset`` or ``grid.preset[i]``."""
+    if data_dict is not None:
+        pairs = [("data", model_from_dict(data_dict))]
+    elif "preset" in grid:
+        names = grid["preset"]
+        if isinstance(names, (str, bytes)) or not isinstance(names, Sequence):
+            return []  # not a list: refused by the grid's own check
+        pairs = [(f"grid.preset[{i}]", preset_model(n, f"grid.preset[{i}]"))
+                 for i, n in enumerate(names)]
+    else:
+        pairs = [("preset", preset_model(preset))]
+    wanted = kinds[0].model_family
+    for where, model in pairs:
+        family = model_family(model)
+        if family != wanted:
+            others = sorted(k.name for k in TASKS.values() if k.model_family == family)
+            raise ValidationError(where, f"is a {family!r} data model, but task "
+                                  f"{kinds[0].name!r} takes {wanted!r} models; tasks of "
+                                  f"{family!r} models: {others}")
+    return [model for _, model in pairs]
+
+
+class ModelField:
+    """A number of the sweep's data model set by dotted name (``prior.alpha``), checked
+    by rebuilding each of the sweep's models with the value in
+    (:func:`odeflow.sweep.models.edited_model`)."""
+
+    default = None
+    numeric = True
+
+    def __init__(self, name: str, models: list):
+        self.name, self.models = name, models
+
+    def check(self, value, field: str):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValidationError(field, f"must be a number, got {value!r:.80}")
+        for model in self.models:
+            edited_model(model, {self.name: value}, {self.name: field})
+        return value
+
+
+def _allowed_parameters(kinds, models) -> dict:
     allowed = {}
     for kind in kinds:
         for p in kind.parameters:
             allowed.setdefault(p.name, p)
+    if models and all(k.model_fields for k in kinds):
+        names = [n for n in model_field_names(models[0])
+                 if all(n in model_field_names(m) for m in models[1:])]
+        for name in names:
+            allowed.setdefault(name, ModelField(name, models))
     return allowed
 
 
@@ -339,9 +411,8 @@ def _grid_values(name, values, kinds, allowed) -> list:
     elif name == "preset":
         out = []
         for i, v in enumerate(values):
-            if not isinstance(v, str) or v not in PRESETS:
-                raise ValidationError(f"{field}[{i}]", f"unknown preset {v!r}; choose one "
-                                      f"of {sorted(PRESETS)}")
+            if not isinstance(v, str):
+                raise ValidationError(f"{field}[{i}]", f"must be a preset name, got {v!r}")
             out.append(v)
     else:
         param = allowed[name]
@@ -399,7 +470,7 @@ def spec_from_dict(stored) -> SweepSpec:
         settings.pop("seed", None)
     data = stored["data"]
     try:
-        data = preset if data is None else DataModel.from_dict(data)
+        data = preset if data is None else model_from_dict(data)
         spec = make_spec(task, dict(grid), stored["seeds"], settings, data)
     except (ValidationError, TypeError, KeyError, AttributeError) as exc:
         raise ValidationError(field, f"does not describe a sweep: {exc}") from None

@@ -38,7 +38,7 @@ from odeflow.errors import ValidationError
 from odeflow.io import atomic_write, writable_folder, writable_target
 from odeflow.sweep.integrity import compressors, layout, refuse, update_computed, write_record
 from odeflow.sweep.journal import Journal, remove_journal_folder
-from odeflow.sweep.outputs import ATTRS, FILL, VARIABLES
+from odeflow.sweep.outputs import FILL
 from odeflow.sweep.reading import SPEC_ATTR, StaleComputed, read_store
 from odeflow.sweep.spec import SweepSpec
 
@@ -79,10 +79,10 @@ class SweepArrays:
     def __init__(self, spec: SweepSpec, path: Path | None = None):
         self.spec = spec
         self.path = path
-        self.sizes = {"class": spec.num_classes, "token": spec.vocab_size,
-                      "time": len(spec.times)}
+        self.sizes = spec.sizes
+        self.variables = spec.outputs.variables
         self.values = {}
-        for name, (dims, dtype) in VARIABLES.items():
+        for name, (dims, dtype) in self.variables.items():
             shape = spec.shape + tuple(self.sizes[d] for d in dims)
             if dtype == "str":
                 self.values[name] = np.full(shape, "", dtype=object)
@@ -101,14 +101,16 @@ class SweepArrays:
         xr = requires_xarray()
         point_dims = self.spec.dims
         data_vars = {}
-        for name, (dims, _) in VARIABLES.items():
+        outputs = self.spec.outputs
+        for name, (dims, _) in self.variables.items():
             values = self.values[name]
             if name == "error":
                 values = values.astype(str)
-            data_vars[name] = (point_dims + dims, values, ATTRS[name])
+            data_vars[name] = (point_dims + dims, values, outputs.attrs[name])
         coords = {k: np.asarray(v) for k, v in self.spec.coords.items()}
-        coords.update({"time": np.asarray(self.spec.times), "class": np.arange(
-            self.sizes["class"]), "token": np.arange(self.sizes["token"])})
+        coords["time"] = np.asarray(self.spec.times)
+        coords.update({k: np.asarray(v) for k, v in outputs.coords(
+            list(self.spec.data_models.values()), self.sizes).items()})
         attrs = {SPEC_ATTR: self.spec.to_json(),
                  "title": "odeflow sweep", "time_axis": "flow time t" if
                  self.spec.family == "flow" else "training step"}
@@ -129,7 +131,7 @@ class SweepArrays:
         # variable-length strings: a fixed-width "<U1" (every message empty at creation)
         # would cut each later error message to its first character
         ds["error"] = ds["error"].astype(object)
-        encoding = chunk_encoding(ds, len(self.spec.dims), VARIABLES)
+        encoding = chunk_encoding(ds, len(self.spec.dims), self.variables)
         encoding.update({name: {"compressors": compressors()} for name in ds.coords})
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # zarr v3 consolidated-metadata notice
@@ -146,7 +148,7 @@ class SweepArrays:
         """Read a store made for this spec, journal included; a store of another sweep is
         refused. The journal's points are in memory only until :meth:`fold`."""
         ds, records = read_store(self.path, self.spec)
-        for name in VARIABLES:
+        for name in self.variables:
             values = ds[name].values
             self.values[name] = values.astype(object) if name == "error" else values
         for index, outputs in records:
@@ -185,7 +187,7 @@ class SweepArrays:
             update_computed(self.path, self.values["computed"])  # before the arrays change
             arrays = self._open_arrays()
             n = len(self.spec.dims)
-            for name in VARIABLES:  # "computed" is the last output
+            for name in self.variables:  # "computed" is the last output
                 chunks = arrays[name].chunks[:n]
                 blocks = {tuple(i // c for i, c in zip(index, chunks, strict=True))
                           for index in self._unfolded}
@@ -213,7 +215,7 @@ class SweepArrays:
             group = zarr.open_group(self.path, mode="r+")
             # every chunk is kept, fill values too: a missing chunk is damage
             self._arrays = {name: group[name].with_config({"write_empty_chunks": True})
-                            for name in VARIABLES}
+                            for name in self.variables}
         return self._arrays
 
 

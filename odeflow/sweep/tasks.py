@@ -25,15 +25,16 @@ from functools import partial
 
 import numpy as np
 
-from odeflow.data import validate_positive
+from odeflow.data import DEFAULT_PRESET, validate_finite, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.results import Trajectory
 from odeflow.solver import METHODS, solve
+from odeflow.sweep.outputs import SCAN_SNAP, OutputSet
 from odeflow.training import Protocol, gradient_ascent, train, train_sgd
 from odeflow.training.common import check_count, check_fraction
 
 #: How a parameter's values are checked and stored (the dtype of its coordinate).
-KINDS = ("positive", "count", "fraction", "method", "text")
+KINDS = ("positive", "count", "fraction", "rate", "method", "text")
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,15 @@ class Parameter:
     """A parameter of a task kind: its name, default and kind of value.
 
     ``kind`` is one of ``"positive"`` (a finite float > 0), ``"count"`` (an
-    integer >= 1), ``"fraction"`` (a float in [0, 1)), ``"method"`` (a
-    ``solve_ivp`` method or ``"auto"``) or ``"text"``.
+    integer >= 1), ``"fraction"`` (a float in [0, 1)), ``"rate"`` (a finite
+    float >= 0; 0 freezes), ``"method"`` (a ``solve_ivp`` method or ``"auto"``)
+    or ``"text"`` (one of ``choices`` when given).
     """
 
     name: str
     default: object
     kind: str = "positive"
+    choices: tuple = ()
 
     def check(self, value, field: str):
         """The checked value, or a :class:`ValidationError` naming ``field``."""
@@ -57,16 +60,25 @@ class Parameter:
             return check_count(value, field)
         if self.kind == "fraction":
             return check_fraction(value, field)
+        if self.kind == "rate":
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise ValidationError(field, f"must be a number, got {value!r:.80}")
+            rate = validate_finite(value, field)
+            if rate < 0:
+                raise ValidationError(field, f"must be >= 0 (0 freezes), got {rate!r}")
+            return rate
         if not isinstance(value, str):
             raise ValidationError(field, f"must be text, got {value!r}")
         if self.kind == "method" and value not in ("auto", *METHODS):
             raise ValidationError(field, f"unknown method {value!r}; choose 'auto' or one of "
                                   f"{list(METHODS)}")
+        if self.choices and value not in self.choices:
+            raise ValidationError(field, f"must be one of {list(self.choices)}, got {value!r}")
         return value
 
     @property
     def numeric(self) -> bool:
-        return self.kind in ("positive", "count", "fraction")
+        return self.kind in ("positive", "count", "fraction", "rate")
 
 
 @dataclass(frozen=True)
@@ -87,6 +99,19 @@ class TaskKind:
     parameters : tuple of Parameter
     stochastic : bool
         Whether the result depends on a seed (``values["seed"]``).
+    outputs : OutputSet
+        The task's outputs (:mod:`odeflow.sweep.outputs`; Scan and Snap's by default).
+        The tasks of one sweep share one set.
+    model_family : str
+        The family of the data models the task takes (``"scan_snap"``, ``"induction"``).
+    default_preset : str
+        The data model of a sweep that names none.
+    model_fields : bool
+        Whether the grid and settings may set numbers of the data model by dotted
+        name (``prior.alpha``: :mod:`odeflow.sweep.models`), passed among ``values``.
+    check : callable, optional
+        ``check(grid, settings)`` on the checked grid and the settings given: a
+        ValidationError naming the key refuses a sweep the task cannot run as meant.
     """
 
     name: str
@@ -94,6 +119,11 @@ class TaskKind:
     run: Callable
     parameters: tuple[Parameter, ...]
     stochastic: bool = False
+    outputs: OutputSet = SCAN_SNAP
+    model_family: str = "scan_snap"
+    default_preset: str = DEFAULT_PRESET
+    model_fields: bool = False
+    check: Callable | None = None
 
     @property
     def horizon(self) -> str:

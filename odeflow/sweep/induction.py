@@ -1,0 +1,148 @@
+"""The induction-head sweep task, ``induction_flow``, and its outputs (spec section 10).
+
+One point is one :func:`odeflow.solve` of an
+:class:`~odeflow.data.induction.InductionData` (``flow`` population or copier,
+``loss``, the groups' rates ``rate_c``, ``rate_w``, ``rate_a`` of the joint
+run), on the sweep's time grid up to ``t_end``. The grid may also set numbers
+of the data model by dotted name (``prior.alpha``, ``init.w_plus``, ...:
+:mod:`odeflow.sweep.models`).
+
+==================  ========================  ==========================================
+variable            dims (per point)          meaning
+==================  ========================  ==========================================
+``a``               time                      classifier weight ``a(t)``
+``population_loss`` time                      the population loss (setting ``loss``:
+                                              nll or code; a name of its own, as
+                                              ``loss`` may be swept)
+``subset_weights``  subset, time              ``p_S(t) = c_S^2 / sum c^2``; ``subset``
+                                              labels such as ``"{1,2}"`` (``"{}"``: empty)
+``copier_logits``   head, offset, time        ``w(t)``; head ``h`` (1..H) on offset
+                                              ``h + offset``; NaN for ``flow = copier``
+``nfev`` ...        -                         as every task: ``njev``, ``nlu``,
+                                              ``status``, ``wall_time``, ``error``,
+                                              ``computed``
+==================  ========================  ==========================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from odeflow.errors import ValidationError
+from odeflow.fields.families import FAMILIES
+from odeflow.fields.induction import LOSSES
+from odeflow.solver import solve
+from odeflow.sweep.models import edited_model
+from odeflow.sweep.outputs import ATTRS, FILL, OutputSet, empty_outputs, put_stats
+from odeflow.sweep.tasks import FLOW_PARAMETERS, Parameter, TaskKind, register
+
+#: Per-point dims and dtype of each output of ``induction_flow``.
+VARIABLES = {
+    "a": (("time",), "float64"),
+    "population_loss": (("time",), "float64"),
+    "subset_weights": (("subset", "time"), "float64"),
+    "copier_logits": (("head", "offset", "time"), "float64"),
+    "nfev": ((), "int64"),
+    "njev": ((), "int64"),
+    "nlu": ((), "int64"),
+    "status": ((), "int64"),
+    "wall_time": ((), "float64"),
+    "error": ((), "str"),
+    "computed": ((), "int64"),
+}
+
+#: Variable attributes of the induction outputs.
+INDUCTION_ATTRS = {
+    "a": {"long_name": "classifier weight a(t)"},
+    "population_loss": {"long_name": "population loss of the induction-head model",
+                        "description": "-log y_target (loss nll) or the code's "
+                                       "cross-entropy of y (loss code)"},
+    "subset_weights": {"long_name": "selector subset weights p_S(t) = c_S^2 / sum c^2"},
+    "copier_logits": {"long_name": "copier logits w(t): head h on offset h + offset",
+                      "description": "NaN for flow = copier (w+ -> infinity, no w)"},
+    **{name: ATTRS[name] for name in ("nfev", "njev", "nlu", "status", "wall_time", "error",
+                                      "computed")},
+}
+
+
+def subset_label(subset) -> str:
+    """``"{1,2}"`` for the subset of heads ``(1, 2)`` (``"{}"`` for the empty one)."""
+    return "{" + ",".join(str(int(h)) for h in subset) + "}"
+
+
+def induction_sizes(models, times) -> dict:
+    """Sizes of the induction outputs; the models must share their heads and subsets."""
+    first = models[0]
+    for model in models[1:]:
+        if model.subsets != first.subsets:
+            raise ValidationError("grid.preset", "the presets have different heads or "
+                                  "selector subsets (their outputs cannot share a store); "
+                                  "sweep them separately")
+    return {"subset": len(first.subsets), "head": first.heads, "offset": first.heads,
+            "time": len(times)}
+
+
+def induction_coords(models, sizes) -> dict:
+    """``subset`` labels (:func:`subset_label`), ``head`` 1..H, ``offset`` 0..H-1."""
+    return {"subset": np.array([subset_label(s) for s in models[0].subsets], dtype=str),
+            "head": np.arange(1, sizes["head"] + 1), "offset": np.arange(sizes["offset"])}
+
+
+def induction_outputs(result, times: np.ndarray, sizes: dict) -> dict:
+    """The named outputs of one :class:`~odeflow.results.induction.InductionTrajectory`
+    on the shared ``times`` (its times that are on the grid)."""
+    out = empty_outputs(sizes, VARIABLES)
+    where = np.searchsorted(times, result.t).clip(0, times.size - 1)
+    rows = times[where] == result.t
+    cols = where[rows]
+    out["a"][cols] = result.a[rows]
+    out["population_loss"][cols] = result.loss[rows]
+    out["subset_weights"][:, cols] = result.subset_weights[rows].T
+    if result.copier_logits is not None:
+        out["copier_logits"][..., cols] = np.moveaxis(result.copier_logits[rows], 0, -1)
+    stats = result.stats
+    put_stats(out, stats)
+    out["nfev"] = np.int64(stats.get("nfev", FILL["int64"]))
+    out["status"] = np.int64(stats.get("status", 0))
+    return out
+
+
+#: The outputs of ``induction_flow``.
+INDUCTION_OUTPUTS = OutputSet("induction", VARIABLES, INDUCTION_ATTRS, induction_sizes,
+                              induction_coords, induction_outputs)
+
+
+def run_induction_flow(data, values: dict, times: np.ndarray):
+    """One point of ``induction_flow``: the model with the point's dotted fields set,
+    solved with its ``flow``, ``loss`` and the rates of the flow's groups."""
+    model = edited_model(data, {k: v for k, v in values.items() if "." in k})
+    groups = FAMILIES["induction"].field_class(values["flow"]).groups
+    return solve(model, flow=values["flow"], loss=values["loss"],
+                 rates={g: values[f"rate_{g}"] for g in groups},
+                 t_span=(0.0, values["t_end"]), t_eval=times, method=values["method"],
+                 rtol=values["rtol"], atol=values["atol"], progress=False)
+
+
+def check_rates_used(grid: dict, settings: dict) -> None:
+    """Refuse ``rate_w`` swept when every point's flow is ``copier`` (no ``w``: every value
+    would repeat the same points)."""
+    flows = grid.get("flow", [settings.get("flow", "population")])
+    if "rate_w" in grid and all(f == "copier" for f in flows):
+        raise ValidationError("grid.rate_w", "the copier flow has no copier logits w; every "
+                              "rate_w would repeat the same points")
+
+
+#: Parameters of ``induction_flow``: the flow, the loss, the groups' rates (the joint run;
+#: 0 freezes a group; the copier flow has no ``w``) and :data:`FLOW_PARAMETERS` but the
+#: Scan and Snap learning rates.
+INDUCTION_PARAMETERS = (
+    Parameter("flow", "population", "text", tuple(FAMILIES["induction"].flows)),
+    Parameter("loss", "nll", "text", LOSSES),
+    Parameter("rate_c", 1.0, "rate"), Parameter("rate_w", 1.0, "rate"),
+    Parameter("rate_a", 1.0, "rate"),
+    *(p for p in FLOW_PARAMETERS if p.name not in ("eta_y", "eta_z")))
+
+INDUCTION_FLOW = register(TaskKind("induction_flow", "flow", run_induction_flow,
+                                   INDUCTION_PARAMETERS, outputs=INDUCTION_OUTPUTS,
+                                   model_family="induction", default_preset="ih-point",
+                                   model_fields=True, check=check_rates_used))

@@ -1,0 +1,205 @@
+"""Sweeps of the induction-head family (issue 23): ``task = "induction_flow"`` over model
+fields (``init.w_plus``, ``prior.alpha``) and the solve's options (``loss``), through the
+API and the CLI; each point equals a direct :func:`odeflow.solve` at its settings."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+xr = pytest.importorskip("xarray")
+pytest.importorskip("zarr")
+
+import odeflow  # noqa: E402
+from odeflow.data.induction import POINT_KERNEL, InductionData  # noqa: E402
+from odeflow.errors import ValidationError  # noqa: E402
+from odeflow.sweep import TASKS, make_spec, open_store, register, sweep  # noqa: E402
+from odeflow.sweep.induction import INDUCTION_FLOW, run_induction_flow  # noqa: E402
+from odeflow.sweep.journal import read_journal  # noqa: E402
+from tests.sweep_helpers import assert_same_numbers  # noqa: E402
+
+GRID = {"init.w_plus": [1.0, 3.0], "loss": ["nll", "code"]}
+SETTINGS = {"t_end": 0.5}
+
+CONFIG = """
+[sweep]
+task = "induction_flow"
+preset = "ih-point"
+backend = "serial"
+[sweep.grid]
+init.w_plus = [1.0, 3.0]
+loss = ["nll", "code"]
+[sweep.settings]
+t_end = 0.5
+"""
+
+#: A small Dirichlet model of its own in the config file (4 kernels), swept over alpha.
+DIRICHLET = """
+family = "induction"
+vocab_size = 2
+n_gram = 2
+heads = 2
+degree = 1
+[prior]
+kind = "dirichlet"
+alpha = 0.5
+num_kernels = 4
+seed = 3
+[sweep]
+task = "induction_flow"
+backend = "serial"
+[sweep.grid]
+prior.alpha = [0.5, 2.0]
+flow = ["population", "copier"]
+[sweep.settings]
+t_end = 0.5
+"""
+
+
+def point_model(w_plus: float) -> InductionData:
+    """ih-point with ``w+ = w_plus``, built directly (not through the sweep's edits)."""
+    return InductionData(2, 3, 2, 2, prior="point", kernel=POINT_KERNEL, w_plus=w_plus,
+                         w_minus=0.1, c0=0.01, a0=0.01)
+
+
+def run_cli(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "odeflow", *args], capture_output=True,
+                          text=True, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def swept():
+    return sweep("induction_flow", GRID, settings=SETTINGS, data="ih-point", backend="serial")
+
+
+def test_every_point_equals_a_direct_solve(swept):
+    times = swept.time.values
+    assert swept.subset.values.tolist() == ["{}", "{1}", "{2}", "{1,2}"]
+    assert (swept.error.values == "").all() and (swept.status.values == 0).all()
+    for w_plus in GRID["init.w_plus"]:
+        for loss in GRID["loss"]:
+            direct = odeflow.solve(point_model(w_plus), loss=loss, t_span=(0.0, 0.5),
+                                   t_eval=times, progress=False)
+            point = swept.sel({"init.w_plus": w_plus, "loss": loss})
+            np.testing.assert_allclose(point.a.values, direct.a, rtol=1e-12)
+            np.testing.assert_allclose(point.population_loss.values, direct.loss, rtol=1e-12)
+            np.testing.assert_allclose(point.subset_weights.values, direct.subset_weights.T,
+                                       rtol=1e-12)
+            np.testing.assert_allclose(point.copier_logits.values,
+                                       np.moveaxis(direct.copier_logits, 0, -1), rtol=1e-12)
+            assert int(point.nfev) == direct.stats["nfev"]
+    # the swept values reach the solve: the points differ
+    assert not np.allclose(swept.a.values[0, 0], swept.a.values[1, 0])
+    assert not np.allclose(swept.a.values[0, 0], swept.a.values[0, 1])
+
+
+def test_the_cli_writes_the_same_sweep(swept, tmp_path):
+    cfg = tmp_path / "ih.toml"
+    cfg.write_text(CONFIG)
+    store = tmp_path / "ih.zarr"
+    done = run_cli("sweep", str(cfg), "--out", str(store), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "population_loss(end)" in done.stdout
+    assert_same_numbers(open_store(store), swept)
+    plotted = run_cli("plot", "sweep", "--store", str(store), "--var", "population_loss",
+                      "--out", str(tmp_path / "loss.png"), cwd=tmp_path)
+    assert plotted.returncode == 0, plotted.stderr
+    assert (tmp_path / "loss.png").stat().st_size > 0
+    refused = run_cli("plot", "sweep", "--store", str(store), "--out",
+                      str(tmp_path / "e.png"), cwd=tmp_path)  # default var: entropy
+    assert refused.returncode == 2 and "var:" in refused.stderr, refused.stderr
+
+
+def test_a_dirichlet_model_of_the_config_swept_over_alpha(tmp_path):
+    cfg = tmp_path / "dir.toml"
+    cfg.write_text(DIRICHLET)
+    store = tmp_path / "dir.zarr"
+    done = run_cli("sweep", str(cfg), "--out", str(store), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    ds = open_store(store)
+    assert (ds.error.values == "").all()
+    assert np.isnan(ds.copier_logits.sel(flow="copier").values).all()  # no w in the copier
+    model = InductionData(2, 2, 2, 1, prior="dirichlet", alpha=2.0, num_kernels=4, seed=3)
+    direct = odeflow.solve(model, flow="copier", t_span=(0.0, 0.5), t_eval=ds.time.values,
+                           progress=False)
+    point = ds.sel({"prior.alpha": 2.0, "flow": "copier"})
+    np.testing.assert_allclose(point.population_loss.values, direct.loss, rtol=1e-12)
+    # another alpha, other kernels: another loss at t = 0
+    assert ds.population_loss.values[0, 0, 0] != ds.population_loss.values[1, 0, 0]
+
+
+@pytest.mark.parametrize("grid, field", [
+    ({"prior.nope": [1.0]}, "grid.prior.nope"),
+    ({"prior.alpha": [1.0]}, "grid.prior.alpha"),  # ih-point has a point prior: no alpha
+    ({"init.w_plus": [1.0, "x"]}, "grid.init.w_plus[1]"),
+    ({"init.c0": [0.0]}, "grid.init.c0[0]"),  # refused by the model itself
+    ({"loss": ["mse"]}, "grid.loss[0]"),
+    ({"flow": ["exact"]}, "grid.flow[0]"),
+    ({"rate_w": [-1.0]}, "grid.rate_w[0]"),
+    ({"population_loss": [1.0]}, "grid.population_loss"),
+])
+def test_a_bad_key_or_value_is_refused_by_name(grid, field):
+    with pytest.raises(ValidationError) as err:
+        sweep("induction_flow", grid, settings=SETTINGS, data="ih-point", backend="serial")
+    assert err.value.field == field
+
+
+def test_rate_w_is_not_swept_for_the_copier_flow_alone():
+    with pytest.raises(ValidationError) as err:
+        sweep("induction_flow", {"rate_w": [0.5, 1.0]}, settings={**SETTINGS, "flow": "copier"},
+              data="ih-point", backend="serial")
+    assert err.value.field == "grid.rate_w"
+    spec = make_spec("induction_flow", {"flow": ["population", "copier"],
+                                        "rate_w": [0.5, 1.0]}, data="ih-point")
+    assert spec.shape == (2, 2)  # the population points differ
+
+
+def test_a_model_of_the_other_family_is_refused_by_name():
+    with pytest.raises(ValidationError) as err:
+        sweep("exact", {"eta_y": [1.0]}, data="ih-point", backend="serial")
+    assert err.value.field == "preset" and "induction_flow" in err.value.reason
+    with pytest.raises(ValidationError) as err:
+        sweep("induction_flow", {"t_end": [1.0]}, data="syn-small", backend="serial")
+    assert err.value.field == "preset"
+
+
+def test_a_bad_alpha_in_a_config_exits_2_before_any_point(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(DIRICHLET.replace("prior.alpha = [0.5, 2.0]", "prior.alpha = [0.5, -1]"))
+    store = tmp_path / "bad.zarr"
+    done = run_cli("sweep", str(cfg), "--out", str(store), "--no-progress", cwd=tmp_path)
+    assert done.returncode == 2
+    assert "grid.prior.alpha[1]" in done.stderr, done.stderr
+    assert not store.exists()
+
+
+STOP = {"at": None}
+
+
+def stops_at(data, values, times):
+    if (values["init.w_plus"], values["loss"]) == STOP["at"]:
+        raise KeyboardInterrupt
+    return run_induction_flow(data, values, times)
+
+
+def test_an_interrupted_sweep_resumes_to_the_uninterrupted_result(swept, tmp_path):
+    register(replace(INDUCTION_FLOW, name="induction_stops", run=stops_at))
+    try:
+        path = tmp_path / "s.zarr"
+        STOP["at"] = (3.0, "nll")
+        with pytest.raises(KeyboardInterrupt):
+            sweep("induction_stops", GRID, settings=SETTINGS, data="ih-point",
+                  backend="serial", store=path)
+        assert len(read_journal(path)) == 2
+        STOP["at"] = None
+        ds = sweep("induction_stops", GRID, settings=SETTINGS, data="ih-point",
+                   backend="serial", store=path, resume=True)
+        assert ds.attrs["already_done"] == 2 and ds.attrs["computed_now"] == 2
+        assert_same_numbers(open_store(path), swept)
+    finally:
+        TASKS.pop("induction_stops", None)
+        STOP["at"] = None
