@@ -109,8 +109,11 @@ def test_the_cli_writes_the_same_sweep(swept, tmp_path):
                       "--out", str(tmp_path / "loss.png"), cwd=tmp_path)
     assert plotted.returncode == 0, plotted.stderr
     assert (tmp_path / "loss.png").stat().st_size > 0
-    refused = run_cli("plot", "sweep", "--store", str(store), "--out",
-                      str(tmp_path / "e.png"), cwd=tmp_path)  # default var: entropy
+    default = run_cli("plot", "sweep", "--store", str(store), cwd=tmp_path)
+    assert default.returncode == 0, default.stderr  # no entropy here: the task's first output
+    assert "sweep a ->" in default.stdout and (tmp_path / "sweep-a.png").stat().st_size > 0
+    refused = run_cli("plot", "sweep", "--store", str(store), "--var", "entropy", "--out",
+                      str(tmp_path / "e.png"), cwd=tmp_path)
     assert refused.returncode == 2 and "var:" in refused.stderr, refused.stderr
 
 

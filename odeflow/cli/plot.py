@@ -44,7 +44,8 @@ def register(sub) -> None:
                    "scan-snap)")
     sweep = p.add_argument_group("sweep stores (odeflow plot sweep --store STORE)")
     sweep.add_argument("--store", metavar="STORE", help="sweep store (zarr directory or .nc)")
-    sweep.add_argument("--var", default="entropy", help="variable to draw (entropy)")
+    sweep.add_argument("--var", default=None, help="variable to draw (entropy; a store "
+                       "without it: the task's first output, e.g. a)")
     sweep.add_argument("--x", metavar="PARAM", help="parameter on the x axis (first swept)")
     sweep.add_argument("--y", metavar="PARAM", help="parameter on the y axis: a heat map "
                        "(second swept, unless --hue)")
@@ -58,7 +59,7 @@ def register(sub) -> None:
 
 def _plot_sweep(args) -> int:
     from odeflow.plots.style import save_figure
-    from odeflow.plots.sweep import plot_sweep
+    from odeflow.plots.sweep import default_variable, plot_sweep
     from odeflow.sweep import open_store
 
     if not args.store:
@@ -78,10 +79,11 @@ def _plot_sweep(args) -> int:
     if records:
         print(f"odeflow plot: {args.store}: skipped {records} damaged journal record(s) "
               f"({size} bytes); their points are shown as pending", file=sys.stderr)
-    fig = plot_sweep(ds, var=args.var, x=args.x, y=args.y, hue=args.hue,
+    var = default_variable(ds) if args.var is None else args.var
+    fig = plot_sweep(ds, var=var, x=args.x, y=args.y, hue=args.hue,
                      time=args.time, select=select)
-    path = save_figure(fig, Path(args.out or f"sweep-{args.var}.png"), dpi=args.dpi)
-    print(f"odeflow plot: sweep {args.var} -> {path} ({time.perf_counter() - start:.1f} s)")
+    path = save_figure(fig, Path(args.out or f"sweep-{var}.png"), dpi=args.dpi)
+    print(f"odeflow plot: sweep {var} -> {path} ({time.perf_counter() - start:.1f} s)")
     return 0
 
 

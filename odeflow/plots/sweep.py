@@ -102,7 +102,22 @@ def _log_axis(values) -> bool:
     return bool(v[-1] / v[0] >= 20 or geometric)
 
 
-def plot_sweep(source, var: str = "entropy", x: str | None = None, y: str | None = None,
+def default_variable(ds) -> str:
+    """The variable ``plot sweep`` draws without ``--var``: ``entropy`` if the store has
+    it (the Scan and Snap tasks), else the alphabetically first output that is a plain
+    time series per point (``a`` for ``induction_flow``), else the first output that
+    is not bookkeeping."""
+    from odeflow.sweep.outputs import BOOKKEEPING
+
+    names = sorted(str(n) for n in ds.data_vars if n not in BOOKKEEPING)
+    if "entropy" in names or not names:
+        return "entropy"
+    grid = set(ds["computed"].dims) if "computed" in ds else set()
+    series = [n for n in names if tuple(d for d in ds[n].dims if d not in grid) == ("time",)]
+    return (series or names)[0]
+
+
+def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | None = None,
                hue: str | None = None, time=None, select=None, ax=None):
     """Draw ``var`` from a sweep store: a heat map over ``(x, y)`` or lines over ``x``.
 
@@ -110,8 +125,9 @@ def plot_sweep(source, var: str = "entropy", x: str | None = None, y: str | None
     ----------
     source : xarray.Dataset or path
         A sweep's dataset or store (:func:`odeflow.sweep.open_store`).
-    var : str
-        A data variable (``entropy``, ``J``, ``t0``, ``B``, ``nfev``, ...).
+    var : str, optional
+        A data variable (``entropy``, ``J``, ``t0``, ``B``, ``nfev``, ``a``,
+        ``population_loss``, ...); default :func:`default_variable`.
     x, y : str, optional
         Parameters on the axes; ``y`` makes a heat map. Default: the first
         (and, without ``hue``, second) grid parameter.
@@ -131,6 +147,7 @@ def plot_sweep(source, var: str = "entropy", x: str | None = None, y: str | None
     from odeflow.sweep import open_store
 
     ds = source if hasattr(source, "data_vars") else open_store(source)
+    var = default_variable(ds) if var is None else var
     grid = [d for d in ds["computed"].dims if d not in AVERAGED and ds.sizes[d] > 1]
     if x is None:
         if not grid:
