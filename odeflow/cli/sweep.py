@@ -117,7 +117,8 @@ def summary_table(ds, rows: int = 20) -> str:
             else np.full(ds["computed"].size, np.nan)
     header = [*dims, "status", "nfev", *(["t0"] if t0 is not None else []),
               *(f"{name}(end)" for name in series)]
-    lines = ["  ".join(f"{h:>12s}" for h in header)] if rows else []
+    widths = [max(12, len(h)) for h in header]  # a long name widens its column
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))] if rows else []
     errors = ds["error"].values.ravel()
     nfev = ds["nfev"].values.ravel()
     n = errors.size
@@ -126,7 +127,7 @@ def summary_table(ds, rows: int = 20) -> str:
         cells += [f"{'failed' if errors[i] else 'ok':>12s}", f"{int(nfev[i]):12d}"]
         cells += [f"{t0[i]:12.4g}"] if t0 is not None else []
         cells += [f"{final[name][i]:12.6g}" for name in series]
-        lines.append("  ".join(cells))
+        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
     if 0 < rows < n:
         lines.append(f"... {n - rows} more points (--rows to show more)")
     failed = np.flatnonzero(errors != "")
