@@ -115,6 +115,9 @@ class WindowLaws:
             self.marginal = np.ascontiguousarray(marginal.T)         # (W, N)
         self.positive = self.joint > 0
         self.seen = self.marginal > 0
+        self.joint_mean = self.joint / N                 # P / N_pi: the sample mean's weights
+        self.marginal_mean = self.marginal / N
+        self.ratio = np.zeros(self.marginal.shape)       # 0 where mu = 0, never written
         self.zero = np.flatnonzero(~self.positive)      # entries with P = 0 (usually none)
         # work arrays reused by every call (fresh arrays of this size cost page faults:
         # about a third of a right-hand side on ih-paper); zero where P = 0, never written
@@ -195,11 +198,14 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
             out = float((-np.vdot(P, logs) + np.sum(mu * np.log(safe_den))) / N)
         if not gradient:
             return out, None, None
-        back = np.divide(P, num, out=laws.back, where=laws.positive)   # P / num
-        back.ravel()[laws.zero] = 0.0                                   # 0 where P = 0
-        ratio = np.divide(mu, safe_den, out=np.zeros_like(mu), where=laws.seen)
-        np.subtract(ratio[..., None], back, out=back)           # d/d num_e + d/d den, times N
-        back /= N
+        # d/d num_e + d/d den = (mu / den - P / num_e) / N (0 where P = 0 or mu = 0)
+        if laws.zero.size:
+            back = np.divide(laws.joint_mean, num, out=laws.back, where=laws.positive)
+            back.ravel()[laws.zero] = 0.0
+        else:
+            back = np.divide(laws.joint_mean, num, out=laws.back)
+        ratio = np.divide(laws.marginal_mean, safe_den, out=laws.ratio, where=laws.seen)
+        np.subtract(ratio[..., None], back, out=back)
     else:
         y = num / safe_den[..., None]      # a distribution: entries in [0, 1], exp is safe
         expo = np.exp(y)
@@ -215,7 +221,9 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
     # den = sum_e num_e, so d/d num_e absorbs d/d den: one product back, like the one forward
     d_logits = laws.pull(back)
     d_logits *= weights                                          # (z, z_q)
-    return out, a * d_logits, float(np.vdot(d_logits, kernel))
+    d_a = float(np.vdot(d_logits, kernel))
+    d_logits *= a
+    return out, d_logits, d_a
 
 
 def subset_products(grams: np.ndarray, subsets, out=None) -> np.ndarray:
@@ -291,6 +299,7 @@ class PopulationFlow(InductionField):
         self._grams = np.empty((H, W, W))
         self._d_grams = np.empty((H, W, W))
         self._products = np.empty((len(self.subsets), W, W))
+        self._d_vhat = np.empty((H, W, d))
         self.onehot = np.zeros((H, H, W, d))
         for h in range(H):
             for j in range(H):
@@ -315,10 +324,13 @@ class PopulationFlow(InductionField):
                                            value)
         if not gradient:
             return value, None
+        # G_h = v^_h v^_h^T: d/d v^_h = (dG_h + dG_h^T) v^_h, and with every product of
+        # Gram matrices symmetric, dG_h + dG_h^T is d/dG_h taken with dK + dK^T
+        d_kernel += d_kernel.T.copy()
         d_p, d_grams = selector_gradient(d_kernel, grams, products, self.subsets, p,
                                          out=self._d_grams)
-        d_grams += d_grams.transpose(0, 2, 1).copy()
-        d_vhat = d_grams @ vhat
+        d_p *= 0.5                            # <prod_S G, dK> = <prod_S G, (dK + dK^T) / 2>
+        d_vhat = np.matmul(d_grams, vhat, out=self._d_vhat)
         d_v = (d_vhat - vhat * np.sum(vhat * d_vhat, axis=2, keepdims=True)) / norm
         d_s = np.einsum("hzd,hjzd->hj", d_v, self.onehot, optimize=True)
         d_w = s * (d_s - np.sum(s * d_s, axis=1, keepdims=True))
