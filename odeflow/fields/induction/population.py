@@ -66,10 +66,12 @@ class WindowLaws:
 
     Attributes
     ----------
-    joint : ndarray, shape (N_pi, W, d), or (W, N_pi, d) without a context
-        ``P`` in the layout of ``num`` (its ``cells``).
+    joint : ndarray, shape (N_pi, d, W), or (W, N_pi, d) without a context
+        ``P`` in the layout of ``num``.
     marginal : ndarray, shape (N_pi, W), or (W, N_pi) without a context
-        ``mu_k(z)`` in the same layout.
+        ``mu_k(z)`` in the same layout without the token axis.
+    token_axis : int
+        The axis of ``e`` in :attr:`joint` (1, or 2 without a context).
     contexts : int
         ``C = d**m`` (``W`` without a factorisation).
     conditional : ndarray, shape (N_pi, C, d), or None
@@ -94,17 +96,21 @@ class WindowLaws:
             mass = marginal.reshape(N, C, R).sum(axis=2)             # (N, C)
             cond = laws.reshape(N, C, R, d).sum(axis=2)
             cond = np.divide(cond, mass[..., None], out=np.full_like(cond, 1.0 / d),
-                             where=mass[..., None] > 0)
+                             where=mass[..., None] > 0)                  # (N, C, d)
             err = np.max(np.abs(laws - marginal[..., None] * np.repeat(cond, R, axis=1)))
             if not err <= 1e-12:
                 raise ValidationError("laws", f"the next token's law is not a function of "
                                       f"the first {context} window tokens (error {err:.3g})")
             self.conditional = cond
+            self._conditional_t = np.ascontiguousarray(cond.transpose(0, 2, 1))  # (N, d, C)
             # mu grouped by context: (C, N, R) for the forward product, (C, R, N) back
             by_context = marginal.reshape(N, C, R)
             self._mu_forward = np.ascontiguousarray(by_context.transpose(1, 0, 2))
             self._mu_back = np.ascontiguousarray(by_context.transpose(1, 2, 0))
-            self.joint, self.marginal = laws, marginal               # (N, W, d), (N, W)
+            # (N, d, W): the token axis outside the windows keeps the loops over W long
+            self.joint = np.ascontiguousarray(laws.transpose(0, 2, 1))
+            self.marginal = marginal                                 # (N, W)
+            self.token_axis = 1
             self._per_context = np.empty((C, N, W))
             self._back_context = np.empty((C, N, W))
         else:
@@ -113,6 +119,7 @@ class WindowLaws:
             self._matrix = np.ascontiguousarray(laws.transpose(1, 0, 2).reshape(W, N * d))
             self.joint = self._matrix.reshape(W, N, d)               # (W, N, d)
             self.marginal = np.ascontiguousarray(marginal.T)         # (W, N)
+            self.token_axis = 2
         self.positive = self.joint > 0
         self.seen = self.marginal > 0
         self.joint_mean = self.joint / N                 # P / N_pi: the sample mean's weights
@@ -130,7 +137,8 @@ class WindowLaws:
 
     def push(self, weights: np.ndarray):
         """``num = sum_z weights[z, z_q] P_k(z, e)`` and ``den = sum_e num``, in the
-        layout of :attr:`joint` (work arrays, overwritten by the next call)."""
+        layouts of :attr:`joint` and :attr:`marginal` (work arrays, overwritten by the
+        next call)."""
         if not self.factored:
             N, W, d = self.count, self.windows, self.vocab
             np.matmul(weights.T, self._matrix, out=self.num.reshape(W, N * d))
@@ -141,7 +149,7 @@ class WindowLaws:
         part = np.matmul(self._mu_forward, weights.reshape(C, -1, self.windows),
                          out=self._per_context)                      # (C, N, z_q)
         np.add.reduce(part, axis=0, out=self.den)                    # pi sums to 1 over e
-        np.matmul(part.transpose(1, 2, 0), self.conditional, out=self.num)
+        np.matmul(self._conditional_t, part.transpose(1, 0, 2), out=self.num)  # (N, d, z_q)
         return self.num, self.den
 
     def pull(self, back: np.ndarray) -> np.ndarray:
@@ -152,7 +160,7 @@ class WindowLaws:
             return np.matmul(self._matrix, back.reshape(W, N * d).T, out=self.pulled)
         C, W = self.contexts, self.windows
         per_context = self._back_context                             # (C, N, z_q)
-        np.matmul(self.conditional, back.transpose(0, 2, 1), out=per_context.transpose(1, 0, 2))
+        np.matmul(self.conditional, back, out=per_context.transpose(1, 0, 2))
         np.matmul(self._mu_back, per_context, out=self.pulled.reshape(C, -1, W))
         return self.pulled
 
@@ -184,7 +192,7 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
     d_a : float or None
         ``d loss / d a``.
     """
-    N = laws.count
+    N, e = laws.count, laws.token_axis
     weights = np.multiply(kernel, a, out=laws.weights)
     weights -= weights.max(axis=0, keepdims=True)               # log-space per query column
     np.exp(weights, out=weights)                                # (z, z_q), max 1 per column
@@ -205,19 +213,19 @@ def window_loss(laws: WindowLaws, kernel: np.ndarray, a: float, loss: str = "nll
         else:
             back = np.divide(laws.joint_mean, num, out=laws.back)
         ratio = np.divide(laws.marginal_mean, safe_den, out=laws.ratio, where=laws.seen)
-        np.subtract(ratio[..., None], back, out=back)
+        np.subtract(np.expand_dims(ratio, e), back, out=back)
     else:
-        y = num / safe_den[..., None]      # a distribution: entries in [0, 1], exp is safe
+        y = num / np.expand_dims(safe_den, e)   # a distribution: in [0, 1], exp is safe
         expo = np.exp(y)
-        total = expo.sum(axis=-1)
+        total = expo.sum(axis=e)
         if value:
             out = float((-np.sum(P * y) + np.sum(mu * np.log(total))) / N)
         if not gradient:
             return out, None, None
-        d_y = (-P + mu[..., None] * (expo / total[..., None])) / N
-        d_den = np.where(laws.seen, -np.sum(d_y * y, axis=-1) / safe_den, 0.0)
-        back = np.divide(d_y, safe_den[..., None], out=laws.back)
-        back += d_den[..., None]
+        d_y = (-P + np.expand_dims(mu, e) * (expo / np.expand_dims(total, e))) / N
+        d_den = np.where(laws.seen, -np.sum(d_y * y, axis=e) / safe_den, 0.0)
+        back = np.divide(d_y, np.expand_dims(safe_den, e), out=laws.back)
+        back += np.expand_dims(d_den, e)
     # den = sum_e num_e, so d/d num_e absorbs d/d den: one product back, like the one forward
     d_logits = laws.pull(back)
     d_logits *= weights                                          # (z, z_q)
