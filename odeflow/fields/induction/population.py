@@ -20,10 +20,12 @@ The gradient is analytic (:func:`window_loss` and
 classifier softmax over the key windows (a matrix product of the window laws
 with ``e^{a K}``, shifted per query column in log space), the kernel ``K``,
 ``p_S``, the normalisation of ``v`` and ``softmax(w)``. One right-hand side is
-two products of a ``W x W`` matrix (``W = d**(2H-1)``) with the ``W x N_pi d``
-window laws (the denominators are the numerators' sums): the cost grows like
-``d**(4H-1) N_pi``
-(``benchmarks/bench_induction.py``).
+two products of the ``W x W`` matrix ``e^{aK}`` (``W = d**(2H-1)``) with the window
+laws, split by the next token's context (:class:`WindowLaws`: ``4 W**2 N_pi`` flops
+plus ``4 W N_pi d**n``; the denominators are the numerators' sums), and
+``O((#S + H) W**2)`` elementwise work on ``K`` and the Gram matrices: for large
+``N_pi`` the cost grows like ``d**(4H-2) N_pi``
+(``benchmarks/bench_induction.py``, ``docs/benchmarks.md``).
 
 Numerics: the coefficients ``c_S`` of losing subsets decay exponentially and may
 recover later (on ``ih-point`` the joint flow's ``c_{(1,2)}`` dips to about
