@@ -306,9 +306,21 @@ class PopulationFlow(InductionField):
         digits = np.arange(W)[:, None] // d ** np.arange(2 * H - 2, -1, -1)[None, :] % d
         # onehot[h-1, j, z, :] = e_{z_{h+j}}: the token head h reads at its j-th offset
         # work arrays reused by every call (see WindowLaws)
-        self._grams = np.empty((H, W, W))
+        # basis[i] = prod_{h in S_i} G_h: 1 for the empty set, G_h in the slot of {h}
+        index = {s: i for i, s in enumerate(self.subsets)}
+        self._basis = np.empty((len(self.subsets), W, W))
+        for i, s in enumerate(self.subsets):
+            if not s:
+                self._basis[i] = 1.0
+        self._singles = [(h - 1, index[(h,)]) for h in range(1, H + 1) if (h,) in index]
+        # prod_S = prod_{S without its last head} G_last (smaller subsets come first)
+        self._composites = [(i, index[s[:-1]], index[s[-1:]]) for i, s in
+                            enumerate(self.subsets) if len(s) >= 2]
+        # d prod_S / d G_h = prod_{S \ h}, also a subset of the list (it holds every size <= D)
+        self._drops = [(h - 1, i, index[tuple(g for g in s if g != h)])
+                       for i, s in enumerate(self.subsets) for h in s]
+        self._sym = np.empty((W, W))
         self._d_grams = np.empty((H, W, W))
-        self._products = np.empty((len(self.subsets), W, W))
         self._d_vhat = np.empty((H, W, d))
         self.onehot = np.zeros((H, H, W, d))
         for h in range(H):
@@ -327,19 +339,27 @@ class PopulationFlow(InductionField):
         c, w, a = parts["c"], parts["w"], parts["a"]
         p = c * c / np.dot(c, c)
         s, _, norm, vhat = self.features(w)
-        grams = np.matmul(vhat, vhat.transpose(0, 2, 1), out=self._grams)
-        products = subset_products(grams, self.subsets, out=self._products)
-        kernel = np.tensordot(p, products, axes=1)
+        basis = self._basis
+        for h, i in self._singles:                                   # G_h = v^_h v^_h^T
+            np.matmul(vhat[h], vhat[h].T, out=basis[i])
+        for i, j, k in self._composites:
+            np.multiply(basis[j], basis[k], out=basis[i])
+        flat = basis.reshape(len(self.subsets), -1)
+        kernel = (p @ flat).reshape(basis.shape[1:])                 # sum_S p_S prod_S
         value, d_kernel, d_a = window_loss(self.windows, kernel, a, self.loss_name, gradient,
                                            value)
         if not gradient:
             return value, None
         # G_h = v^_h v^_h^T: d/d v^_h = (dG_h + dG_h^T) v^_h, and with every product of
         # Gram matrices symmetric, dG_h + dG_h^T is d/dG_h taken with dK + dK^T
-        d_kernel += d_kernel.T.copy()
-        d_p, d_grams = selector_gradient(d_kernel, grams, products, self.subsets, p,
-                                         out=self._d_grams)
-        d_p *= 0.5                            # <prod_S G, dK> = <prod_S G, (dK + dK^T) / 2>
+        sym = np.add(d_kernel, d_kernel.T, out=self._sym)
+        d_p = 0.5 * (flat @ sym.ravel())      # <prod_S, dK> = <prod_S, (dK + dK^T) / 2>
+        chain = np.zeros((self.heads, len(self.subsets)))           # d K / d G_h = chain_h . basis
+        for h, i, j in self._drops:
+            chain[h, j] += p[i]
+        d_grams = np.matmul(chain, flat, out=self._d_grams.reshape(self.heads, -1))
+        d_grams = d_grams.reshape(self._d_grams.shape)
+        d_grams *= sym
         d_vhat = np.matmul(d_grams, vhat, out=self._d_vhat)
         d_v = (d_vhat - vhat * np.sum(vhat * d_vhat, axis=2, keepdims=True)) / norm
         d_s = np.einsum("hzd,hjzd->hj", d_v, self.onehot, optimize=True)
