@@ -84,6 +84,36 @@ def per_kernel_losses(field, y) -> np.ndarray:
     return np.array(out)
 
 
+def split_solve(data) -> dict:
+    """CPU seconds and calls of the right-hand sides and of the output losses in one
+    default solve to ``t = 1e4`` (a timed subclass swapped in for the flow)."""
+    from odeflow.fields.induction import INDUCTION_FLOWS
+
+    spent = {"total": [0.0, 1], "rhs": [0.0, 0], "loss": [0.0, 0]}
+
+    def timed(method):
+        def wrapper(self, *args):
+            start = time.process_time()
+            out = method(self, *args)
+            spent[method.__name__][0] += time.process_time() - start
+            spent[method.__name__][1] += 1
+            return out
+        return wrapper
+
+    class Timed(PopulationFlow):
+        rhs = timed(PopulationFlow.rhs)
+        loss = timed(PopulationFlow.loss)
+
+    INDUCTION_FLOWS["population"] = Timed
+    try:
+        start = time.process_time()
+        odeflow.solve(data, flow="population", t_span=(0.0, 1e4), progress=False)
+        spent["total"][0] = time.process_time() - start
+    finally:
+        INDUCTION_FLOWS["population"] = PopulationFlow
+    return {k: tuple(v) for k, v in spent.items()}
+
+
 def main(quick: bool, n_pi=None) -> None:
     data = paper(n_pi)
     print(f"ih-paper: {data!r}")
@@ -142,6 +172,14 @@ def main(quick: bool, n_pi=None) -> None:
               f"CPU {cpu:7.2f} s (with the loss at {traj.t.size} output times) "
               f"a(1e4) {traj.a[-1]:.4f} loss {traj.loss[-1]:.5f} top {top} p_S {p:.6f}")
         ends[method] = traj
+
+    print("\n## where the BDF solve spends (CPU timers around rhs and loss)")
+    spent = split_solve(data)
+    total = spent.pop("total")[0]
+    print(f"solve  {total:7.2f} s CPU")
+    for key, (seconds, calls) in spent.items():
+        print(f"{key:6s} {seconds:7.2f} s CPU ({100 * seconds / total:4.1f} %) in {calls:5d} "
+              f"calls, {1e3 * seconds / calls:6.2f} ms each")
 
     print("\nload average now: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     print("\n## N_pi: loss at fixed parameters, nested samples (seed of ih-paper)")
