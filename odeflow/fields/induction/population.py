@@ -23,7 +23,7 @@ with ``e^{a K}``, shifted per query column in log space), the kernel ``K``,
 two products of the ``W x W`` matrix ``e^{aK}`` (``W = d**(2H-1)``) with the window
 laws, split by the next token's context (:class:`WindowLaws`: ``4 W**2 N_pi`` flops
 plus ``4 W N_pi d**n``; the denominators are the numerators' sums), and
-``O((#S + H) W**2)`` elementwise work on ``K`` and the Gram matrices: for large
+``O((#S + 2H) W**2)`` elementwise work on ``K`` and the Gram matrices: for large
 ``N_pi`` the cost grows like ``d**(4H-2) N_pi``
 (``benchmarks/bench_induction.py``, ``docs/benchmarks.md``).
 
