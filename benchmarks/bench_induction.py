@@ -3,11 +3,13 @@
 Prints
 - the right-hand-side cost (min / median of repeated calls, one BLAS thread) of the
   population flow (nll, code) and the exact-copier flow on ``ih-paper``;
-- how that cost grows with ``N_pi``, ``d`` and ``H`` (one product of a ``W x W`` matrix,
-  ``W = d**(2H-1)``, with the ``W x N_pi d`` window laws forward and one back:
-  ``~ 4 W**2 N_pi d`` flops);
-- the ``ih-paper`` solve to ``t = 1e4`` with each integrator (nfev, njev, wall time,
-  final ``a``, the top subset and its ``p_S``);
+- the same with the window products done densely (``P`` as a ``W x N_pi d`` matrix,
+  ``4 W**2 N_pi d`` flops: the code before issue 23) against split by the next token's
+  context (``P = mu pi``, ``4 W**2 N_pi`` flops plus ``4 W N_pi d**n``), side by side;
+- how that cost grows with ``N_pi``, ``d`` and ``H`` (``W = d**(2H-1)`` windows);
+- the ``ih-paper`` solve to ``t = 1e4`` with each integrator (nfev, njev, the
+  right-hand sides spent on finite-difference Jacobians, wall and CPU time, final ``a``,
+  the top subset and its ``p_S``);
 - the loss at fixed parameters (the init and the end of the default solve) for nested
   kernel samples ``N_pi = 16 .. 2048`` (the first kernels of a larger sample are the
   smaller sample), its change when ``N_pi`` halves, and the standard error
@@ -30,7 +32,7 @@ from threadpoolctl import threadpool_limits
 import odeflow
 from odeflow.data.induction import InductionData
 from odeflow.fields.induction import CopierFlow, PopulationFlow
-from odeflow.fields.induction.population import window_loss
+from odeflow.fields.induction.population import WindowLaws, window_loss
 
 
 def rhs_cost(field, reps: int = 30) -> tuple[float, float, float]:
@@ -45,6 +47,12 @@ def rhs_cost(field, reps: int = 30) -> tuple[float, float, float]:
         times.append(time.perf_counter() - start)
         cpu.append(time.process_time() - start_cpu)
     return 1e3 * min(times), 1e3 * float(np.median(times)), 1e3 * min(cpu)
+
+
+def dense(field):
+    """``field`` with its window products done densely (no context split)."""
+    field.windows = WindowLaws(field.data.window_laws())
+    return field
 
 
 def paper(num_kernels=None) -> InductionData:
@@ -71,9 +79,39 @@ def per_kernel_losses(field, y) -> np.ndarray:
     laws = field.data.window_laws()
     out = []
     for law in laws:
-        one = type(field.windows)(law[None])
+        one = WindowLaws(law[None], context=field.data.n_gram - 1)
         out.append(window_loss(one, kernel, a, field.loss_name, gradient=False)[0])
     return np.array(out)
+
+
+def split_solve(data) -> dict:
+    """CPU seconds and calls of the right-hand sides and of the output losses in one
+    default solve to ``t = 1e4`` (a timed subclass swapped in for the flow)."""
+    from odeflow.fields.induction import INDUCTION_FLOWS
+
+    spent = {"total": [0.0, 1], "rhs": [0.0, 0], "loss": [0.0, 0]}
+
+    def timed(method):
+        def wrapper(self, *args):
+            start = time.process_time()
+            out = method(self, *args)
+            spent[method.__name__][0] += time.process_time() - start
+            spent[method.__name__][1] += 1
+            return out
+        return wrapper
+
+    class Timed(PopulationFlow):
+        rhs = timed(PopulationFlow.rhs)
+        loss = timed(PopulationFlow.loss)
+
+    INDUCTION_FLOWS["population"] = Timed
+    try:
+        start = time.process_time()
+        odeflow.solve(data, flow="population", t_span=(0.0, 1e4), progress=False)
+        spent["total"][0] = time.process_time() - start
+    finally:
+        INDUCTION_FLOWS["population"] = PopulationFlow
+    return {k: tuple(v) for k, v in spent.items()}
 
 
 def main(quick: bool, n_pi=None) -> None:
@@ -88,6 +126,17 @@ def main(quick: bool, n_pi=None) -> None:
         lo, med, cpu = rhs_cost(field)
         print(f"{label:18s} {lo:8.2f} {med:8.2f} {cpu:8.2f}")
 
+    print("\n## window products dense (before issue 23) vs split by context, alternating "
+          "(ms: CPU min / CPU median of 5 x 10)")
+    fields = {"dense": dense(PopulationFlow(data)), "context": PopulationFlow(data)}
+    cpu = {k: [] for k in fields}
+    for _ in range(5):
+        for k, field in fields.items():
+            cpu[k].append(rhs_cost(field, reps=10)[2])
+    for k, values in cpu.items():
+        print(f"{k:18s} {min(values):8.2f} {float(np.median(values)):8.2f}")
+    print(f"ratio dense / context (CPU min): {min(cpu['dense']) / min(cpu['context']):.2f}")
+
     print("\n## growth of the population rhs (ms: wall min / wall median / CPU min)")
     print(f"{'case':28s} {'W':>6s} {'min':>8s} {'median':>8s} {'cpu':>8s}")
     cases = [(f"N_pi={n}", paper(n)) for n in (32, 64, 128, 256, 512)]
@@ -100,7 +149,9 @@ def main(quick: bool, n_pi=None) -> None:
         print(f"{label:28s} {model.vocab_size ** model.window_length:6d} {lo:8.2f} {med:8.2f} "
               f"{cpu:8.2f}")
 
-    print("\n## ih-paper population solve to t = 1e4 (rtol 1e-8, atol 1e-10)")
+    print("\n## ih-paper population solve to t = 1e4 (rtol 1e-8, atol 1e-10; BDF's and "
+          "Radau's finite-difference Jacobians are the rhs outside nfev, LSODA counts its "
+          "own in nfev)")
     methods = ("BDF", "LSODA") if quick else ("BDF", "LSODA", "Radau", "RK45")
     budget = {"RK45": 5000}  # explicit: stiff (the c-rates ~ a / sum c^2); stop it early
     ends = {}
@@ -116,10 +167,19 @@ def main(quick: bool, n_pi=None) -> None:
         cpu = time.process_time() - cpu
         top, p = traj.top_subset()
         s = traj.stats
-        print(f"{method:6s} nfev {s['nfev']:6d} njev {s['njev']:4d} wall {s['wall_time']:7.2f} s "
+        print(f"{method:6s} nfev {s['nfev']:6d} njev {s['njev']:4d} (+{s['rhs_calls'] - s['nfev']} "
+              f"rhs outside nfev) wall {s['wall_time']:7.2f} s "
               f"CPU {cpu:7.2f} s (with the loss at {traj.t.size} output times) "
               f"a(1e4) {traj.a[-1]:.4f} loss {traj.loss[-1]:.5f} top {top} p_S {p:.6f}")
         ends[method] = traj
+
+    print("\n## where the BDF solve spends (CPU timers around rhs and loss)")
+    spent = split_solve(data)
+    total = spent.pop("total")[0]
+    print(f"solve  {total:7.2f} s CPU")
+    for key, (seconds, calls) in spent.items():
+        print(f"{key:6s} {seconds:7.2f} s CPU ({100 * seconds / total:4.1f} %) in {calls:5d} "
+              f"calls, {1e3 * seconds / calls:6.2f} ms each")
 
     print("\nload average now: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     print("\n## N_pi: loss at fixed parameters, nested samples (seed of ih-paper)")

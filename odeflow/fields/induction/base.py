@@ -178,8 +178,9 @@ class InductionField(Field):
         return self._start.copy()
 
     # ------------------------------------------------------------- the flow
-    def loss_and_gradient(self, y: np.ndarray, gradient: bool = True):
-        """``(loss, gradient)`` at the flat state ``y`` (gradient None if not asked)."""
+    def loss_and_gradient(self, y: np.ndarray, gradient: bool = True, value: bool = True):
+        """``(loss, gradient)`` at the flat state ``y`` (gradient None if not asked; loss
+        None if not asked, ``value=False``: the gradient alone skips the loss's logarithms)."""
         raise NotImplementedError
 
     def loss(self, y: np.ndarray) -> float:
@@ -188,7 +189,7 @@ class InductionField(Field):
 
     def gradient(self, y: np.ndarray) -> np.ndarray:
         """The plain gradient of :meth:`loss` on the flat state (every group, frozen or not)."""
-        return self.loss_and_gradient(np.asarray(y, float))[1]
+        return self.loss_and_gradient(np.asarray(y, float), value=False)[1]
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """``-rate_vector * gradient(y)``: the gradient flow of the moving groups."""

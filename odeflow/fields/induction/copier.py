@@ -39,19 +39,20 @@ class CopierFlow(InductionField):
     def __init__(self, data, loss: str = "nll", rates=None, start=None):
         super().__init__(data, loss=loss, rates=rates, start=start)
         H, d = self.heads, int(data.vocab_size)
-        self.windows = WindowLaws(data.window_joint(H))
+        self.windows = WindowLaws(data.window_joint(H), context=int(data.n_gram) - 1)
         W = self.windows.windows
         digits = np.arange(W)[:, None] // d ** np.arange(H - 1, -1, -1)[None, :] % d
         # matches[h-1, z, z_q] = 1[z_h = z_{q,h}]
         self.matches = (digits.T[:, :, None] == digits.T[:, None, :]).astype(float)
         self.products = subset_products(self.matches, self.subsets)
 
-    def loss_and_gradient(self, y: np.ndarray, gradient: bool = True):
+    def loss_and_gradient(self, y: np.ndarray, gradient: bool = True, value: bool = True):
         parts = self.split(y)
         c, a = parts["c"], parts["a"]
         p = c * c / np.dot(c, c)
         kernel = np.tensordot(p, self.products, axes=1)
-        value, d_kernel, d_a = window_loss(self.windows, kernel, a, self.loss_name, gradient)
+        value, d_kernel, d_a = window_loss(self.windows, kernel, a, self.loss_name, gradient,
+                                           value)
         if not gradient:
             return value, None
         d_p, _ = selector_gradient(d_kernel, self.matches, self.products, self.subsets, p,
