@@ -33,7 +33,7 @@ from odeflow.data import DataModel
 from odeflow.data.presets import SYN_MEDIUM_SIZES
 from odeflow.errors import ValidationError
 from odeflow.fields.optimizers import Adam, Momentum
-from odeflow.solver import solve
+from odeflow.solver import solve, solve_ensemble
 from odeflow.training.common import check_seeds
 from odeflow.training.discrete import optimizer_steps, training_start
 from odeflow.training.protocol import Protocol, TrainingRun, train
@@ -178,19 +178,28 @@ def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=N
     """The optimiser flows from each seed's own start: an ensemble of deterministic twins.
 
     The starts are :func:`odeflow.training.training_start` (each seed's own draw).
+    Per level the seeds' flows are integrated as one state
+    (:func:`odeflow.solver.solve_ensemble`: one right-hand side for all seeds, one
+    Level T sample; the sample's seed is the level's, not the runs'), each within
+    the tolerances of :func:`optimizer_flows` from its own start.
 
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
     entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.
     """
     entropy, seconds = {}, {}
+    steps = np.asarray(steps, dtype=float)
     starts = [training_start(data, s, protocol.init) for s in seeds]
-    for name, spec in (OPTFLOWS if levels is None else levels).items():
+    optimizer = optimizer_of(protocol)
+    for name, (flow, options) in (OPTFLOWS if levels is None else levels).items():
         began = time.perf_counter()
-        per_seed = []
-        for y0, z0 in starts:
-            tr = optimizer_flows(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
-            per_seed.append(distinct_entropy(data, tr.z_active))
-        entropy[name] = np.array(per_seed)
+        if flow == "finite_t":
+            options = {"seq_len": protocol.seq_len, **options}
+        flows = solve_ensemble(data, starts, flow=flow, eta_y=protocol.eta_y,
+                               eta_z=protocol.eta_z, optimizer=optimizer,
+                               t_span=(0.0, float(steps[-1])), t_eval=steps,
+                               method=OPTFLOW_METHOD, rtol=OPTFLOW_RTOL, atol=OPTFLOW_ATOL,
+                               progress=False, **options)
+        entropy[name] = np.array([distinct_entropy(data, tr.z_active) for tr in flows])
         seconds[name] = time.perf_counter() - began
     return entropy, seconds
 
