@@ -18,8 +18,17 @@ Prints (not a timed test):
    their ratio (issue 20's cost goal: at most 1); written to ``cost.csv`` in
    ``--out`` for ``docs/make_which_level.py``.
 
+4. A few Fig. 6 cells side by side in this process (``--cells``): the ``N``
+   training runs of the cell (as ``reproduce fig6`` trains them), the Level T
+   heavy-ball ensemble from their starts as ``reproduce fig6`` now solves it
+   (all seeds as one state, :func:`odeflow.solver.solve_ensemble`) and as it
+   was solved before (one ``optimizer_flows`` solve per seed); wall and CPU
+   seconds (``time.process_time``; min of ``--repeats``), the ratios to the
+   training, and the largest difference in entropy between the two solves of
+   the ensemble at any step and seed.
+
 Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]
-[--skip-ensemble]``.
+[--skip-ensemble] [--cells] [--repeats 1]``.
 """
 
 from __future__ import annotations
@@ -83,6 +92,57 @@ def level_t_storage() -> None:
               f"{best['sparse']:>10.2f} {best['dense']:>9.2f}")
 
 
+#: Cells of part 4: (syn-medium size, eta_Z, eta_Y / eta_Z).
+COST_CELLS = ((1, 1.0, 2.0), (3, 1.0, 2.0), (5, 1.0, 2.0), (10, 1.0, 2.0), (10, 3.0, 10.0))
+
+
+def _timed(fn, *args, **kwargs):
+    """``(result, wall s, cpu s)`` of ``fn(*args, **kwargs)``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def per_seed_ensemble(data, protocol, seeds, steps) -> np.ndarray:
+    """The Level T ensemble as solved before: one ``optimizer_flows`` solve per seed."""
+    from odeflow.analysis.measures import distinct_entropy
+    from odeflow.training import training_start
+
+    out = []
+    for s in seeds:
+        y0, z0 = training_start(data, s, protocol.init)
+        tr = paper.optimizer_flows(data, protocol, steps, {"T": paper.OPTFLOWS["T"]},
+                                   y0=y0, z0=z0)["T"]
+        out.append(distinct_entropy(data, tr.z_active))
+    return np.array(out)
+
+
+def cell_costs(seeds: int, repeats: int) -> None:
+    """Part 4: training against the Level T ensemble (stacked and per seed), per cell."""
+    print(f"4. Fig. 6 cells, {seeds} seeds, side by side (min of {repeats}; wall s / cpu s)")
+    print(f"{'preset':>14} {'eta_z':>5} {'ratio':>5} {'train':>13} {'ensemble':>13} "
+          f"{'per seed':>13} {'ens/train':>9} {'old/train':>9} {'max|dH|':>8}")
+    levels = {"T": paper.OPTFLOWS["T"]}
+    for size, eta_z, ratio in COST_CELLS:
+        data = odeflow.DataModel.preset(f"syn-medium-{size}")
+        p = paper.FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio)
+        steps = np.arange(p.steps + 1)
+        best = {"train": [np.inf, np.inf], "ens": [np.inf, np.inf], "old": [np.inf, np.inf]}
+        for _ in range(repeats):
+            run, *tr = _timed(train, data, p, seeds=seeds, progress=False)
+            (H, _), *ens = _timed(paper.optflow_ensemble, data, p, run.seeds, steps, levels)
+            old, *per = _timed(per_seed_ensemble, data, p, run.seeds, steps)
+            for key, (w, c) in (("train", tr), ("ens", ens), ("old", per)):
+                best[key] = [min(best[key][0], w), min(best[key][1], c)]
+        diff = float(np.max(np.abs(H["T"] - old)))
+        print(f"{'syn-medium-' + str(size):>14} {eta_z:>5g} {ratio:>5g} "
+              f"{best['train'][0]:>6.1f}/{best['train'][1]:<6.1f} "
+              f"{best['ens'][0]:>6.1f}/{best['ens'][1]:<6.1f} "
+              f"{best['old'][0]:>6.1f}/{best['old'][1]:<6.1f} "
+              f"{best['ens'][0] / best['train'][0]:>9.2f} "
+              f"{best['old'][0] / best['train'][0]:>9.2f} {diff:>8.1e}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -90,11 +150,16 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-full", action="store_true")
     parser.add_argument("--skip-ensemble", action="store_true",
                         help="skip part 1 (ensemble against single-seed runs)")
+    parser.add_argument("--cells", action="store_true",
+                        help="part 4: training vs the Level T ensemble on a few cells")
+    parser.add_argument("--repeats", type=int, default=1)
     args = parser.parse_args(argv)
     print(f"odeflow {odeflow.__version__}, numpy {np.__version__}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, "
           f"load average {os.getloadavg()[0]:.1f}")
     level_t_storage()
+    if args.cells:
+        cell_costs(args.seeds, args.repeats)
     if not args.skip_ensemble:
         ensemble_vs_single(args.seeds)
     if not args.skip_full:
