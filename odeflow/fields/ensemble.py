@@ -85,6 +85,10 @@ class StartEnsemble(Field):
         out *= self._rate
         return out
 
+    def member_slice(self, i: int) -> np.ndarray:
+        """Positions of member ``i``'s entries in the stacked state."""
+        return np.arange(i * self.n, (i + 1) * self.n)
+
     def member_states(self, states: np.ndarray, i: int) -> np.ndarray:
         """Member ``i``'s columns of states ``(n_t, size)``."""
         return states[:, i * self.n:(i + 1) * self.n]

@@ -81,8 +81,10 @@ class ClassBlocks:
         Position of the slot's logit among the carried logits (0 likewise).
     own : ndarray of int, shape (K,)
         Each class's decoder row (its next token's).
-    weight : ndarray, shape (K, 1, 1)
+    weight : ndarray, shape (K, 1)
         ``pi_k / N``, the weight of each of the class's sequences.
+    unit_multiplicity : bool
+        Every decoder row stands for one output (un-lumped, or no shared row).
     to_columns, to_logits : scipy.sparse.csr_matrix
         0/1 matrices ``(C, K s)`` and ``(n_logits, K s)`` that sum the slots
         into the columns and the carried logits (valid slots only).
@@ -93,6 +95,7 @@ class ClassBlocks:
     logit: np.ndarray
     own: np.ndarray
     weight: np.ndarray
+    unit_multiplicity: bool
     to_columns: sparse.csr_matrix
     to_logits: sparse.csr_matrix
 
@@ -127,8 +130,9 @@ def class_blocks(field) -> ClassBlocks:
     to_logits = sparse.csr_matrix((ones, (logit.ravel()[flat], flat)),
                                   shape=(field.n_logits, K * s))
     own = np.asarray(field.own)[::N]
-    weight = (np.asarray(data.weights, dtype=float) / N)[:, None, None]
-    return ClassBlocks(log_probs, column, logit, own, weight, to_columns, to_logits)
+    weight = (np.asarray(data.weights, dtype=float) / N)[:, None]
+    return ClassBlocks(log_probs, column, logit, own, weight,
+                       bool(np.all(field.multiplicity == 1.0)), to_columns, to_logits)
 
 
 class FiniteTFlow(ExactFlow):
@@ -203,17 +207,17 @@ class FiniteTFlow(ExactFlow):
         E = F @ Yc                                           # (P, K, N, R)
         E -= E.max(axis=-1, keepdims=True)
         np.exp(E, out=E)
-        E /= (E @ self.multiplicity)[..., None]
-        E *= -1.0                                            # D = e_own - alpha
+        E *= -1.0 / (E @ self.multiplicity)[..., None]
         K = b.own.size
         E[:, np.arange(K), :, b.own] += 1.0
-        D = E
-        G = (D * self.multiplicity) @ np.swapaxes(Yc, -1, -2)  # (P, K, N, s)
+        D = E                                                # e_own - alpha
+        weighted = D if b.unit_multiplicity else D * self.multiplicity
+        G = weighted @ np.swapaxes(Yc, -1, -2)               # (P, K, N, s)
         G -= F * np.einsum("pkns,pkns->pkn", F, G)[..., None]
         G *= F
-        dz = G.sum(axis=2) * b.weight[:, :, 0]               # (P, K, s)
-        D *= b.weight
+        dz = G.sum(axis=2) * b.weight                        # (P, K, s)
         dYc = np.swapaxes(F, -1, -2) @ D                     # (P, K, s, R)
+        dYc *= b.weight[..., None]
         out = np.empty_like(Y)
         dY = b.to_columns @ np.moveaxis(dYc.reshape(P, -1, R), 1, 0).reshape(-1, P * R)
         out[:, :ny] = np.moveaxis(dY.reshape(C, P, R), 1, 0).reshape(P, ny)

@@ -794,16 +794,14 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
                             max_nfev, f"{flow} flow from {stack.P} starts ({method})",
                             progress, blas_threads)
     stats.update({"rtol": rtol, "atol": atol, "ensemble_size": stack.P, "n_state": stack.n})
-    states = sol.y.T
     if wrapped is None:
-        out = stack.trajectory(sol.t, states, stats)
+        out = stack.trajectory(sol.t, sol.y.T, stats)
     else:  # member i's blocks (theta, then the optimiser's state) of the stacked layout
-        width = stack.size
         out = []
         for i, flow_i in enumerate(wrapped):
-            own = np.hstack([stack.member_states(states[:, b * width:(b + 1) * width], i)
-                             for b in range(field.blocks)])
-            out.append(flow_i.trajectory(sol.t, own, dict(stats)))
+            rows = np.concatenate([b * stack.size + stack.member_slice(i)
+                                   for b in range(field.blocks)])
+            out.append(flow_i.trajectory(sol.t, sol.y[rows].T, dict(stats)))
     for traj in out:
         traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
                           "atol": atol})
