@@ -27,8 +27,14 @@ Prints (not a timed test):
    training, and the largest difference in entropy between the two solves of
    the ensemble at any step and seed.
 
+5. What is left to trade (``--levers``), on syn-medium-10's cell ``eta_Z = 1``,
+   ``eta_Y/eta_Z = 2``: the Level T ensemble at a looser ``rtol`` or fewer
+   sequences per class ``N``, its CPU seconds and how far its final entropy moves
+   from the ``rtol = 1e-5``, ``N = 64`` ensemble (largest over the seeds). These
+   change what is computed; nothing here is a default.
+
 Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]
-[--skip-ensemble] [--cells] [--repeats 1]``.
+[--skip-ensemble] [--cells] [--repeats 1] [--levers]``.
 """
 
 from __future__ import annotations
@@ -143,6 +149,31 @@ def cell_costs(seeds: int, repeats: int) -> None:
               f"{best['old'][0] / best['train'][0]:>9.2f} {diff:>8.1e}", flush=True)
 
 
+def levers(seeds: int) -> None:
+    """Part 5: the Level T ensemble at a looser tolerance or a smaller sample."""
+    from odeflow.analysis.measures import distinct_entropy
+    from odeflow.solver import solve_ensemble
+    from odeflow.training import training_start
+
+    data = odeflow.DataModel.preset("syn-medium-10")
+    p = paper.FIG6.replace(eta_z=1.0, eta_y=2.0)
+    steps = np.arange(p.steps + 1.0)
+    starts = [training_start(data, s) for s in range(seeds)]
+    print(f"5. syn-medium-10, eta_Z = 1, eta_Y/eta_Z = 2, {seeds} seeds: Level T ensemble "
+          "at other tolerances / samples (cpu s; max |final entropy - reference|)")
+    reference = None
+    for rtol, n in ((1e-5, 64), (1e-4, 64), (1e-3, 64), (1e-5, 32), (1e-5, 16)):
+        flows, _, cpu = _timed(
+            solve_ensemble, data, starts, flow="finite_t", eta_y=p.eta_y, eta_z=p.eta_z,
+            optimizer=paper.optimizer_of(p), t_span=(0.0, steps[-1]), t_eval=steps,
+            method=paper.OPTFLOW_METHOD, rtol=rtol, atol=rtol * 1e-2, progress=False,
+            seq_len=p.seq_len, samples_per_class=n, seed=0, storage="dense")
+        final = np.array([distinct_entropy(data, tr.z_active)[-1] for tr in flows])
+        reference = final if reference is None else reference
+        print(f"  rtol {rtol:g} N {n:>3}: {cpu:6.1f} s cpu, {flows[0].stats['nfev']:>4} "
+              f"right-hand sides, max |dH| {np.abs(final - reference).max():.1e}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -153,6 +184,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cells", action="store_true",
                         help="part 4: training vs the Level T ensemble on a few cells")
     parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--levers", action="store_true",
+                        help="part 5: the Level T ensemble at a looser rtol or smaller N")
     args = parser.parse_args(argv)
     print(f"odeflow {odeflow.__version__}, numpy {np.__version__}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, "
@@ -160,6 +193,8 @@ def main(argv=None) -> int:
     level_t_storage()
     if args.cells:
         cell_costs(args.seeds, args.repeats)
+    if args.levers:
+        levers(args.seeds)
     if not args.skip_ensemble:
         ensemble_vs_single(args.seeds)
     if not args.skip_full:
