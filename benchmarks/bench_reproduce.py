@@ -19,14 +19,14 @@ Prints (not a timed test):
    ``--out`` for ``docs/make_which_level.py``.
 
 4. A few Fig. 6 cells side by side in this process (``--cells``): the ``N``
-   training runs of the cell (as ``reproduce fig6`` trains them), the Level T
-   heavy-ball ensemble from their starts as ``reproduce fig6`` now solves it
-   (all seeds as one state, :func:`odeflow.solver.solve_ensemble`) and as it
-   was solved before (one ``optimizer_flows`` solve per seed); wall and CPU
-   seconds (``time.process_time``; min of ``--repeats``), the ratios to the
-   training, and the largest difference in entropy between the two solves of
-   the ensemble at any step and seed.
-
+   training runs of the cell (as ``reproduce fig6`` trains them) and the Level T
+   heavy-ball ensemble from their starts three ways: as ``reproduce fig6`` now
+   solves it (one solve per seed, ``storage="blocked"``), all seeds as one state
+   (:func:`odeflow.solver.solve_ensemble`) and as it was solved before (one
+   solve per seed, ``storage="dense"``); wall and CPU seconds
+   (``time.process_time``; min of ``--repeats``), the ratios to the training,
+   and the largest entropy difference of the new and the stacked ensembles from
+   the old one, at any step and seed.
 5. What is left to trade (``--levers``), on syn-medium-10's cell ``eta_Z = 1``,
    ``eta_Y/eta_Z = 2``: the Level T ensemble at a looser ``rtol`` or fewer
    sequences per class ``N``, its CPU seconds and how far its final entropy moves
@@ -109,69 +109,86 @@ def _timed(fn, *args, **kwargs):
     return out, time.perf_counter() - wall, time.process_time() - cpu
 
 
-def per_seed_ensemble(data, protocol, seeds, steps) -> np.ndarray:
-    """The Level T ensemble as solved before: one ``optimizer_flows`` solve per seed."""
+def dense_per_seed_ensemble(data, protocol, seeds, steps) -> np.ndarray:
+    """The Level T ensemble as solved before: one solve per seed in dense storage."""
+    flow, options = paper.OPTFLOWS["T"]
+    H, _ = paper.optflow_ensemble(data, protocol, seeds, steps,
+                                  {"T": (flow, {**options, "storage": "dense"})})
+    return H["T"]
+
+
+def stacked_ensemble(data, protocol, seeds, steps) -> np.ndarray:
+    """The Level T ensemble with all seeds as one state (:func:`solve_ensemble`)."""
     from odeflow.analysis.measures import distinct_entropy
+    from odeflow.solver import solve_ensemble
     from odeflow.training import training_start
 
-    out = []
-    for s in seeds:
-        y0, z0 = training_start(data, s, protocol.init)
-        tr = paper.optimizer_flows(data, protocol, steps, {"T": paper.OPTFLOWS["T"]},
-                                   y0=y0, z0=z0)["T"]
-        out.append(distinct_entropy(data, tr.z_active))
-    return np.array(out)
+    flow, options = paper.OPTFLOWS["T"]
+    flows = solve_ensemble(data, [training_start(data, s, protocol.init) for s in seeds],
+                           flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
+                           optimizer=paper.optimizer_of(protocol),
+                           t_span=(0.0, float(steps[-1])), t_eval=steps,
+                           method=paper.OPTFLOW_METHOD, rtol=paper.OPTFLOW_RTOL,
+                           atol=paper.OPTFLOW_ATOL, progress=False,
+                           **{**options, "seq_len": protocol.seq_len, "storage": "dense"})
+    return np.array([distinct_entropy(data, tr.z_active) for tr in flows])
 
 
 def cell_costs(seeds: int, repeats: int) -> None:
-    """Part 4: training against the Level T ensemble (stacked and per seed), per cell."""
-    print(f"4. Fig. 6 cells, {seeds} seeds, side by side (min of {repeats}; wall s / cpu s)")
-    print(f"{'preset':>14} {'eta_z':>5} {'ratio':>5} {'train':>13} {'ensemble':>13} "
-          f"{'per seed':>13} {'ens/train':>9} {'old/train':>9} {'max|dH|':>8}")
+    """Part 4: training against the Level T ensemble (new, stacked, old), per cell."""
+    print(f"4. Fig. 6 cells, {seeds} seeds, side by side (min of {repeats}; wall s / cpu s; "
+          "ratios of wall times)")
+    print(f"{'preset':>14} {'eta_z':>5} {'ratio':>5} {'train':>11} {'blocked':>11} "
+          f"{'stacked':>11} {'dense':>11} {'new/tr':>6} {'stk/tr':>6} {'old/tr':>6} "
+          f"{'dH new':>7} {'dH stk':>7}")
     levels = {"T": paper.OPTFLOWS["T"]}
     for size, eta_z, ratio in COST_CELLS:
         data = odeflow.DataModel.preset(f"syn-medium-{size}")
         p = paper.FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio)
-        steps = np.arange(p.steps + 1)
-        best = {"train": [np.inf, np.inf], "ens": [np.inf, np.inf], "old": [np.inf, np.inf]}
+        steps = np.arange(p.steps + 1.0)
+        keys = ("train", "new", "stk", "old")
+        best = {k: [np.inf, np.inf] for k in keys}
         for _ in range(repeats):
             run, *tr = _timed(train, data, p, seeds=seeds, progress=False)
-            (H, _), *ens = _timed(paper.optflow_ensemble, data, p, run.seeds, steps, levels)
-            old, *per = _timed(per_seed_ensemble, data, p, run.seeds, steps)
-            for key, (w, c) in (("train", tr), ("ens", ens), ("old", per)):
+            (H, _), *new = _timed(paper.optflow_ensemble, data, p, run.seeds, steps, levels)
+            stk_H, *stk = _timed(stacked_ensemble, data, p, run.seeds, steps)
+            old, *per = _timed(dense_per_seed_ensemble, data, p, run.seeds, steps)
+            for key, (w, c) in zip(keys, (tr, new, stk, per), strict=True):
                 best[key] = [min(best[key][0], w), min(best[key][1], c)]
-        diff = float(np.max(np.abs(H["T"] - old)))
-        print(f"{'syn-medium-' + str(size):>14} {eta_z:>5g} {ratio:>5g} "
-              f"{best['train'][0]:>6.1f}/{best['train'][1]:<6.1f} "
-              f"{best['ens'][0]:>6.1f}/{best['ens'][1]:<6.1f} "
-              f"{best['old'][0]:>6.1f}/{best['old'][1]:<6.1f} "
-              f"{best['ens'][0] / best['train'][0]:>9.2f} "
-              f"{best['old'][0] / best['train'][0]:>9.2f} {diff:>8.1e}", flush=True)
+        cols = " ".join(f"{best[k][0]:>5.1f}/{best[k][1]:<5.1f}" for k in keys)
+        ratios = " ".join(f"{best[k][0] / best['train'][0]:>6.2f}" for k in keys[1:])
+        print(f"{'syn-medium-' + str(size):>14} {eta_z:>5g} {ratio:>5g} {cols} {ratios} "
+              f"{np.abs(H['T'] - old).max():>7.1e} {np.abs(stk_H - old).max():>7.1e}",
+              flush=True)
 
 
 def levers(seeds: int) -> None:
     """Part 5: the Level T ensemble at a looser tolerance or a smaller sample."""
     from odeflow.analysis.measures import distinct_entropy
-    from odeflow.solver import solve_ensemble
     from odeflow.training import training_start
 
     data = odeflow.DataModel.preset("syn-medium-10")
     p = paper.FIG6.replace(eta_z=1.0, eta_y=2.0)
     steps = np.arange(p.steps + 1.0)
     starts = [training_start(data, s) for s in range(seeds)]
+    flow, options = paper.OPTFLOWS["T"]
     print(f"5. syn-medium-10, eta_Z = 1, eta_Y/eta_Z = 2, {seeds} seeds: Level T ensemble "
-          "at other tolerances / samples (cpu s; max |final entropy - reference|)")
+          "(one blocked solve per seed) at other tolerances / samples (cpu s; right-hand "
+          "sides; max |final entropy - the rtol 1e-5, N 64 one|)")
+
+    def ensemble(rtol, n):
+        levels = {"T": (flow, {**options, "samples_per_class": n})}
+        out = [paper.optimizer_flows(data, p, steps, levels, y0=y0, z0=z0, rtol=rtol,
+                                     atol=rtol * 1e-2)["T"] for y0, z0 in starts]
+        return (np.array([distinct_entropy(data, tr.z_active)[-1] for tr in out]),
+                sum(tr.stats["nfev"] for tr in out))
+
     reference = None
     for rtol, n in ((1e-5, 64), (1e-4, 64), (1e-3, 64), (1e-5, 32), (1e-5, 16)):
-        flows, _, cpu = _timed(
-            solve_ensemble, data, starts, flow="finite_t", eta_y=p.eta_y, eta_z=p.eta_z,
-            optimizer=paper.optimizer_of(p), t_span=(0.0, steps[-1]), t_eval=steps,
-            method=paper.OPTFLOW_METHOD, rtol=rtol, atol=rtol * 1e-2, progress=False,
-            seq_len=p.seq_len, samples_per_class=n, seed=0, storage="dense")
-        final = np.array([distinct_entropy(data, tr.z_active)[-1] for tr in flows])
+        (final, nfev), _, cpu = _timed(ensemble, rtol, n)
         reference = final if reference is None else reference
-        print(f"  rtol {rtol:g} N {n:>3}: {cpu:6.1f} s cpu, {flows[0].stats['nfev']:>4} "
-              f"right-hand sides, max |dH| {np.abs(final - reference).max():.1e}", flush=True)
+        print(f"  rtol {rtol:g} N {n:>3}: {cpu:6.1f} s cpu, {nfev:>5} right-hand sides, "
+              f"max |dH| {np.abs(final - reference).max():.1e}", flush=True)
 
 
 def main(argv=None) -> int:

@@ -1,9 +1,9 @@
-"""Many starts of one flow as one state (issue 20's cost goal): the same flows, solved together.
+"""Level T per class block and many starts as one state (issue 20's cost goal): the same flows.
 
-:meth:`FiniteTFlow.gradients` (per class block) against the field's own
-gradient, :func:`odeflow.solver.solve_ensemble` against one solve per start, and
-the Fig. 6 ensemble (:func:`odeflow.analysis.paper.optflow_ensemble`) against
-one ``optimizer_flows`` solve per seed.
+:meth:`FiniteTFlow.gradients` (per class block) and ``storage="blocked"`` against
+the field's dense gradient, :func:`odeflow.solver.solve_ensemble` against one
+solve per start, and the Fig. 6 ensemble (:func:`odeflow.analysis.paper.optflow_ensemble`,
+blocked storage) against one dense-storage solve per seed (the code it replaced).
 """
 
 import numpy as np
@@ -66,19 +66,33 @@ def test_ensemble_of_momentum_flows_equals_one_solve_per_start(medium):
         assert np.abs(tr.series["velocity"] - alone.series["velocity"]).max() < 1e-5 * scale
 
 
-def test_fig6_ensemble_equals_per_seed_solves_in_entropy(medium):
-    """The stacked Level T heavy-ball ensemble within 1e-5 relative of the per-seed solves."""
+def test_blocked_storage_is_the_dense_field(medium):
+    y0, z0 = training_start(medium, 4)
+    dense, blocked = (FiniteTFlow(medium, 2.0, 1.0, z0=z0, y0=y0, seq_len=16,
+                                  samples_per_class=8, storage=st) for st in ("dense", "blocked"))
+    y = dense.initial_state() + 0.3 * np.random.default_rng(2).standard_normal(dense.size)
+    want = dense.rhs(0.0, y)
+    np.testing.assert_allclose(blocked.rhs(0.0, y), want, rtol=0, atol=1e-12 * np.abs(want).max())
+    np.testing.assert_allclose(blocked.gradient(y), dense.gradient(y), rtol=0, atol=1e-12)
+    assert blocked.nfev == 1 and blocked.objective(y) == pytest.approx(dense.objective(y))
+
+
+def test_fig6_ensemble_equals_dense_per_seed_solves_in_entropy(medium):
+    """The Level T heavy-ball ensemble (blocked storage) within 1e-5 relative of the
+    dense-storage solves it replaced, at every step and seed."""
     protocol = paper.FIG6.replace(eta_z=1.0, eta_y=2.0, steps=30)
     steps = np.arange(31)
-    levels = {"T": paper.OPTFLOWS["T"]}
-    H, seconds = paper.optflow_ensemble(medium, protocol, [0, 1, 2], steps, levels)
+    assert paper.OPTFLOWS["T"][1]["storage"] == "blocked"
+    H, seconds = paper.optflow_ensemble(medium, protocol, [0, 1, 2], steps)
     assert H["T"].shape == (3, 31) and seconds["T"] > 0
+    flow, options = paper.OPTFLOWS["T"]
+    dense = {"T": (flow, {**options, "storage": "dense"})}
     for i, seed in enumerate((0, 1, 2)):
         y0, z0 = training_start(medium, seed)
-        tr = paper.optimizer_flows(medium, protocol, steps, levels, y0=y0, z0=z0)["T"]
+        tr = paper.optimizer_flows(medium, protocol, steps, dense, y0=y0, z0=z0)["T"]
         alone = distinct_entropy(medium, tr.z_active)
         assert np.all(np.abs(H["T"][i] - alone) <= 1e-5 * np.abs(alone))
-    # the seeds' flows differ from each other far more than the solves do
+    # the seeds' flows differ from each other far more than the two storages do
     assert np.abs(H["T"][0] - H["T"][1]).max() > 1e-3
 
 

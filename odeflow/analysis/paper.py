@@ -33,7 +33,7 @@ from odeflow.data import DataModel
 from odeflow.data.presets import SYN_MEDIUM_SIZES
 from odeflow.errors import ValidationError
 from odeflow.fields.optimizers import Adam, Momentum
-from odeflow.solver import solve, solve_ensemble
+from odeflow.solver import solve
 from odeflow.training.common import check_seeds
 from odeflow.training.discrete import optimizer_steps, training_start
 from odeflow.training.protocol import Protocol, TrainingRun, train
@@ -50,9 +50,11 @@ DECODER_LEVELS = ("exact", "finite_t")
 
 #: Optimiser flows put beside the runs (spec section 9): name -> (flow, extra solve
 #: options), the level the heavy-ball or Adam ODE wraps; Level T as in :data:`LEVELS`.
+#: Level T's right-hand side per class block (``storage="blocked"``: 2-3 times faster
+#: than dense storage from a random start, ``benchmarks/bench_reproduce.py``).
 OPTFLOWS = {"E": ("exact", {}),
             "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0,
-                               "storage": "dense"})}
+                               "storage": "blocked"})}
 #: Tolerances and method of the optimiser-flow solves (per state; explicit: the flows
 #: are not stiff in step time at the paper's rates, and a dense Jacobian of an
 #: un-lumped Level T state would cost more than the solve).
@@ -177,29 +179,25 @@ def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None, y0=N
 def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=None) -> tuple:
     """The optimiser flows from each seed's own start: an ensemble of deterministic twins.
 
-    The starts are :func:`odeflow.training.training_start` (each seed's own draw).
-    Per level the seeds' flows are integrated as one state
-    (:func:`odeflow.solver.solve_ensemble`: one right-hand side for all seeds, one
-    Level T sample; the sample's seed is the level's, not the runs'), each within
-    the tolerances of :func:`optimizer_flows` from its own start.
+    The starts are :func:`odeflow.training.training_start` (each seed's own draw);
+    one :func:`optimizer_flows` solve per seed (Level T on its fixed sample, whose
+    seed is the level's, not the runs'). Solving the seeds as one state
+    (:func:`odeflow.solver.solve_ensemble`) was slower from syn-medium-3 up
+    (``benchmarks/bench_reproduce.py --cells``): its error control needs ``rtol /
+    sqrt(S)`` and the stacked output is ``S`` times larger.
 
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
     entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.
     """
     entropy, seconds = {}, {}
-    steps = np.asarray(steps, dtype=float)
     starts = [training_start(data, s, protocol.init) for s in seeds]
-    optimizer = optimizer_of(protocol)
-    for name, (flow, options) in (OPTFLOWS if levels is None else levels).items():
+    for name, spec in (OPTFLOWS if levels is None else levels).items():
         began = time.perf_counter()
-        if flow == "finite_t":
-            options = {"seq_len": protocol.seq_len, **options}
-        flows = solve_ensemble(data, starts, flow=flow, eta_y=protocol.eta_y,
-                               eta_z=protocol.eta_z, optimizer=optimizer,
-                               t_span=(0.0, float(steps[-1])), t_eval=steps,
-                               method=OPTFLOW_METHOD, rtol=OPTFLOW_RTOL, atol=OPTFLOW_ATOL,
-                               progress=False, **options)
-        entropy[name] = np.array([distinct_entropy(data, tr.z_active) for tr in flows])
+        per_seed = []
+        for y0, z0 in starts:
+            tr = optimizer_flows(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
+            per_seed.append(distinct_entropy(data, tr.z_active))
+        entropy[name] = np.array(per_seed)
         seconds[name] = time.perf_counter() - began
     return entropy, seconds
 

@@ -154,12 +154,16 @@ class FiniteTFlow(ExactFlow):
     y0 : array_like of shape (M, M), optional
         Initial decoder, as for Level E (kept un-lumped when it breaks the
         symmetry of the non-next rows, e.g. the paper's uniform start).
-    storage : {"auto", "dense", "sparse"}, default "auto"
+    storage : {"auto", "dense", "sparse", "blocked"}, default "auto"
         Storage of the sampled supports, as for Level E (the same numbers
-        either way). ``"auto"`` keeps tables above ``K N x C = 20,000`` sparse;
-        with an un-lumped decoder (``M`` rows, a random start) dense storage
-        can be the faster one well above that size
-        (``benchmarks/bench_reproduce.py`` measures both).
+        either way, up to rounding). ``"auto"`` keeps tables above ``K N x C =
+        20,000`` sparse; with an un-lumped decoder (``M`` rows, a random start)
+        dense storage can be the faster one well above that size.
+        ``"blocked"``: the right-hand side and gradient per class block
+        (:meth:`gradients`: each class's ``N`` sequences on the class's own
+        support), the rest (Jacobian, objective) in ``"auto"`` storage; the
+        fastest right-hand side for the optimiser flows of Fig. 6
+        (``benchmarks/bench_reproduce.py`` measures all three).
 
     Attributes
     ----------
@@ -177,10 +181,29 @@ class FiniteTFlow(ExactFlow):
         if not isinstance(data, DataModel):
             super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
         sample = sample_counts(data, seq_len, samples_per_class, seed)
+        self.blocked = storage == "blocked"
         super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample),
-                         storage=storage)
+                         storage="auto" if self.blocked else storage)
         self.sample = sample
         self._blocks = None  # ClassBlocks of gradients(), made at its first call
+        self._rate = None
+
+    def gradient(self, y: np.ndarray) -> np.ndarray:
+        """``grad J_T`` on the flat state (per class block with ``storage="blocked"``)."""
+        if self.blocked:
+            return self.gradients(y[None])[0]
+        return super().gradient(y)
+
+    def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
+        """``eta * grad J_T`` (spec section 8; per class block with ``storage="blocked"``)."""
+        if not self.blocked:
+            return super().rhs(t, y)
+        self.nfev += 1
+        if self._rate is None:
+            self._rate = self.rate_vector
+        out = self.gradients(y[None])[0]
+        out *= self._rate
+        return out
 
     def gradients(self, states: np.ndarray) -> np.ndarray:
         """``grad J_T`` at every row of ``states`` (P, size), per class block.
