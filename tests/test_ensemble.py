@@ -75,6 +75,8 @@ def test_blocked_storage_is_the_dense_field(medium):
     np.testing.assert_allclose(blocked.rhs(0.0, y), want, rtol=0, atol=1e-12 * np.abs(want).max())
     np.testing.assert_allclose(blocked.gradient(y), dense.gradient(y), rtol=0, atol=1e-12)
     assert blocked.nfev == 1 and blocked.objective(y) == pytest.approx(dense.objective(y))
+    with pytest.raises(ValidationError, match="storage.*blocked"):
+        FiniteTFlow(medium, 2.0, 1.0, storage="blocks")
 
 
 def test_fig6_ensemble_equals_dense_per_seed_solves_in_entropy(medium):

@@ -33,6 +33,7 @@ import numpy as np
 from scipy import sparse
 
 from odeflow.data import CountSample, DataModel, sample_counts
+from odeflow.errors import ValidationError
 from odeflow.fields.classes import ClassTable
 from odeflow.fields.exact import ExactFlow
 
@@ -180,6 +181,9 @@ class FiniteTFlow(ExactFlow):
                  y0=None, storage="auto"):
         if not isinstance(data, DataModel):
             super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
+        if storage not in ("auto", "dense", "sparse", "blocked"):
+            raise ValidationError("storage", "must be 'auto', 'dense', 'sparse' or 'blocked', "
+                                  f"got {storage!r:.80}")
         sample = sample_counts(data, seq_len, samples_per_class, seed)
         self.blocked = storage == "blocked"
         super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample),
