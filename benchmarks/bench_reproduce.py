@@ -3,8 +3,8 @@
 Prints (not a timed test):
 
 0. One right-hand side of Level T from a random start (un-lumped decoder) per
-   vocabulary size, in dense and in sparse storage (the optimiser-flow
-   ensembles of part 3 use the dense one).
+   vocabulary size, in sparse, dense and per-class-block storage (the
+   optimiser-flow ensembles of parts 2-4 use the blocked one).
 1. One Fig. 6 cell of each vocabulary size (``eta_Z = 1``, ``eta_Y/eta_Z = 2``,
    uniform start, 100 steps, batch 128, ``T = 128``): 10 seeds in one
    ensemble (one array operation per step for all seeds) beside 10 runs of one
@@ -80,12 +80,13 @@ def level_t_storage() -> None:
 
     print("0. Level T (T = 128, 64 sequences per class) from seed 0's uniform start: one "
           "right-hand side (best of 20)")
-    print(f"{'preset':>14} {'M':>4} {'state':>7} {'sparse ms':>10} {'dense ms':>9}")
+    print(f"{'preset':>14} {'M':>4} {'state':>7} {'sparse ms':>10} {'dense ms':>9} "
+          f"{'blocked ms':>10}")
     for size in (1, 3, 5, 10):
         data = odeflow.DataModel.preset(f"syn-medium-{size}")
         y0, z0 = training_start(data, 0)
         best = {}
-        for storage in ("sparse", "dense"):
+        for storage in ("sparse", "dense", "blocked"):
             field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, storage=storage)
             y = field.initial_state()
             times = []
@@ -95,7 +96,7 @@ def level_t_storage() -> None:
                 times.append(time.perf_counter() - t)
             best[storage] = min(times) * 1e3
         print(f"{'syn-medium-' + str(size):>14} {data.vocab_size:>4} {field.size:>7} "
-              f"{best['sparse']:>10.2f} {best['dense']:>9.2f}")
+              f"{best['sparse']:>10.2f} {best['dense']:>9.2f} {best['blocked']:>10.2f}")
 
 
 #: Cells of part 4: (syn-medium size, eta_Z, eta_Y / eta_Z).
