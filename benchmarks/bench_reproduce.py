@@ -3,8 +3,8 @@
 Prints (not a timed test):
 
 0. One right-hand side of Level T from a random start (un-lumped decoder) per
-   vocabulary size, in dense and in sparse storage (the optimiser-flow
-   ensembles of part 3 use the dense one).
+   vocabulary size, in sparse, dense and per-class-block storage (the
+   optimiser-flow ensembles of parts 2-4 use the blocked one).
 1. One Fig. 6 cell of each vocabulary size (``eta_Z = 1``, ``eta_Y/eta_Z = 2``,
    uniform start, 100 steps, batch 128, ``T = 128``): 10 seeds in one
    ensemble (one array operation per step for all seeds) beside 10 runs of one
@@ -18,8 +18,23 @@ Prints (not a timed test):
    their ratio (issue 20's cost goal: at most 1); written to ``cost.csv`` in
    ``--out`` for ``docs/make_which_level.py``.
 
+4. A few Fig. 6 cells side by side in this process (``--cells``): the ``N``
+   training runs of the cell (as ``reproduce fig6`` trains them) and the Level T
+   heavy-ball ensemble from their starts three ways: as ``reproduce fig6`` now
+   solves it (one solve per seed, ``storage="blocked"``), all seeds as one state
+   (:func:`odeflow.solver.solve_ensemble`) and as it was solved before (one
+   solve per seed, ``storage="dense"``); wall and CPU seconds
+   (``time.process_time``; min of ``--repeats``), the ratios to the training,
+   and the largest entropy difference of the new and the stacked ensembles from
+   the old one, at any step and seed.
+5. What is left to trade (``--levers``), on syn-medium-10's cell ``eta_Z = 1``,
+   ``eta_Y/eta_Z = 2``: the Level T ensemble at a looser ``rtol`` or fewer
+   sequences per class ``N``, its CPU seconds and how far its final entropy moves
+   from the ``rtol = 1e-5``, ``N = 64`` ensemble (largest over the seeds). These
+   change what is computed; nothing here is a default.
+
 Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]
-[--skip-ensemble]``.
+[--skip-ensemble] [--cells] [--repeats 1] [--levers]``.
 """
 
 from __future__ import annotations
@@ -65,12 +80,13 @@ def level_t_storage() -> None:
 
     print("0. Level T (T = 128, 64 sequences per class) from seed 0's uniform start: one "
           "right-hand side (best of 20)")
-    print(f"{'preset':>14} {'M':>4} {'state':>7} {'sparse ms':>10} {'dense ms':>9}")
+    print(f"{'preset':>14} {'M':>4} {'state':>7} {'sparse ms':>10} {'dense ms':>9} "
+          f"{'blocked ms':>10}")
     for size in (1, 3, 5, 10):
         data = odeflow.DataModel.preset(f"syn-medium-{size}")
         y0, z0 = training_start(data, 0)
         best = {}
-        for storage in ("sparse", "dense"):
+        for storage in ("sparse", "dense", "blocked"):
             field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, storage=storage)
             y = field.initial_state()
             times = []
@@ -80,7 +96,100 @@ def level_t_storage() -> None:
                 times.append(time.perf_counter() - t)
             best[storage] = min(times) * 1e3
         print(f"{'syn-medium-' + str(size):>14} {data.vocab_size:>4} {field.size:>7} "
-              f"{best['sparse']:>10.2f} {best['dense']:>9.2f}")
+              f"{best['sparse']:>10.2f} {best['dense']:>9.2f} {best['blocked']:>10.2f}")
+
+
+#: Cells of part 4: (syn-medium size, eta_Z, eta_Y / eta_Z).
+COST_CELLS = ((1, 1.0, 2.0), (3, 1.0, 2.0), (5, 1.0, 2.0), (10, 1.0, 2.0), (10, 3.0, 10.0))
+
+
+def _timed(fn, *args, **kwargs):
+    """``(result, wall s, cpu s)`` of ``fn(*args, **kwargs)``."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def dense_per_seed_ensemble(data, protocol, seeds, steps) -> np.ndarray:
+    """The Level T ensemble as solved before: one solve per seed in dense storage."""
+    flow, options = paper.OPTFLOWS["T"]
+    H, _ = paper.optflow_ensemble(data, protocol, seeds, steps,
+                                  {"T": (flow, {**options, "storage": "dense"})})
+    return H["T"]
+
+
+def stacked_ensemble(data, protocol, seeds, steps) -> np.ndarray:
+    """The Level T ensemble with all seeds as one state (:func:`solve_ensemble`)."""
+    from odeflow.analysis.measures import distinct_entropy
+    from odeflow.solver import solve_ensemble
+    from odeflow.training import training_start
+
+    flow, options = paper.OPTFLOWS["T"]
+    flows = solve_ensemble(data, [training_start(data, s, protocol.init) for s in seeds],
+                           flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
+                           optimizer=paper.optimizer_of(protocol),
+                           t_span=(0.0, float(steps[-1])), t_eval=steps,
+                           method=paper.OPTFLOW_METHOD, rtol=paper.OPTFLOW_RTOL,
+                           atol=paper.OPTFLOW_ATOL, progress=False,
+                           **{**options, "seq_len": protocol.seq_len, "storage": "dense"})
+    return np.array([distinct_entropy(data, tr.z_active) for tr in flows])
+
+
+def cell_costs(seeds: int, repeats: int) -> None:
+    """Part 4: training against the Level T ensemble (new, stacked, old), per cell."""
+    print(f"4. Fig. 6 cells, {seeds} seeds, side by side (min of {repeats}; wall s / cpu s; "
+          "ratios of wall times)")
+    print(f"{'preset':>14} {'eta_z':>5} {'ratio':>5} {'train':>11} {'blocked':>11} "
+          f"{'stacked':>11} {'dense':>11} {'new/tr':>6} {'stk/tr':>6} {'old/tr':>6} "
+          f"{'dH new':>7} {'dH stk':>7}")
+    levels = {"T": paper.OPTFLOWS["T"]}
+    for size, eta_z, ratio in COST_CELLS:
+        data = odeflow.DataModel.preset(f"syn-medium-{size}")
+        p = paper.FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio)
+        steps = np.arange(p.steps + 1.0)
+        keys = ("train", "new", "stk", "old")
+        best = {k: [np.inf, np.inf] for k in keys}
+        for _ in range(repeats):
+            run, *tr = _timed(train, data, p, seeds=seeds, progress=False)
+            (H, _), *new = _timed(paper.optflow_ensemble, data, p, run.seeds, steps, levels)
+            stk_H, *stk = _timed(stacked_ensemble, data, p, run.seeds, steps)
+            old, *per = _timed(dense_per_seed_ensemble, data, p, run.seeds, steps)
+            for key, (w, c) in zip(keys, (tr, new, stk, per), strict=True):
+                best[key] = [min(best[key][0], w), min(best[key][1], c)]
+        cols = " ".join(f"{best[k][0]:>5.1f}/{best[k][1]:<5.1f}" for k in keys)
+        ratios = " ".join(f"{best[k][0] / best['train'][0]:>6.2f}" for k in keys[1:])
+        print(f"{'syn-medium-' + str(size):>14} {eta_z:>5g} {ratio:>5g} {cols} {ratios} "
+              f"{np.abs(H['T'] - old).max():>7.1e} {np.abs(stk_H - old).max():>7.1e}",
+              flush=True)
+
+
+def levers(seeds: int) -> None:
+    """Part 5: the Level T ensemble at a looser tolerance or a smaller sample."""
+    from odeflow.analysis.measures import distinct_entropy
+    from odeflow.training import training_start
+
+    data = odeflow.DataModel.preset("syn-medium-10")
+    p = paper.FIG6.replace(eta_z=1.0, eta_y=2.0)
+    steps = np.arange(p.steps + 1.0)
+    starts = [training_start(data, s) for s in range(seeds)]
+    flow, options = paper.OPTFLOWS["T"]
+    print(f"5. syn-medium-10, eta_Z = 1, eta_Y/eta_Z = 2, {seeds} seeds: Level T ensemble "
+          "(one blocked solve per seed) at other tolerances / samples (cpu s; right-hand "
+          "sides; max |final entropy - the rtol 1e-5, N 64 one|)")
+
+    def ensemble(rtol, n):
+        levels = {"T": (flow, {**options, "samples_per_class": n})}
+        out = [paper.optimizer_flows(data, p, steps, levels, y0=y0, z0=z0, rtol=rtol,
+                                     atol=rtol * 1e-2)["T"] for y0, z0 in starts]
+        return (np.array([distinct_entropy(data, tr.z_active)[-1] for tr in out]),
+                sum(tr.stats["nfev"] for tr in out))
+
+    reference = None
+    for rtol, n in ((1e-5, 64), (1e-4, 64), (1e-3, 64), (1e-5, 32), (1e-5, 16)):
+        (final, nfev), _, cpu = _timed(ensemble, rtol, n)
+        reference = final if reference is None else reference
+        print(f"  rtol {rtol:g} N {n:>3}: {cpu:6.1f} s cpu, {nfev:>5} right-hand sides, "
+              f"max |dH| {np.abs(final - reference).max():.1e}", flush=True)
 
 
 def main(argv=None) -> int:
@@ -90,11 +199,20 @@ def main(argv=None) -> int:
     parser.add_argument("--skip-full", action="store_true")
     parser.add_argument("--skip-ensemble", action="store_true",
                         help="skip part 1 (ensemble against single-seed runs)")
+    parser.add_argument("--cells", action="store_true",
+                        help="part 4: training vs the Level T ensemble on a few cells")
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--levers", action="store_true",
+                        help="part 5: the Level T ensemble at a looser rtol or smaller N")
     args = parser.parse_args(argv)
     print(f"odeflow {odeflow.__version__}, numpy {np.__version__}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, "
           f"load average {os.getloadavg()[0]:.1f}")
     level_t_storage()
+    if args.cells:
+        cell_costs(args.seeds, args.repeats)
+    if args.levers:
+        levers(args.seeds)
     if not args.skip_ensemble:
         ensemble_vs_single(args.seeds)
     if not args.skip_full:

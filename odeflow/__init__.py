@@ -40,6 +40,7 @@ from odeflow.solver import (
     snap_transition,
     solve,
     solve_batch,
+    solve_ensemble,
     solve_snap,
 )
 from odeflow.training import Protocol, gradient_ascent, sgd_ensemble, train, train_sgd
@@ -49,8 +50,8 @@ __all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "S
            "Trajectory", "ValidationError", "__version__", "closed_forms", "compare_levels",
            "compare_runs", "compare_to_flow", "diagnostics", "events", "gradient_ascent",
            "load_config", "margin_crossover", "sequence_classes", "sgd_ensemble",
-           "snap_transition", "solve", "solve_batch", "solve_snap", "sweep", "train",
-           "train_sgd", "verify"]
+           "snap_transition", "solve", "solve_batch", "solve_ensemble", "solve_snap", "sweep",
+           "train", "train_sgd", "verify"]
 from odeflow.training import optimizer_steps, training_start  # noqa: E402
 
 __all__ += ["Adam", "Momentum", "optimizer_steps", "training_start"]  # spec section 9

@@ -50,9 +50,11 @@ DECODER_LEVELS = ("exact", "finite_t")
 
 #: Optimiser flows put beside the runs (spec section 9): name -> (flow, extra solve
 #: options), the level the heavy-ball or Adam ODE wraps; Level T as in :data:`LEVELS`.
+#: Level T's right-hand side per class block (``storage="blocked"``: 2-3 times faster
+#: than dense storage from a random start, ``benchmarks/bench_reproduce.py``).
 OPTFLOWS = {"E": ("exact", {}),
             "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0,
-                               "storage": "dense"})}
+                               "storage": "blocked"})}
 #: Tolerances and method of the optimiser-flow solves (per state; explicit: the flows
 #: are not stiff in step time at the paper's rates, and a dense Jacobian of an
 #: un-lumped Level T state would cost more than the solve).
@@ -177,7 +179,12 @@ def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None, y0=N
 def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=None) -> tuple:
     """The optimiser flows from each seed's own start: an ensemble of deterministic twins.
 
-    The starts are :func:`odeflow.training.training_start` (each seed's own draw).
+    The starts are :func:`odeflow.training.training_start` (each seed's own draw);
+    one :func:`optimizer_flows` solve per seed (Level T on its fixed sample, whose
+    seed is the level's, not the runs'). Solving the seeds as one state
+    (:func:`odeflow.solver.solve_ensemble`) was slower from syn-medium-3 up
+    (``benchmarks/bench_reproduce.py --cells``): its error control needs ``rtol /
+    sqrt(S)`` and the stacked output is ``S`` times larger.
 
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
     entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.

@@ -232,6 +232,16 @@ class ExactFlow(VectorField):
         """
         return self.rates(y, 1.0, 1.0)
 
+    def gradients(self, states: np.ndarray) -> np.ndarray:
+        """:meth:`gradient` at every row of ``states`` (shape (P, size)), shape (P, size).
+
+        The states share this field's layout (table, columns, decoder rows) and
+        may differ in anything else, e.g. the members of an ensemble started
+        from different draws (:class:`~odeflow.fields.ensemble.StartEnsemble`).
+        One vectorised evaluation in dense storage, a loop otherwise.
+        """
+        return self.rates(np.asarray(states, dtype=float), 1.0, 1.0)
+
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """Eqns 3-4 (Lemma 1) on the state."""
         self.nfev += 1

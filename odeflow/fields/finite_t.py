@@ -27,9 +27,13 @@ As ``T -> inf``, ``k / (T - 1) -> c_{.|n}`` and Level T tends to Level E.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from scipy import sparse
 
 from odeflow.data import CountSample, DataModel, sample_counts
+from odeflow.errors import ValidationError
 from odeflow.fields.classes import ClassTable
 from odeflow.fields.exact import ExactFlow
 
@@ -55,6 +59,83 @@ def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
                                    log_probs, next_tokens=data.next_tokens)
 
 
+@dataclass(frozen=True)
+class ClassBlocks:
+    """The sampled sequences grouped by class, each class on its own support.
+
+    The ``N`` sequences of class ``k`` live on the class's support (``s_k``
+    tokens; padded to ``s = max s_k``), so their features form a dense ``(N, s)``
+    block and the products with the decoder are ``K`` small ``(N, s) x (s, R)``
+    products instead of one ``(K N, C) x (C, R)`` product that is mostly zeros
+    (:meth:`FiniteTFlow.gradients`).
+
+    Attributes
+    ----------
+    log_probs : ndarray, shape (K, N, s)
+        ``log(k_l / (T - 1))`` on the class support, ``-inf`` where a sequence
+        has no count and on padding (so its feature is exactly 0 there).
+    column : ndarray of int, shape (K, s)
+        Column (in the field's active tokens) of each support slot; 0 where the
+        slot is padding or a token no sequence drew (its feature is 0 in every
+        sequence, so the slot reads and writes nothing).
+    logit : ndarray of int, shape (K, s)
+        Position of the slot's logit among the carried logits (0 likewise).
+    own : ndarray of int, shape (K,)
+        Each class's decoder row (its next token's).
+    weight : ndarray, shape (K, 1)
+        ``pi_k / N``, the weight of each of the class's sequences.
+    unit_multiplicity : bool
+        Every decoder row stands for one output (un-lumped, or no shared row).
+    to_columns, to_logits : scipy.sparse.csr_matrix
+        0/1 matrices ``(C, K s)`` and ``(n_logits, K s)`` that sum the slots
+        into the columns and the carried logits (valid slots only).
+    """
+
+    log_probs: np.ndarray
+    column: np.ndarray
+    logit: np.ndarray
+    own: np.ndarray
+    weight: np.ndarray
+    unit_multiplicity: bool
+    to_columns: sparse.csr_matrix
+    to_logits: sparse.csr_matrix
+
+
+def class_blocks(field) -> ClassBlocks:
+    """The :class:`ClassBlocks` of a Level T field (its sample, columns and logits)."""
+    data, sample, table = field.data, field.sample, field.table
+    N, T = sample.samples_per_class, sample.seq_len
+    K = data.num_classes
+    s = max(cls.support.size for cls in data.classes)
+    log_probs = np.full((K, N, s), -np.inf)
+    column = np.zeros((K, s), dtype=np.int64)
+    logit = np.zeros((K, s), dtype=np.int64)
+    valid = np.zeros((K, s), dtype=bool)
+    q, tok = table.logit_index
+    keys = table.query_tokens[q] * data.vocab_size + tok
+    columns = field.columns
+    for k, (cls, counts) in enumerate(zip(data.classes, sample.counts, strict=True)):
+        width = cls.support.size
+        with np.errstate(divide="ignore"):
+            log_probs[k, :, :width] = np.log(counts) - np.log(T - 1)
+        drawn = counts.sum(axis=0) > 0
+        slots = np.flatnonzero(drawn)
+        tokens = cls.support[drawn]
+        column[k, slots] = np.searchsorted(columns, tokens)
+        logit[k, slots] = np.searchsorted(keys, cls.query_token * data.vocab_size + tokens)
+        valid[k, slots] = True
+    flat = np.flatnonzero(valid.ravel())
+    ones = np.ones(flat.size)
+    to_columns = sparse.csr_matrix((ones, (column.ravel()[flat], flat)),
+                                   shape=(columns.size, K * s))
+    to_logits = sparse.csr_matrix((ones, (logit.ravel()[flat], flat)),
+                                  shape=(field.n_logits, K * s))
+    own = np.asarray(field.own)[::N]
+    weight = (np.asarray(data.weights, dtype=float) / N)[:, None]
+    return ClassBlocks(log_probs, column, logit, own, weight,
+                       bool(np.all(field.multiplicity == 1.0)), to_columns, to_logits)
+
+
 class FiniteTFlow(ExactFlow):
     """Level T vector field: Level E on the table of sampled sub-classes.
 
@@ -74,12 +155,16 @@ class FiniteTFlow(ExactFlow):
     y0 : array_like of shape (M, M), optional
         Initial decoder, as for Level E (kept un-lumped when it breaks the
         symmetry of the non-next rows, e.g. the paper's uniform start).
-    storage : {"auto", "dense", "sparse"}, default "auto"
+    storage : {"auto", "dense", "sparse", "blocked"}, default "auto"
         Storage of the sampled supports, as for Level E (the same numbers
-        either way). ``"auto"`` keeps tables above ``K N x C = 20,000`` sparse;
-        with an un-lumped decoder (``M`` rows, a random start) dense storage
-        can be the faster one well above that size
-        (``benchmarks/bench_reproduce.py`` measures both).
+        either way, up to rounding). ``"auto"`` keeps tables above ``K N x C =
+        20,000`` sparse; with an un-lumped decoder (``M`` rows, a random start)
+        dense storage can be the faster one well above that size.
+        ``"blocked"``: the right-hand side and gradient per class block
+        (:meth:`gradients`: each class's ``N`` sequences on the class's own
+        support), the rest (Jacobian, objective) in ``"auto"`` storage; the
+        fastest right-hand side for the optimiser flows of Fig. 6
+        (``benchmarks/bench_reproduce.py`` measures all three).
 
     Attributes
     ----------
@@ -96,10 +181,75 @@ class FiniteTFlow(ExactFlow):
                  y0=None, storage="auto"):
         if not isinstance(data, DataModel):
             super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
+        if storage not in ("auto", "dense", "sparse", "blocked"):
+            raise ValidationError("storage", "must be 'auto', 'dense', 'sparse' or 'blocked', "
+                                  f"got {storage!r:.80}")
         sample = sample_counts(data, seq_len, samples_per_class, seed)
+        self.blocked = storage == "blocked"
         super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample),
-                         storage=storage)
+                         storage="auto" if self.blocked else storage)
         self.sample = sample
+        self._blocks = None  # ClassBlocks of gradients(), made at its first call
+        self._rate = None
+
+    def gradient(self, y: np.ndarray) -> np.ndarray:
+        """``grad J_T`` on the flat state (per class block with ``storage="blocked"``)."""
+        if self.blocked:
+            return self.gradients(y[None])[0]
+        return super().gradient(y)
+
+    def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
+        """``eta * grad J_T`` (spec section 8; per class block with ``storage="blocked"``)."""
+        if not self.blocked:
+            return super().rhs(t, y)
+        self.nfev += 1
+        if self._rate is None:
+            self._rate = self.rate_vector
+        out = self.gradients(y[None])[0]
+        out *= self._rate
+        return out
+
+    def gradients(self, states: np.ndarray) -> np.ndarray:
+        """``grad J_T`` at every row of ``states`` (P, size), per class block.
+
+        The arithmetic of :meth:`rates` at unit rates (log-space features and
+        softmax, Eqns 3-4, 6-7), on the :class:`ClassBlocks` of the sample: the
+        same numbers up to rounding (the zeros off a class's support are left
+        out of the sums), at ``s / C`` of the dense storage's products (2/21 on
+        syn-medium-10). The states share this field's layout and may differ in
+        anything else (the members of an ensemble of starts).
+        """
+        if self._blocks is None:
+            self._blocks = class_blocks(self)
+        b = self._blocks
+        Y = np.asarray(states, dtype=float)
+        P, C, R = Y.shape[0], self.C, self.R
+        ny = C * R
+        Yt = Y[:, :ny].reshape(P, C, R)
+        Yc = Yt[:, b.column]                                  # (P, K, s, R)
+        F = b.log_probs + Y[:, ny:][:, b.logit][:, :, None, :]  # (P, K, N, s)
+        F -= F.max(axis=-1, keepdims=True)
+        np.exp(F, out=F)
+        F /= np.sqrt(np.einsum("pkns,pkns->pkn", F, F))[..., None]
+        E = F @ Yc                                           # (P, K, N, R)
+        E -= E.max(axis=-1, keepdims=True)
+        np.exp(E, out=E)
+        E *= -1.0 / (E @ self.multiplicity)[..., None]
+        K = b.own.size
+        E[:, np.arange(K), :, b.own] += 1.0
+        D = E                                                # e_own - alpha
+        weighted = D if b.unit_multiplicity else D * self.multiplicity
+        G = weighted @ np.swapaxes(Yc, -1, -2)               # (P, K, N, s)
+        G -= F * np.einsum("pkns,pkns->pkn", F, G)[..., None]
+        G *= F
+        dz = G.sum(axis=2) * b.weight                        # (P, K, s)
+        dYc = np.swapaxes(F, -1, -2) @ D                     # (P, K, s, R)
+        dYc *= b.weight[..., None]
+        out = np.empty_like(Y)
+        dY = b.to_columns @ np.moveaxis(dYc.reshape(P, -1, R), 1, 0).reshape(-1, P * R)
+        out[:, :ny] = np.moveaxis(dY.reshape(C, P, R), 1, 0).reshape(P, ny)
+        out[:, ny:] = (b.to_logits @ dz.reshape(P, -1).T).T
+        return out
 
     def parameters(self) -> dict:
         return {**super().parameters(), "seq_len": self.sample.seq_len,

@@ -1,7 +1,8 @@
 """The solve entry point: :func:`solve` wraps :func:`scipy.integrate.solve_ivp`.
 
 - :mod:`odeflow.solver.solve`: :func:`solve`, :func:`solve_batch` (many
-  learning-rate points as one state), :func:`solve_schedule` (training stages one
+  learning-rate points as one state), :func:`solve_ensemble` (many
+  starts as one state), :func:`solve_schedule` (training stages one
   after the other), method choice, output grid.
 - :mod:`odeflow.solver.events`: ready events (:func:`snap_transition`,
   :func:`margin_crossover`) bound to the chosen level's field.
@@ -24,11 +25,12 @@ from odeflow.solver.solve import (
     jacobian_options,
     solve,
     solve_batch,
+    solve_ensemble,
     solve_schedule,
 )
 
 __all__ = ["DENSE_JACOBIAN_LIMIT", "DENSE_MEMORY_LIMIT", "FieldEvent", "IMPLICIT",
            "LARGE_STATE_METHOD", "MAX_NFEV", "METHODS", "choose_method", "default_t_eval", "events",
            "jacobian_options", "margin_crossover", "snap_transition", "solve", "solve_batch",
-           "solve_snap"]
+           "solve_ensemble", "solve_snap"]
 __all__ += ["solve_schedule"]

@@ -707,6 +707,107 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     return out
 
 
+def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
+                   t_span=(0.0, 1e4), t_eval=None, method: str = "RK45", rtol: float = 1e-8,
+                   atol: float = 1e-10, optimizer=None, progress: bool | None = None,
+                   blas_threads: int | None = SOLVE_BLAS_THREADS, max_nfev: int | None = None,
+                   **flow_options) -> list:
+    """Integrate one flow from many starts as one state: one result per start.
+
+    The ``P`` members (one field per start, the same rates and options; for
+    Level T the same sample) are stacked
+    (:class:`~odeflow.fields.ensemble.StartEnsemble`) and integrated by one
+    ``solve_ivp`` call whose right-hand side evaluates every member in one
+    vectorised call (per class block for Level T,
+    :meth:`~odeflow.fields.finite_t.FiniteTFlow.gradients`); with ``optimizer``
+    the optimiser flow (spec section 9) wraps the stack, in step time, as in
+    :func:`solve`. Each result is the one :func:`solve` returns for that start
+    (same layout, series and meta), up to the solver's tolerance.
+
+    Parameters
+    ----------
+    data : DataModel
+    starts : sequence of (y0, z0)
+        Each member's initial decoder and logits (either may be None: zero).
+    flow, eta_y, eta_z, t_span, t_eval, optimizer, progress, max_nfev, **flow_options
+        As for :func:`solve` (flows with a batched ``gradients``: ``"exact"``,
+        ``"finite_t"``).
+    method : str, default "RK45"
+        An explicit method of ``solve_ivp`` (the stack has no Jacobian).
+    rtol, atol : float
+        Tolerances *per member*. ``solve_ivp`` controls the RMS norm of the
+        error over the stacked state, in which one member's error counts
+        ``1/sqrt(P)``; the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
+        sqrt(P)`` so that each member's own RMS error stays within ``rtol``,
+        ``atol`` (as :func:`solve_batch`). The members share the step sizes, so
+        each result differs from its own :func:`solve` within the tolerance, not
+        bit for bit.
+    blas_threads : int or None, default :data:`SOLVE_BLAS_THREADS`
+        BLAS threads during the solve (None: the library's default).
+
+    Returns
+    -------
+    list of Trajectory
+        One per start, in order, each with the ensemble's ``stats`` (plus
+        ``ensemble_size``).
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field (``starts`` for the starts,
+        ``method`` for an implicit method).
+    SolveError
+        When the stacked solve fails.
+    """
+    from odeflow.fields import SCAN_SNAP
+    from odeflow.fields.ensemble import StartEnsemble
+
+    field_class = SCAN_SNAP.field_class(flow)
+    try:
+        starts = [(y0, z0) for y0, z0 in starts]
+    except (TypeError, ValueError):
+        starts = None
+    if not starts:
+        raise ValidationError("starts", "must be a non-empty sequence of (y0, z0) pairs")
+    if method not in METHODS or method in IMPLICIT or method == "LSODA":
+        raise ValidationError("method", f"must be an explicit method of solve_ivp (RK45, "
+                              f"DOP853, RK23), got {method!r:.80}")
+    t0, t_end = _check_span(t_span)
+    rtol, atol = check_tolerances(rtol, atol)
+    max_nfev = _check_budget(max_nfev)
+    t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    options = {"eta_y": eta_y, "eta_z": eta_z, **flow_options}
+    _check_flow_options(flow, field_class, options)
+    members = [field_class(data, y0=y0, z0=z0, **options) for y0, z0 in starts]
+    stack = StartEnsemble(members)
+    field, wrapped = stack, None
+    if optimizer is not None:
+        field = optimizer_flow(stack, optimizer, t0)
+        wrapped = [optimizer_flow(m, optimizer, t0) for m in members]
+        if t_eval is None:
+            t_eval = field.default_steps(t0, t_end)
+        t0 = field.start_step
+    if t_eval is None:
+        t_eval = default_t_eval(t0, t_end, state_size=stack.n)
+    scale = math.sqrt(stack.P)
+    sol, stats = _integrate(field, t0, t_end, t_eval, method, rtol / scale, atol / scale, {},
+                            max_nfev, f"{flow} flow from {stack.P} starts ({method})",
+                            progress, blas_threads)
+    stats.update({"rtol": rtol, "atol": atol, "ensemble_size": stack.P, "n_state": stack.n})
+    if wrapped is None:
+        out = stack.trajectory(sol.t, sol.y.T, stats)
+    else:  # member i's blocks (theta, then the optimiser's state) of the stacked layout
+        out = []
+        for i, flow_i in enumerate(wrapped):
+            rows = np.concatenate([b * stack.size + stack.member_slice(i)
+                                   for b in range(field.blocks)])
+            out.append(flow_i.trajectory(sol.t, sol.y[rows].T, dict(stats)))
+    for traj in out:
+        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
+                          "atol": atol})
+    return out
+
+
 # --------------------------------------------------------------------------- schedules
 # A stage moves some parameter groups at their own rates and freezes the others (spec
 # section 10, training schedules: the authors' staged c -> w -> a and joint runs). Each
