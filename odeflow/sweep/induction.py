@@ -33,7 +33,14 @@ from odeflow.fields.families import FAMILIES
 from odeflow.fields.induction import LOSSES
 from odeflow.solver import solve
 from odeflow.sweep.models import edited_model
-from odeflow.sweep.outputs import ATTRS, FILL, OutputSet, empty_outputs, put_stats
+from odeflow.sweep.outputs import (
+    ATTRS,
+    BOOKKEEPING_VARIABLES,
+    FILL,
+    OutputSet,
+    empty_outputs,
+    put_stats,
+)
 from odeflow.sweep.tasks import FLOW_PARAMETERS, Parameter, TaskKind, register
 
 #: Per-point dims and dtype of each output of ``induction_flow``.
@@ -42,13 +49,7 @@ VARIABLES = {
     "population_loss": (("time",), "float64"),
     "subset_weights": (("subset", "time"), "float64"),
     "copier_logits": (("head", "offset", "time"), "float64"),
-    "nfev": ((), "int64"),
-    "njev": ((), "int64"),
-    "nlu": ((), "int64"),
-    "status": ((), "int64"),
-    "wall_time": ((), "float64"),
-    "error": ((), "str"),
-    "computed": ((), "int64"),
+    **BOOKKEEPING_VARIABLES,
 }
 
 #: Variable attributes of the induction outputs.

@@ -40,13 +40,9 @@ from odeflow.analysis.measures import distinct_entropy
 from odeflow.errors import ValidationError
 from odeflow.results import Trajectory
 
-#: Per-point dims and dtype of each variable (``time``, ``class``, ``token`` are shared).
-VARIABLES = {
-    "logits": (("class", "token"), "float64"),
-    "entropy": (("time",), "float64"),
-    "J": (("time",), "float64"),
-    "B": (("class", "time"), "float64"),
-    "t0": (("class",), "float64"),
+#: The per-point bookkeeping every task's outputs end with (``computed`` last), with
+#: their dims and dtypes.
+BOOKKEEPING_VARIABLES = {
     "nfev": ((), "int64"),
     "njev": ((), "int64"),
     "nlu": ((), "int64"),
@@ -54,6 +50,16 @@ VARIABLES = {
     "wall_time": ((), "float64"),
     "error": ((), "str"),
     "computed": ((), "int64"),
+}
+
+#: Per-point dims and dtype of each variable (``time``, ``class``, ``token`` are shared).
+VARIABLES = {
+    "logits": (("class", "token"), "float64"),
+    "entropy": (("time",), "float64"),
+    "J": (("time",), "float64"),
+    "B": (("class", "time"), "float64"),
+    "t0": (("class",), "float64"),
+    **BOOKKEEPING_VARIABLES,
 }
 
 #: Outputs that differ from run to run of the same point (timings).
@@ -177,7 +183,7 @@ def missing_variables(names, variables: dict = VARIABLES) -> list:
 
 
 #: Outputs every task's set holds: the solver's bookkeeping of one point.
-BOOKKEEPING = ("nfev", "njev", "nlu", "status", "wall_time", "error", "computed")
+BOOKKEEPING = tuple(BOOKKEEPING_VARIABLES)
 
 
 @dataclass(frozen=True)
