@@ -17,7 +17,8 @@ Prints
 
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_induction.py [--quick]``.
 Wall times depend on the machine's load; CPU times less so; nfev not at all.
-``--n-pi N`` solves with ``N`` kernels instead of the preset's.
+``--n-pi N`` solves with ``N`` kernels instead of the preset's; ``--goal R`` only times
+the goal's solve (``odeflow.solve`` with its defaults) ``R`` times.
 """
 
 from __future__ import annotations
@@ -202,10 +203,28 @@ def main(quick: bool, n_pi=None) -> None:
         print(f"{n:6d} " + " ".join(f"{c:>22s}" for c in cells))
 
 
+def goal_solve(repeats: int, n_pi=None) -> None:
+    """Only the goal's call, ``odeflow.solve(ih-paper, flow="population", t_span=(0, 1e4))``
+    with its defaults, ``repeats`` times: wall and CPU seconds, nfev, njev, load."""
+    data = paper(n_pi)
+    for rep in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        traj = odeflow.solve(data, flow="population", t_span=(0.0, 1e4), progress=False)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        print(f"repeat {rep}: wall {wall:6.2f} s CPU {cpu:6.2f} s nfev {traj.stats['nfev']} "
+              f"njev {traj.stats['njev']} a(1e4) {traj.a[-1]:.10f} load average "
+              f"{os.getloadavg()[0]:.2f}", flush=True)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer methods and sizes")
     parser.add_argument("--n-pi", type=int, default=None, help="kernels of the solved model")
+    parser.add_argument("--goal", type=int, default=0, metavar="R",
+                        help="only time the goal's solve (the defaults), R times")
     args = parser.parse_args()
     with threadpool_limits(limits=1, user_api="blas"):
-        main(args.quick, args.n_pi)
+        if args.goal:
+            goal_solve(args.goal, args.n_pi)
+        else:
+            main(args.quick, args.n_pi)
