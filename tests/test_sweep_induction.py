@@ -161,6 +161,16 @@ def test_rate_w_is_not_swept_for_the_copier_flow_alone():
     assert spec.shape == (2, 2)  # the population points differ
 
 
+def test_a_fixed_rate_w_is_refused_for_the_copier_flow_alone():
+    with pytest.raises(ValidationError) as err:
+        make_spec("induction_flow", {"loss": ["nll", "code"]},
+                  settings={**SETTINGS, "flow": "copier", "rate_w": 0.5}, data="ih-point")
+    assert err.value.field == "settings.rate_w" and "ignored" in err.value.reason
+    spec = make_spec("induction_flow", {"loss": ["nll", "code"]},
+                     settings={**SETTINGS, "flow": "copier", "rate_w": 1.0}, data="ih-point")
+    assert spec.shape == (2,)  # the default rate is harmless
+
+
 def test_a_model_of_the_other_family_is_refused_by_name():
     with pytest.raises(ValidationError) as err:
         sweep("exact", {"eta_y": [1.0]}, data="ih-point", backend="serial")

@@ -125,12 +125,18 @@ def run_induction_flow(data, values: dict, times: np.ndarray):
 
 
 def check_rates_used(grid: dict, settings: dict) -> None:
-    """Refuse ``rate_w`` swept when every point's flow is ``copier`` (no ``w``: every value
-    would repeat the same points)."""
+    """Refuse ``rate_w`` when every point's flow is ``copier`` (it has no ``w``): swept
+    (every value would repeat the same points) or fixed at anything but its default 1
+    (it would be ignored)."""
     flows = grid.get("flow", [settings.get("flow", "population")])
-    if "rate_w" in grid and all(f == "copier" for f in flows):
+    if not all(f == "copier" for f in flows):
+        return
+    if "rate_w" in grid:
         raise ValidationError("grid.rate_w", "the copier flow has no copier logits w; every "
                               "rate_w would repeat the same points")
+    if settings.get("rate_w", 1.0) != 1.0:
+        raise ValidationError("settings.rate_w", f"the copier flow has no copier logits w; "
+                              f"rate_w = {settings['rate_w']!r} would be ignored")
 
 
 #: Parameters of ``induction_flow``: the flow, the loss, the groups' rates (the joint run;
