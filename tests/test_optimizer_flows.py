@@ -181,6 +181,23 @@ def test_adam_first_step_start_is_the_exact_first_step(data):
     assert traj.flow_time is None and traj.optimizer["kind"] == "adam"
 
 
+def test_adam_exact_steps_follow_the_recursion_then_the_ode(data):
+    field = ExactFlow(data, 1.0, 0.1)
+    k = 4
+    traj = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
+                         optimizer=Adam(exact_steps=k), t_span=(0, 8), t_eval=np.arange(9.0))
+    disc = optimizer_steps(field, Adam(), 8)
+    # steps 0..k are the recursion (straight lines between its states, integrated to rtol)
+    np.testing.assert_allclose(traj.y[:, :k + 1], disc.y[:, :k + 1], rtol=1e-7, atol=1e-9)
+    assert not np.allclose(traj.y[:, -1], disc.y[:, -1], rtol=1e-7, atol=1e-9)  # then the ODE
+    one = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
+                        optimizer=Adam(exact_steps=1), t_span=(0, 8), t_eval=np.arange(9.0))
+    default = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
+                            optimizer=Adam(), t_span=(0, 8), t_eval=np.arange(9.0))
+    np.testing.assert_array_equal(one.y, default.y)
+    assert traj.optimizer["exact_steps"] == k and default.optimizer["exact_steps"] == 1
+
+
 def test_momentum_first_step_start_is_the_exact_first_step(data):
     field = ExactFlow(data, 1.0, 1.0)
     traj = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=1.0, progress=False,
@@ -217,6 +234,9 @@ def test_levels_whose_state_is_not_the_parameters_are_refused(data):
     (lambda: Momentum(0.0, modified=True), "modified"),
     (lambda: Adam(betas=(0.9, 1.0)), "betas[1]"), (lambda: Adam(betas=0.9), "betas"),
     (lambda: Adam(eps=0.0), "eps"), (lambda: Adam(modified="yes"), "modified"),
+    (lambda: Adam(exact_steps=0), "exact_steps"), (lambda: Adam(exact_steps=2.5), "exact_steps"),
+    (lambda: Adam(exact_steps=True), "exact_steps"),
+    (lambda: Adam(start="limit", exact_steps=3), "exact_steps"),
 ])
 def test_invalid_optimizers_name_the_field(make, field):
     with pytest.raises(ValidationError) as err:

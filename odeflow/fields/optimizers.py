@@ -62,11 +62,13 @@ constant ``g`` then gives ``m(s) = (1 - b_1^s) g``, so ``m_hat = g`` at every
 with ``m(0) = 0``; ``m_hat -> g`` exactly with the modified rates);
 ``start="first_step"`` takes the first Adam step exactly on ``[0, 1]`` (a
 straight line from ``(theta_0, 0, 0)`` to ``(theta_1, m_1, v_1)``) and the ODE
-from ``s = 1``. Adam acts per entry, so a lumped state is valid only where the
-lumped entries share their gradient exactly: they do in the lumped decoder row
-of Levels E and T (the ``M - K`` non-next outputs it stands for have equal rows
-and so equal gradients; the row carries one output's gradient, not their sum),
-and entries that never move (inactive columns, logits no class attends) have a
+from ``s = 1``; ``exact_steps = k`` takes the first ``k`` steps of the
+recursion so (straight lines between its states) and the ODE from ``s = k``.
+Adam acts per entry, so a lumped state is valid only where the lumped entries
+share their gradient exactly: they do in the lumped decoder row of Levels E and
+T (the ``M - K`` non-next outputs it stands for have equal rows and so equal
+gradients; the row carries one output's gradient, not their sum), and entries
+that never move (inactive columns, logits no class attends) have a
 zero gradient, so Adam leaves them at rest as the full model does.
 
 Time axis. Trajectories of an optimiser flow are on the step axis
@@ -216,21 +218,30 @@ class Adam:
     start : {"limit", "first_step"}, default "first_step"
         ``"limit"``: from ``s = 0``, ``m(0) = v(0) = 0``, with the limits of the
         bias-corrected moments at ``s = 0`` (module docstring);
-        ``"first_step"``: the first Adam step taken exactly on ``[0, 1]``.
+        ``"first_step"``: the first ``exact_steps`` Adam steps taken exactly
+        (the recursion on the level's gradient; straight lines between its
+        states on ``[j, j + 1]``), the ODE from ``s = exact_steps``.
     modified : bool, default True
         Moment rates ``-ln b_i`` (the exact continuous twin of the moment
         recursions) instead of the spec's ``1 - b_i``.
+    exact_steps : int, default 1
+        Steps taken by the recursion before the ODE (``start="first_step"``
+        only), ``>= 1``. From a zero start the attention gradient is exactly
+        zero at step 0 and switches on at step 1, so the first attention
+        updates are Adam's bias-corrected sign steps, which no ODE in ``s``
+        resolves; ``docs/which_level.md`` measures the Fig. 5 flow against
+        ``exact_steps``.
 
     Raises
     ------
     ValidationError
-        Naming ``betas``, ``eps``, ``start`` or ``modified``.
+        Naming ``betas``, ``eps``, ``start``, ``modified`` or ``exact_steps``.
     """
 
     kind = "adam"
 
     def __init__(self, betas=(0.9, 0.999), eps: float = 1e-8, start: str = "first_step",
-                 modified: bool = True):
+                 modified: bool = True, exact_steps: int = 1):
         if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise ValidationError("betas", f"must be two numbers (b1, b2), got {betas!r:.80}")
         self.betas = (_fraction(betas[0], "betas[0]"), _fraction(betas[1], "betas[1]"))
@@ -247,10 +258,18 @@ class Adam:
             raise ValidationError("betas", "start='limit' needs b > 0 (the bias correction "
                                   "1 - b^s has no limit rate at b = 0); use "
                                   "start='first_step'")
+        if isinstance(exact_steps, bool) or not isinstance(exact_steps, (int, np.integer)) \
+                or exact_steps < 1:
+            raise ValidationError("exact_steps", f"must be an integer >= 1, got "
+                                  f"{exact_steps!r:.40}")
+        if self.start == "limit" and exact_steps != 1:
+            raise ValidationError("exact_steps", "takes exact steps before the ODE: it needs "
+                                  "start='first_step'")
+        self.exact_steps = int(exact_steps)
 
     def __repr__(self) -> str:
         return (f"Adam(betas={self.betas!r}, eps={self.eps!r}, start={self.start!r}, "
-                f"modified={self.modified!r})")
+                f"modified={self.modified!r}, exact_steps={self.exact_steps!r})")
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Adam) and self.describe() == other.describe()
@@ -274,7 +293,8 @@ class Adam:
     def describe(self) -> dict:
         """JSON-able description (saved with trajectories as ``meta["optimizer"]``)."""
         return {"kind": self.kind, "betas": list(self.betas), "eps": self.eps,
-                "start": self.start, "modified": self.modified}
+                "start": self.start, "modified": self.modified,
+                "exact_steps": self.exact_steps}
 
 
 OPTIMIZERS = (Momentum, Adam)
@@ -337,7 +357,10 @@ class OptimizerFlow(Field):
         self.has_jacobian = bool(getattr(inner, "has_jacobian", False))
         self.blocks = 1 + optimizer.state_blocks
         self._theta0 = np.asarray(inner.initial_state(), dtype=float)
-        self._first = None  # the exact first step (start="first_step"), made on first use
+        self._exact = None  # the exact steps' states (start="first_step"), made on first use
+        #: Steps taken by the recursion before the ODE (start="first_step"; else 0).
+        self.exact_steps = (int(getattr(optimizer, "exact_steps", 1))
+                            if optimizer.start == "first_step" else 0)
         #: Step ``k`` is the ODE's clock at ``k + offset`` (heavy ball; 0 for Adam).
         self.offset = float(getattr(optimizer, "offset", 0.0))
 
@@ -367,20 +390,38 @@ class OptimizerFlow(Field):
 
     def first_step(self) -> np.ndarray:
         """The exact state after the first optimiser step from the start, flat."""
-        if self._first is None:
-            g0 = self.inner.gradient(self._theta0)
+        return self.exact_states()[1]
+
+    def exact_states(self) -> np.ndarray:
+        """The states at steps ``0 .. exact_steps`` of the recursion, shape ``(k + 1, size)``.
+
+        Heavy ball (one step): ``u_1 = F(theta_0)``, ``theta_1 = theta_0 + u_1``.
+        Adam: ``m_{j+1} = b1 m_j + (1 - b1) g_j``, ``v_{j+1} = b2 v_j + (1 - b2) g_j^2``,
+        ``theta_{j+1} = theta_j + eta m_hat / (sqrt(v_hat) + eps)`` with the bias
+        corrections ``1 - b^{j+1}`` (as ``odeflow.training.optimizer_steps``).
+        """
+        if self._exact is None:
+            states = [self.rest_state()]
             if self.optimizer.kind == "momentum":
-                F0 = self.rate * g0
-                self._first = np.concatenate([self._theta0 + F0, F0])
+                F0 = self.rate * self.inner.gradient(self._theta0)
+                states.append(np.concatenate([self._theta0 + F0, F0]))
             else:
                 b1, b2 = self.optimizer.betas
-                step = self.rate * g0 / (np.abs(g0) + self.optimizer.eps)
-                self._first = np.concatenate([self._theta0 + step, (1.0 - b1) * g0,
-                                              (1.0 - b2) * g0 * g0])
-        return self._first
+                eps = self.optimizer.eps
+                theta, m, v = (x.copy() for x in self.split(states[0]))
+                for j in range(max(self.exact_steps, 1)):
+                    g = self.inner.gradient(theta)
+                    m = b1 * m + (1.0 - b1) * g
+                    v = b2 * v + (1.0 - b2) * g * g
+                    m_hat = m / (1.0 - b1 ** (j + 1))
+                    v_hat = v / (1.0 - b2 ** (j + 1))
+                    theta = theta + self.rate * m_hat / (np.sqrt(v_hat) + eps)
+                    states.append(np.concatenate([theta, m, v]))
+            self._exact = np.array(states)
+        return self._exact
 
     def _in_first_step(self, s: float) -> bool:
-        return self.optimizer.start == "first_step" and s < 1.0
+        return s < self.exact_steps
 
     # ------------------------------------------------------------ field
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
@@ -391,7 +432,9 @@ class OptimizerFlow(Field):
     def _ode_rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """The optimiser ODE at ``t`` on its own clock (0 at rest)."""
         if self._in_first_step(t):
-            return self.first_step() - self.rest_state()
+            states = self.exact_states()
+            j = min(max(int(math.floor(t)), 0), len(states) - 2)
+            return states[j + 1] - states[j]
         if self.optimizer.kind == "momentum":
             theta, u = self.split(y)
             a, b = self.optimizer.coefficients()
