@@ -111,6 +111,28 @@ def test_which_level_page_is_built_from_the_csvs(tmp_path, monkeypatch):
     assert "**64 of 64** (**met**)" in page
 
 
+def test_which_level_page_shows_the_adam_start_study_from_its_csv(tmp_path, monkeypatch):
+    from odeflow.cli.reproduce import csv_rows, csv_text
+
+    module = load_script("make_which_level", monkeypatch)
+    _write_small_csvs(tmp_path)
+    rows5 = csv_rows(tmp_path / "fig5.csv")
+    for r in rows5:
+        r["discrete_T_entropy"] = 2.01
+    (tmp_path / "fig5.csv").write_text(csv_text(rows5), encoding="utf-8")
+    module.build(tmp_path, tmp_path)
+    assert "exact steps before the ODE" not in (tmp_path / "which_level.md").read_text()
+    # exact_steps 1: 0.1 off at step 4 (5 sd); exact_steps 3: on the runs' mean
+    starts = [{"eta_z": ez, "exact_steps": k, "step": i, "entropy": 2.1 if (k, i) == (1, 4)
+               else 2.0, "nfev": 10} for ez in (0.1, 1.0) for k in (1, 3) for i in range(5)]
+    (tmp_path / "fig5_adam_starts.csv").write_text(csv_text(starts), encoding="utf-8")
+    module.build(tmp_path, tmp_path)
+    page = " ".join((tmp_path / "which_level.md").read_text(encoding="utf-8").split())
+    assert "exact steps before the ODE" in page
+    assert "| 0.1 | 1 | 5 | 4 | 5.00 | 5.00 | 9.00e-02 |" in page
+    assert "| 1 | 3 | 0 | 0 | 0.00 | 0.00 | 1.00e-02 |" in page
+
+
 # ------------------------------------------------------------ the command writes the columns
 def _columns_finite(rows, columns):
     for c in columns:
