@@ -541,10 +541,7 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
-    t0, t_end = _check_span(t_span)
-    rtol, atol = check_tolerances(rtol, atol)
-    max_nfev = _check_budget(max_nfev)
-    t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    t0, t_end, t_eval, rtol, atol, max_nfev = _check_run(t_span, t_eval, rtol, atol, max_nfev)
     given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
     if z0 is not None:
         given["z0"] = z0
@@ -586,6 +583,17 @@ def _solve_scheduled(data, flow, t_span, schedule, **options):
 
 #: ``t_span`` of :func:`solve` when not given.
 _DEFAULT_SPAN = (0.0, 1e4)
+
+
+def _check_run(t_span, t_eval, rtol, atol, max_nfev) -> tuple:
+    """The checked ``(t0, t_end, t_eval, rtol, atol, max_nfev)`` of a solve
+    (:func:`solve`, :func:`solve_batch`, :func:`solve_ensemble`); a ValidationError
+    names the argument."""
+    t0, t_end = _check_span(t_span)
+    rtol, atol = check_tolerances(rtol, atol)
+    max_nfev = _check_budget(max_nfev)
+    t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    return t0, t_end, t_eval, rtol, atol, max_nfev
 
 
 def _check_budget(max_nfev) -> int:
@@ -687,10 +695,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     if not points:
         raise ValidationError("params", f"must be a non-empty sequence of (eta_y, eta_z) "
                               f"pairs, got {params!r:.80}")
-    t0, t_end = _check_span(t_span)
-    rtol, atol = check_tolerances(rtol, atol)
-    max_nfev = _check_budget(max_nfev)
-    t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    t0, t_end, t_eval, rtol, atol, max_nfev = _check_run(t_span, t_eval, rtol, atol, max_nfev)
     _check_flow_options(flow, field_class, flow_options)
     field = StackedField([field_class(data, ey, ez, z0=z0, **flow_options)
                           for ey, ez in points])
@@ -772,10 +777,7 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     if method not in METHODS or method in IMPLICIT or method == "LSODA":
         raise ValidationError("method", f"must be an explicit method of solve_ivp (RK45, "
                               f"DOP853, RK23), got {method!r:.80}")
-    t0, t_end = _check_span(t_span)
-    rtol, atol = check_tolerances(rtol, atol)
-    max_nfev = _check_budget(max_nfev)
-    t_eval = None if t_eval is None else _check_t_eval(t_eval, t0, t_end)
+    t0, t_end, t_eval, rtol, atol, max_nfev = _check_run(t_span, t_eval, rtol, atol, max_nfev)
     options = {"eta_y": eta_y, "eta_z": eta_z, **flow_options}
     _check_flow_options(flow, field_class, options)
     members = [field_class(data, y0=y0, z0=z0, **options) for y0, z0 in starts]
