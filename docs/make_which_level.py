@@ -89,8 +89,8 @@ From the zero start the attention gradient is exactly zero at step 0 (`Y = 0`) a
 switches on at step 1; the recursion's first attention updates are then Adam's
 bias-corrected, sign-like steps, which change by order one from step to step and which no
 ODE in `s` resolves. `odeflow.Adam(exact_steps=k)` takes the first `k` steps of the
-recursion on the level's gradient (straight lines between its states, integrated with the
-solve's tolerances) and the ODE from `s = k`; `k = 1` is the default above.
+recursion on the level's gradient (its states copied into the solution) and the ODE from
+`s = k`; `k = 1` is the default above.
 `python docs/make_which_level.py --adam-starts` solves the Fig. 5 flow with each `k`
 ({{download}}`fig5_adam_starts.csv <reproduce/fig5_adam_starts.csv>`); the last column is
 its distance to the discrete Adam on Level T after the exact steps. This is a measured
@@ -98,8 +98,9 @@ sensitivity, not a choice made against the runs: the default stays `k = 1`.
 
 {chr(10).join(lines)}
 
-At steps 1-2 the runs' sd is rounding-sized, so a flow integrated to `rtol = 1e-5` is
-thousands of sd away there whatever `k` (the exact steps are integrated, not copied).
+At steps 1-2 the runs' sd is rounding-sized: with `k >= 2` the flow is the recursion there
+and lands within rounding of the runs (as the discrete Adam does); with `k = 1` step 2 is
+already the ODE's.
 """
 
 

@@ -187,8 +187,8 @@ def test_adam_exact_steps_follow_the_recursion_then_the_ode(data):
     traj = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
                          optimizer=Adam(exact_steps=k), t_span=(0, 8), t_eval=np.arange(9.0))
     disc = optimizer_steps(field, Adam(), 8)
-    # steps 0..k are the recursion (straight lines between its states, integrated to rtol)
-    np.testing.assert_allclose(traj.y[:, :k + 1], disc.y[:, :k + 1], rtol=1e-7, atol=1e-9)
+    # steps 0..k are the recursion's own states, copied (to rounding), then the ODE from k
+    np.testing.assert_allclose(traj.y[:, :k + 1], disc.y[:, :k + 1], rtol=1e-13, atol=1e-15)
     assert not np.allclose(traj.y[:, -1], disc.y[:, -1], rtol=1e-7, atol=1e-9)  # then the ODE
     one = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
                         optimizer=Adam(exact_steps=1), t_span=(0, 8), t_eval=np.arange(9.0))
@@ -196,6 +196,25 @@ def test_adam_exact_steps_follow_the_recursion_then_the_ode(data):
                             optimizer=Adam(), t_span=(0, 8), t_eval=np.arange(9.0))
     np.testing.assert_array_equal(one.y, default.y)
     assert traj.optimizer["exact_steps"] == k and default.optimizer["exact_steps"] == 1
+    assert traj.stats["exact_until"] == k and traj.stats["nfev"] > 0
+
+
+def test_adam_exact_steps_dense_output_and_a_span_inside_them(data):
+    field = ExactFlow(data, 1.0, 0.1)
+    disc = optimizer_steps(field, Adam(), 3)
+    traj = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
+                         optimizer=Adam(exact_steps=3), t_span=(0, 6), dense_output=True)
+    halfway = 0.5 * (disc.y[:, 1] + disc.y[:, 2])  # a straight line between exact states
+    np.testing.assert_allclose(traj.sol(1.5), halfway, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(traj.sol(np.array([2.0, 3.0])), disc.y[:, 2:4], rtol=1e-13,
+                               atol=1e-15)
+    later = traj.sol(np.array([traj.t[-1]]))[:, 0]
+    np.testing.assert_allclose(later, traj.y[:, -1], rtol=1e-8, atol=1e-10)
+    inside = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
+                           optimizer=Adam(exact_steps=3), t_span=(0, 2),
+                           t_eval=[0.0, 1.0, 2.0])
+    np.testing.assert_allclose(inside.y, disc.y[:, :3], rtol=1e-13, atol=1e-15)
+    assert inside.stats["nfev"] == 0
 
 
 def test_momentum_first_step_start_is_the_exact_first_step(data):

@@ -64,6 +64,8 @@ with ``m(0) = 0``; ``m_hat -> g`` exactly with the modified rates);
 straight line from ``(theta_0, 0, 0)`` to ``(theta_1, m_1, v_1)``) and the ODE
 from ``s = 1``; ``exact_steps = k`` takes the first ``k`` steps of the
 recursion so (straight lines between its states) and the ODE from ``s = k``.
+:func:`odeflow.solve` copies those states into the solution
+(:attr:`OptimizerFlow.exact_until`) and integrates only from ``s = k``.
 Adam acts per entry, so a lumped state is valid only where the lumped entries
 share their gradient exactly: they do in the lumped decoder row of Levels E and
 T (the ``M - K`` non-next outputs it stands for have equal rows and so equal
@@ -219,8 +221,9 @@ class Adam:
         ``"limit"``: from ``s = 0``, ``m(0) = v(0) = 0``, with the limits of the
         bias-corrected moments at ``s = 0`` (module docstring);
         ``"first_step"``: the first ``exact_steps`` Adam steps taken exactly
-        (the recursion on the level's gradient; straight lines between its
-        states on ``[j, j + 1]``), the ODE from ``s = exact_steps``.
+        (the recursion on the level's gradient, its states copied into the
+        solution; straight lines between them on ``[j, j + 1]``), the ODE from
+        ``s = exact_steps``.
     modified : bool, default True
         Moment rates ``-ln b_i`` (the exact continuous twin of the moment
         recursions) instead of the spec's ``1 - b_i``.
@@ -422,6 +425,25 @@ class OptimizerFlow(Field):
 
     def _in_first_step(self, s: float) -> bool:
         return s < self.exact_steps
+
+    @property
+    def exact_until(self) -> float | None:
+        """The step up to which the solution is the recursion's own states, copied (not
+        integrated): ``exact_steps`` for Adam with ``start="first_step"``; None otherwise
+        (the heavy ball's first step sits on the ODE's offset clock and is integrated).
+        :func:`odeflow.solve` starts the ODE there from :meth:`exact_state_at`."""
+        if self.optimizer.kind == "adam" and self.exact_steps > 0:
+            return float(self.exact_steps)
+        return None
+
+    def exact_state_at(self, steps) -> np.ndarray:
+        """The recursion's states at ``steps`` in ``[0, exact_steps]`` (straight lines
+        between them), shape ``(len(steps), size)``."""
+        states = self.exact_states()
+        s = np.asarray(steps, dtype=float).reshape(-1)
+        j = np.clip(np.floor(s).astype(int), 0, len(states) - 2)
+        frac = (s - j)[:, None]
+        return states[j] + frac * (states[j + 1] - states[j])
 
     # ------------------------------------------------------------ field
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:

@@ -15,6 +15,7 @@ import inspect
 import math
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 from scipy.integrate import solve_ivp
@@ -328,7 +329,7 @@ def _coarser(level: float) -> str:
 
 
 def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, what,
-               progress, blas_threads, dense_output=False):
+               progress, blas_threads, dense_output=False, y0=None):
     """Run ``solve_ivp`` on ``field`` within the evaluation budget; ``(sol, stats)``.
 
     The right-hand side is checked (floating-point errors raise, a non-finite
@@ -400,7 +401,8 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
 
     try:
         with blas_controller().limit(limits=blas_threads, user_api="blas"):
-            sol = solve_ivp(rhs, (t0, t_end), field.initial_state(), method=method,
+            sol = solve_ivp(rhs, (t0, t_end), field.initial_state() if y0 is None else y0,
+                            method=method,
                             t_eval=t_eval, rtol=rtol, atol=atol, dense_output=dense_output,
                             **kwargs)
     except FloatingPointError as exc:
@@ -559,15 +561,65 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     event_functions, event_names = bind_events(events, field)
     if event_functions:
         kwargs["events"] = event_functions
-    sol, stats = _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev,
-                            f"{flow} flow ({method})", progress, SOLVE_BLAS_THREADS,
-                            dense_output)
+    run = functools.partial(_integrate, field, method=method, rtol=rtol, atol=atol,
+                            kwargs=kwargs, max_nfev=max_nfev, what=f"{flow} flow ({method})",
+                            progress=progress, blas_threads=SOLVE_BLAS_THREADS,
+                            dense_output=dense_output)
+    head = getattr(field, "exact_until", None)
+    if head is not None and head > t0:
+        sol, stats = _after_exact_steps(field, head, t_end, np.asarray(t_eval, float), run)
+    else:
+        sol, stats = run(t0=t0, t_end=t_end, t_eval=t_eval)
     stats["n_state"] = field.size
     traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
     traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
                          sol.y_events if event_functions else None, event_names)
     return traj
+
+
+class _ExactThenDense:
+    """Dense output of a solve whose first steps are the recursion's own states: those
+    (straight lines between them) up to ``head``, the integrator's after."""
+
+    def __init__(self, field, head: float, dense):
+        self.field, self.head, self.dense = field, head, dense
+
+    def __call__(self, t):
+        t = np.asarray(t, dtype=float)
+        flat = t.reshape(-1)
+        out = np.empty((self.field.size, flat.size))
+        early = flat <= self.head
+        if early.any():
+            out[:, early] = self.field.exact_state_at(flat[early]).T
+        if (~early).any():
+            out[:, ~early] = np.asarray(self.dense(flat[~early])).reshape(self.field.size, -1)
+        return out[:, 0] if t.ndim == 0 else out
+
+
+def _after_exact_steps(field, head: float, t_end: float, t_eval: np.ndarray, run) -> tuple:
+    """``(sol, stats)`` of a field whose first ``head`` steps are exact (an Adam flow's
+    ``exact_steps``): their states copied at the output times up to ``head``, the ODE
+    integrated by ``run`` from the exact state at ``head`` (events only there)."""
+    pre = t_eval[t_eval <= head]
+    if t_end > head:
+        sol, stats = run(t0=head, t_end=t_end, t_eval=t_eval[t_eval > head],
+                         y0=field.exact_state_at([head])[0])
+        t_ode, y_ode, dense = sol.t, sol.y, sol.sol
+        events = (getattr(sol, "t_events", None), getattr(sol, "y_events", None))
+    else:  # the exact steps reach t_end: nothing to integrate
+        t_ode, y_ode, dense, events = np.empty(0), np.empty((field.size, 0)), None, (None, None)
+        stats = {"method": run.keywords["method"], "wall_time": 0.0, "rhs_calls": field.nfev,
+                 "jac_calls": field.njev, "rtol": run.keywords["rtol"],
+                 "atol": run.keywords["atol"], "analytic_jacobian": False, "nfev": 0,
+                 "njev": 0, "nlu": 0, "status": 0,
+                 "message": "the exact steps reach the end of the span"}
+    stats["exact_until"] = head
+    y = np.hstack([field.exact_state_at(pre).T, y_ode])
+    out = SimpleNamespace(t=np.concatenate([pre, t_ode]), y=y, t_events=events[0],
+                          y_events=events[1],
+                          sol=None if dense is None else _ExactThenDense(field, head, dense))
+    return out, stats
 
 
 def _solve_scheduled(data, flow, t_span, schedule, **options):
