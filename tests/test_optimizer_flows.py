@@ -190,6 +190,13 @@ def test_adam_exact_steps_follow_the_recursion_then_the_ode(data):
     # steps 0..k are the recursion's own states, copied (to rounding), then the ODE from k
     np.testing.assert_allclose(traj.y[:, :k + 1], disc.y[:, :k + 1], rtol=1e-13, atol=1e-15)
     assert not np.allclose(traj.y[:, -1], disc.y[:, -1], rtol=1e-7, atol=1e-9)  # then the ODE
+    # both take their steps in OptimizerFlow.recursion_step: check step 1 by hand
+    # (m_hat = g, v_hat = g^2: a sign-like step eta g / (|g| + eps))
+    theta0 = field.initial_state()
+    g0 = field.gradient(theta0)
+    n = field.size
+    np.testing.assert_allclose(traj.y[:n, 1], theta0 + field.rate_vector * g0 / (np.abs(g0) + 1e-8),
+                               rtol=1e-12, atol=1e-15)
     one = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
                         optimizer=Adam(exact_steps=1), t_span=(0, 8), t_eval=np.arange(9.0))
     default = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,

@@ -391,35 +391,49 @@ class OptimizerFlow(Field):
         n = self.n
         return tuple(y[i * n:(i + 1) * n] for i in range(self.blocks))
 
+    def recursion_step(self, k: int, theta, first, second=None) -> tuple:
+        """Step ``k >= 1`` of the discrete optimiser on the inner field's gradient at
+        ``theta``: ``(theta, first, second)`` after it (``second`` is None for the
+        heavy ball).
+
+        Heavy ball: ``u_k = mu u_{k-1} + F(theta_{k-1})``, ``theta_k = theta_{k-1} + u_k``
+        (``first = u = eta v``). Adam: ``m_k = b1 m_{k-1} + (1 - b1) g``, ``v_k = b2
+        v_{k-1} + (1 - b2) g^2``, ``theta_k = theta_{k-1} + eta m_hat / (sqrt(v_hat) +
+        eps)`` with the bias corrections ``1 - b^k``. The exact steps of the flow and
+        :func:`odeflow.training.optimizer_steps` both take their steps here.
+        """
+        g = self.inner.gradient(theta)
+        opt = self.optimizer
+        if opt.kind == "momentum":
+            first = opt.mu * first + self.rate * g
+            return theta + first, first, second
+        b1, b2 = opt.betas
+        first = b1 * first + (1.0 - b1) * g
+        second = b2 * second + (1.0 - b2) * g * g
+        m_hat = first / (1.0 - b1 ** k)
+        v_hat = second / (1.0 - b2 ** k)
+        return theta + self.rate * m_hat / (np.sqrt(v_hat) + opt.eps), first, second
+
+    def join(self, theta, first, second=None) -> np.ndarray:
+        """The flat state ``(theta, u)`` or ``(theta, m, v)`` (the inverse of :meth:`split`)."""
+        return np.concatenate([theta, first] if self.blocks == 2 else [theta, first, second])
+
     def first_step(self) -> np.ndarray:
         """The exact state after the first optimiser step from the start, flat."""
         return self.exact_states()[1]
 
     def exact_states(self) -> np.ndarray:
-        """The states at steps ``0 .. exact_steps`` of the recursion, shape ``(k + 1, size)``.
-
-        Heavy ball (one step): ``u_1 = F(theta_0)``, ``theta_1 = theta_0 + u_1``.
-        Adam: ``m_{j+1} = b1 m_j + (1 - b1) g_j``, ``v_{j+1} = b2 v_j + (1 - b2) g_j^2``,
-        ``theta_{j+1} = theta_j + eta m_hat / (sqrt(v_hat) + eps)`` with the bias
-        corrections ``1 - b^{j+1}`` (as ``odeflow.training.optimizer_steps``).
-        """
+        """The states at steps ``0 .. exact_steps`` of the recursion
+        (:meth:`recursion_step`), shape ``(k + 1, size)``; the heavy ball's one step."""
         if self._exact is None:
-            states = [self.rest_state()]
-            if self.optimizer.kind == "momentum":
-                F0 = self.rate * self.inner.gradient(self._theta0)
-                states.append(np.concatenate([self._theta0 + F0, F0]))
-            else:
-                b1, b2 = self.optimizer.betas
-                eps = self.optimizer.eps
-                theta, m, v = (x.copy() for x in self.split(states[0]))
-                for j in range(max(self.exact_steps, 1)):
-                    g = self.inner.gradient(theta)
-                    m = b1 * m + (1.0 - b1) * g
-                    v = b2 * v + (1.0 - b2) * g * g
-                    m_hat = m / (1.0 - b1 ** (j + 1))
-                    v_hat = v / (1.0 - b2 ** (j + 1))
-                    theta = theta + self.rate * m_hat / (np.sqrt(v_hat) + eps)
-                    states.append(np.concatenate([theta, m, v]))
+            rest = self.rest_state()
+            theta, first, *second = (x.copy() for x in self.split(rest))
+            second = second[0] if second else None
+            states = [rest]
+            steps = self.exact_steps if self.optimizer.kind == "adam" else 1
+            for k in range(1, max(steps, 1) + 1):
+                theta, first, second = self.recursion_step(k, theta, first, second)
+                states.append(self.join(theta, first, second))
             self._exact = np.array(states)
         return self._exact
 

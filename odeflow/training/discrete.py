@@ -167,9 +167,9 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     flow = OptimizerFlow(field, optimizer)
     steps = check_count(steps, "steps")
     marks = record_steps(steps, record_every)
-    opt, n, rate = flow.optimizer, flow.n, flow.rate
+    opt, n = flow.optimizer, flow.n
     theta = flow.rest_state()[:n].copy()
-    first, second = np.zeros(n), np.zeros(n)
+    first, second = np.zeros(n), (np.zeros(n) if flow.blocks == 3 else None)
     states = np.empty((marks.size, flow.size))
     states[0] = flow.rest_state()
     bar = StepProgress(steps, progress, f"discrete {opt.kind}")
@@ -178,20 +178,9 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             for k in range(1, steps + 1):
-                g = field.gradient(theta)
-                if opt.kind == "momentum":
-                    first = opt.mu * first + rate * g
-                    theta = theta + first
-                else:
-                    b1, b2 = opt.betas
-                    first = b1 * first + (1.0 - b1) * g
-                    second = b2 * second + (1.0 - b2) * g * g
-                    m_hat = first / (1.0 - b1 ** k)
-                    v_hat = second / (1.0 - b2 ** k)
-                    theta = theta + rate * m_hat / (np.sqrt(v_hat) + opt.eps)
+                theta, first, second = flow.recursion_step(k, theta, first, second)
                 if k == marks[r]:
-                    states[r] = np.concatenate([theta, first] if flow.blocks == 2
-                                               else [theta, first, second])
+                    states[r] = flow.join(theta, first, second)
                     r += 1
                     bar.update(int(marks[r - 1] - marks[r - 2]))
     except FloatingPointError as exc:
