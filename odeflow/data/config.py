@@ -56,7 +56,7 @@ RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end":
 DEFAULT_FAMILY = DataModel.family
 
 #: Top-level keys of a data model written at the top of a config file.
-DATA_MODEL_KEYS = ("classes", "normalize", "vocab_size")
+DATA_MODEL_KEYS = DataModel.toml_keys
 #: Top-level keys of a config without a ``[data]`` table (the data model's own keys + run).
 TOP_LEVEL = ("classes", "normalize", "run", "vocab_size")  # DATA_MODEL_KEYS and run, sorted
 #: Top-level keys of a config whose data model sits in a ``[data]`` table.

@@ -23,8 +23,8 @@ A dotted key of ``[sweep.grid]`` or ``[sweep.settings]`` (``prior.alpha = [0.1, 
 table in TOML) is the parameter ``"prior.alpha"``: a number of the data model, for a
 task that takes model fields (``induction_flow``, :mod:`odeflow.sweep.models`).
 
-Beside ``[sweep]`` a file holds only a data model (its top-level keys
-:data:`odeflow.data.config.DATA_MODEL_KEYS`, or a ``[data]`` table) and a ``[run]`` table (the
+Beside ``[sweep]`` a file holds only a data model (the ``toml_keys`` of its class at
+the top level, or a ``[data]`` table) and a ``[run]`` table (the
 settings of ``odeflow run``, ignored here); any other top-level key is refused
 by name. A ``family`` key picks the data model class of the file's model
 (:func:`odeflow.data.forms.data_type`; default ``"scan_snap"``): ``family =
@@ -37,7 +37,7 @@ refused the same way.
 from __future__ import annotations
 
 from odeflow.data import parse_toml
-from odeflow.data.config import DATA_MODEL_KEYS, check_top_level, pop_family
+from odeflow.data.config import check_top_level, pop_family
 from odeflow.data.forms import data_type
 from odeflow.errors import ValidationError
 from odeflow.io import read_text
@@ -46,9 +46,6 @@ from odeflow.io import read_text
 SWEEP_KEYS = ("task", "preset", "seeds", "backend", "scheduler", "workers", "batch", "store",
               "format", "grid", "settings")
 
-#: Top-level keys of a Scan-and-Snap sweep config without a ``[data]`` table (another
-#: family's config has its data model class's ``toml_keys`` in place of the model's).
-TOP_LEVEL = ("sweep", "run", *DATA_MODEL_KEYS)
 #: Top-level keys of a sweep config whose data model sits in a ``[data]`` table.
 TOP_LEVEL_WITH_DATA = ("sweep", "run", "data")
 
@@ -78,6 +75,7 @@ def parse_sweep_config(text: str) -> dict:
     """Keyword arguments of :func:`odeflow.sweep.sweep` from TOML text; errors name the field."""
     doc = parse_toml(text, "config")
     model_class = data_type(pop_family(doc))
+    # without a [data] table: the model class's own top-level keys beside sweep and run
     top_level = ("sweep", "run", *model_class.toml_keys)
     check_top_level(doc, top_level, TOP_LEVEL_WITH_DATA, "sweep config")
     table = doc.pop("sweep", None)

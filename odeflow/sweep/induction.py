@@ -35,10 +35,11 @@ from odeflow.solver import solve
 from odeflow.sweep.models import edited_model
 from odeflow.sweep.outputs import (
     ATTRS,
+    BOOKKEEPING,
     BOOKKEEPING_VARIABLES,
-    FILL,
     OutputSet,
     empty_outputs,
+    grid_columns,
     put_stats,
 )
 from odeflow.sweep.tasks import FLOW_PARAMETERS, Parameter, TaskKind, register
@@ -61,8 +62,7 @@ INDUCTION_ATTRS = {
     "subset_weights": {"long_name": "selector subset weights p_S(t) = c_S^2 / sum c^2"},
     "copier_logits": {"long_name": "copier logits w(t): head h on offset h + offset",
                       "description": "NaN for flow = copier (w+ -> infinity, no w)"},
-    **{name: ATTRS[name] for name in ("nfev", "njev", "nlu", "status", "wall_time", "error",
-                                      "computed")},
+    **{name: ATTRS[name] for name in BOOKKEEPING},
 }
 
 
@@ -93,18 +93,13 @@ def induction_outputs(result, times: np.ndarray, sizes: dict) -> dict:
     """The named outputs of one :class:`~odeflow.results.induction.InductionTrajectory`
     on the shared ``times`` (its times that are on the grid)."""
     out = empty_outputs(sizes, VARIABLES)
-    where = np.searchsorted(times, result.t).clip(0, times.size - 1)
-    rows = times[where] == result.t
-    cols = where[rows]
+    cols, rows = grid_columns(times, result.t)
     out["a"][cols] = result.a[rows]
     out["population_loss"][cols] = result.loss[rows]
     out["subset_weights"][:, cols] = result.subset_weights[rows].T
     if result.copier_logits is not None:
         out["copier_logits"][..., cols] = np.moveaxis(result.copier_logits[rows], 0, -1)
-    stats = result.stats
-    put_stats(out, stats)
-    out["nfev"] = np.int64(stats.get("nfev", FILL["int64"]))
-    out["status"] = np.int64(stats.get("status", 0))
+    put_stats(out, result.stats)
     return out
 
 

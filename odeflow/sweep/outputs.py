@@ -118,17 +118,12 @@ def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
     ``times`` (plus, for a flow, its own horizon, used for the final logits).
     """
     out = empty_outputs(sizes)
-    where = np.searchsorted(times, result.t).clip(0, times.size - 1)
-    on_grid = times[where] == result.t
-    cols, rows = where[on_grid], on_grid
+    cols, rows = grid_columns(times, result.t)
 
     def put(name, series):
         out[name][..., cols] = np.asarray(series)[..., rows]
 
-    stats = result.stats
-    put_stats(out, stats)
-    out["nfev"] = np.int64(stats.get("nfev", stats.get("steps", -1)))
-    out["status"] = np.int64(stats.get("status", 0))
+    put_stats(out, result.stats)
     try:
         t0 = np.asarray(transition_time(result), dtype=float)
     except ValidationError:  # the margin has not reached ln(M - 1) by the horizon
@@ -159,20 +154,31 @@ def point_outputs(result, times: np.ndarray, sizes: dict) -> dict:
 def failed_outputs(exc: BaseException, sizes: dict, variables: dict = VARIABLES) -> dict:
     """Outputs of a point that raised ``exc``: fill values, status -1 and the error."""
     out = empty_outputs(sizes, variables)
-    out["status"] = np.int64(-1)
     stats = getattr(exc, "stats", {}) or {}
     if not isinstance(stats, dict):
         stats = {}
     put_stats(out, stats)
-    out["nfev"] = np.int64(stats.get("nfev", -1))
+    out["status"] = np.int64(-1)
+    out["nfev"] = np.int64(stats.get("nfev", -1))  # as far as the solve got; no steps count
     out["error"] = f"{type(exc).__name__}: {exc}"
     return out
 
 
+def grid_columns(times: np.ndarray, t) -> tuple:
+    """``(cols, rows)``: the columns of the shared ``times`` that a result's times ``t``
+    fall on, and the mask of those of its rows (its other times are off the grid)."""
+    where = np.searchsorted(times, t).clip(0, times.size - 1)
+    rows = times[where] == t
+    return where[rows], rows
+
+
 def put_stats(out: dict, stats: dict) -> None:
-    """The solver statistics ``njev``, ``nlu``, ``wall_time`` of ``stats`` into ``out``."""
+    """The bookkeeping of ``stats`` into ``out``: ``nfev`` (a training run's ``steps``),
+    ``njev``, ``nlu``, ``status``, ``wall_time`` (-1, 0 and NaN where absent)."""
+    out["nfev"] = np.int64(stats.get("nfev", stats.get("steps", -1)))
     for name in ("njev", "nlu"):
         out[name] = np.int64(stats.get(name, -1))
+    out["status"] = np.int64(stats.get("status", 0))
     out["wall_time"] = np.float64(stats.get("wall_time", np.nan))
 
 
