@@ -385,8 +385,8 @@ def _allowed_parameters(kinds, models) -> dict:
         for p in kind.parameters:
             allowed.setdefault(p.name, p)
     if models and all(k.model_fields for k in kinds):
-        names = [n for n in model_field_names(models[0])
-                 if all(n in model_field_names(m) for m in models[1:])]
+        others = [set(model_field_names(m)) for m in models[1:]]  # each model's once
+        names = [n for n in model_field_names(models[0]) if all(n in o for o in others)]
         for name in names:
             allowed.setdefault(name, ModelField(name, models))
     return allowed

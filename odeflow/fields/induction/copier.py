@@ -17,7 +17,7 @@ from odeflow.fields.induction.base import InductionField
 from odeflow.fields.induction.population import (
     WindowLaws,
     coefficient_gradient,
-    selector_gradient,
+    subset_gradient,
     subset_products,
     window_loss,
 )
@@ -55,6 +55,5 @@ class CopierFlow(InductionField):
                                            value)
         if not gradient:
             return value, None
-        d_p, _ = selector_gradient(d_kernel, self.matches, self.products, self.subsets, p,
-                                   with_grams=False)
+        d_p = subset_gradient(d_kernel, self.products)
         return value, self.pack(coefficient_gradient(c, d_p), None, d_a)

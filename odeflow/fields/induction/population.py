@@ -248,32 +248,10 @@ def subset_products(grams: np.ndarray, subsets, out=None) -> np.ndarray:
     return out
 
 
-def selector_gradient(d_kernel, grams, products, subsets, p, with_grams: bool = True,
-                      out=None):
-    """Chain rule from ``d loss / d K`` to ``d loss / d p_S`` and ``d loss / d G_h``.
-
-    ``K = sum_S p_S prod_{h in S} G_h``. Returns ``(d_p (#S,), d_grams (H, W, W) or None)``
-    (``d_grams`` written into ``out`` when given).
-    """
-    d_p = products.reshape(len(subsets), -1) @ d_kernel.ravel()
-    if not with_grams:
-        return d_p, None
-    d_grams = np.zeros_like(grams) if out is None else out
-    d_grams[...] = 0.0
-    for i, s in enumerate(subsets):
-        for h in s:
-            others = [g for g in s if g != h]
-            if not others:
-                d_grams[h - 1] += p[i]
-            elif len(others) == 1:
-                d_grams[h - 1] += p[i] * grams[others[0] - 1]
-            else:
-                rest = p[i] * grams[others[0] - 1]
-                for g in others[1:]:
-                    rest *= grams[g - 1]
-                d_grams[h - 1] += rest
-    d_grams *= d_kernel[None]
-    return d_p, d_grams
+def subset_gradient(d_kernel: np.ndarray, products: np.ndarray) -> np.ndarray:
+    """``d loss / d p_S = <prod_S, d loss / d K>`` for ``K = sum_S p_S prod_S`` (the chain
+    rule from the kernel to the subset weights), shape ``(#S,)``."""
+    return products.reshape(products.shape[0], -1) @ d_kernel.ravel()
 
 
 def coefficient_gradient(c: np.ndarray, d_p: np.ndarray) -> np.ndarray:
