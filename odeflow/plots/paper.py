@@ -141,7 +141,8 @@ def plot_fig5(experiments, next_token: int | None = None, axes=None):
         ax_h.plot([], [], color="black", linestyle="-", linewidth=1.0, marker=".",
                   markersize=2, label="Adam flow, Level T (step axis)")
     finish_axes(ax_h, "step $k$ (Adam: $t = k$)", "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
-                "distinct-token entropy", loc="upper right")
+                "distinct-token entropy", loc="upper center", bbox_to_anchor=(0.5, -0.16),
+                ncol=2)  # below the axes: the curves fill every corner of the panel
     p = data.probs(n)[distinct]
     ax_c.plot(distinct, p / p.sum(), color="black", linestyle=":", label=r"$t = 0$")
     finish_axes(ax_c, f"distinct token $l$ of class {n}", f"$c_{{{n}}}(l)$ after the last step",
@@ -190,13 +191,13 @@ def plot_fig6(rows, axes=None):
             label_log_ticks(ax, sorted({r["eta_z"] for r in cells}))
             ax.set_xlabel(r"$\eta_Z$")
             ax.set_ylabel("entropy (nats)")
-            ax.set_title(f"{preset} (M = {cells[0]['M']}): {title}", fontsize="small")
+            ax.set_title(f"{preset} (M = {int(cells[0]['M'])})\n{title}", fontsize="small")
             ax.grid(alpha=0.3)
             if row == 0 and col == 0:
                 ax.legend(fontsize="x-small")
     r0 = rows[0]
-    fig.suptitle(f"Distinct-token entropy after {r0['steps']} steps (flow time "
-                 f"{r0['flow_time']:g}), {r0['seeds']} seeds", fontsize="medium")
+    fig.suptitle(f"Distinct-token entropy after {int(r0['steps'])} steps (flow time "
+                 f"{float(r0['flow_time']):g}), {int(r0['seeds'])} seeds", fontsize="medium")
     return fig
 
 
