@@ -240,3 +240,29 @@ def test_training_start_is_each_runs_own_draw():
     assert not np.array_equal(training_start(data, 3)[0], training_start(data, 7)[0])
     with pytest.raises(ValidationError, match="^seed"):
         training_start(data, -1)
+
+
+def test_fig6_ensemble_recorded_at_fewer_steps_keeps_the_last_one():
+    """``optflow_steps`` only changes where the ensemble is recorded, not its solve: the
+    last step's entropies equal those of the ensemble recorded at every step."""
+    import numpy as np
+
+    from odeflow import DataModel
+    from odeflow.errors import ValidationError
+
+    data = DataModel.preset("syn-medium-1")
+    protocol = paper.FIG6.replace(steps=4, eta_z=1.0, eta_y=2.0)
+    every = paper.experiment(data, protocol, seeds=2, optflows={"T": paper.OPTFLOWS["T"]})
+    ends = paper.experiment(data, protocol, seeds=2, optflows={"T": paper.OPTFLOWS["T"]},
+                            optflow_steps=[0, 4])
+    assert every.optflow_members["T"].shape == (2, 5)
+    assert ends.optflow_members["T"].shape == (2, 2)
+    assert np.array_equal(ends.optflow_steps, [0, 4])
+    assert np.allclose(ends.optflow_members["T"][:, -1], every.optflow_members["T"][:, -1],
+                       rtol=0, atol=1e-12)
+    assert np.allclose(ends.optflow_members["T"][:, 0], every.optflow_members["T"][:, 0],
+                       rtol=0, atol=1e-6)
+    for bad in ([4, 0], [0, 5], []):
+        with pytest.raises(ValidationError, match="optflow_steps"):
+            paper.experiment(data, protocol, seeds=1, optflows={"T": paper.OPTFLOWS["T"]},
+                             optflow_steps=bad)

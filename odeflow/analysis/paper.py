@@ -223,8 +223,13 @@ class Experiment:
     optflow_entropy : dict of str -> ndarray, shape (n,)
         Its distinct-token entropy (from a random start: the mean over the seeds'
         own starts).
-    optflow_members : dict of str -> ndarray, shape (S, n)
-        From a random start: each seed's flow's entropy (the ensemble).
+    optflow_members : dict of str -> ndarray, shape (S, n_o)
+        From a random start: each seed's flow's entropy (the ensemble) at
+        :attr:`optflow_steps`.
+    optflow_steps : ndarray, shape (n_o,)
+        The steps of ``optflow_members`` and of a random start's
+        ``optflow_entropy`` (the runs' recorded steps unless
+        :func:`experiment` was given fewer).
     discrete_loss, discrete_entropy : dict of str -> ndarray, shape (n,)
         The same for the deterministic discrete optimiser on each level
         (:func:`discrete_twins`; zero starts only).
@@ -241,6 +246,7 @@ class Experiment:
     optflow_members: dict = field(default_factory=dict)
     discrete_loss: dict = field(default_factory=dict)
     discrete_entropy: dict = field(default_factory=dict)
+    optflow_steps: np.ndarray | None = None
 
     @property
     def t(self) -> np.ndarray:
@@ -253,7 +259,7 @@ class Experiment:
 
 def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
                progress: bool | None = None, same_start: bool = False,
-               optflows=None) -> Experiment:
+               optflows=None, optflow_steps=None) -> Experiment:
     """Train ``seeds`` runs with ``protocol`` and solve the levels beside them.
 
     From a zero start the levels start where the runs do. From a random start
@@ -262,6 +268,11 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
     is the mean over the seeds (``levels`` holds the first seed's trajectories).
     A random-start Level E keeps all ``M`` decoder rows: on syn-medium-10 one
     solve to ``t = 1000`` took 14 s (measured), so this is off by default.
+    ``optflow_steps`` (a random start only): the steps at which the optimiser-flow
+    ensemble is recorded, default the runs' recorded steps; Fig. 6 reads only the
+    last one (:func:`fig6_rows`), and recording all 101 steps of the un-lumped
+    state was about 40 % of a syn-medium-10 member's solve
+    (``benchmarks/bench_reproduce.py``).
     """
     start = time.perf_counter()
     run = train(data, protocol, seeds=seeds, progress=progress)
@@ -284,16 +295,17 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
                      {"train": trained - start, "flows": solved - trained,
                       "same_start": bool(same_start or protocol.init == "zero")})
     if optflows is None or optflows:
-        add_optimizer_flows(exp, optflows)
+        add_optimizer_flows(exp, optflows, optflow_steps)
     return exp
 
 
-def add_optimizer_flows(exp: Experiment, levels=None) -> None:
+def add_optimizer_flows(exp: Experiment, levels=None, steps=None) -> None:
     """Put the optimiser flows (spec section 9) beside ``exp``'s runs, on the step axis.
 
     From a zero start one flow per level (``optflow_loss``, ``optflow_entropy``);
     from a random start an ensemble from every seed's own start
-    (``optflow_members``; ``optflow_entropy`` its mean). Wall times go into
+    (``optflow_members``; ``optflow_entropy`` its mean) at ``steps`` (default: the
+    runs' recorded steps; ``exp.optflow_steps``). Wall times go into
     ``exp.seconds`` as ``optflow_<name>``.
     """
     data, run = exp.data, exp.run
@@ -309,7 +321,13 @@ def add_optimizer_flows(exp: Experiment, levels=None) -> None:
             exp.discrete_loss[name] = -twin.objective[keep]
             exp.discrete_entropy[name] = distinct_entropy(data, twin.z_active[keep])
         return
-    members, seconds = optflow_ensemble(data, run.protocol, run.seeds, run.steps, levels)
+    steps = run.steps if steps is None else np.asarray(steps)
+    if steps.ndim != 1 or steps.size == 0 or np.any(np.diff(steps) <= 0) \
+            or steps[0] < 0 or steps[-1] > run.protocol.steps:
+        raise ValidationError("optflow_steps", "must be increasing steps in [0, "
+                              f"{run.protocol.steps}], got {steps!r:.80}")
+    exp.optflow_steps = steps
+    members, seconds = optflow_ensemble(data, run.protocol, run.seeds, steps, levels)
     for name, H in members.items():
         exp.optflow_members[name] = H
         exp.optflow_entropy[name] = H.mean(axis=0)
@@ -353,7 +371,7 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
             for ratio in ratios:
                 p = FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
                 exp = experiment(data, p, seeds, progress=progress, same_start=same_start,
-                                 optflows=optflows)
+                                 optflows=optflows, optflow_steps=[0, steps])
                 final = exp.entropy[:, -1]
                 row = {"preset": name, "M": data.vocab_size, "eta_z": eta_z, "ratio": ratio,
                        "eta_y": p.eta_y, "steps": steps, "flow_time": float(exp.t[-1]),

@@ -62,6 +62,15 @@ def _band(ax, t, values, colour, label):
     ax.fill_between(t, mean - std, mean + std, color=colour, alpha=0.25, linewidth=0)
 
 
+def _optflow_t(exp) -> np.ndarray:
+    """Flow times of ``exp``'s optimiser-flow entropy (its ``optflow_steps`` if recorded
+    at fewer steps than the runs)."""
+    steps = getattr(exp, "optflow_steps", None)
+    if steps is None:
+        return exp.run.t
+    return exp.run.t[np.searchsorted(exp.run.steps, steps)]
+
+
 def plot_fig4(exp, next_token: int | None = None, axes=None):
     """Fig. 4: loss and distinct-token entropy over flow time, and the attention map ``c_n``.
 
@@ -89,7 +98,8 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
     for name, H in exp.level_entropy.items():
         ax_h.plot(t, H, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
     for name, H in getattr(exp, "optflow_entropy", {}).items():
-        ax_h.plot(t, H, **OPTFLOW_STYLE.get(name, {}), label=f"heavy-ball flow, Level {name}")
+        ax_h.plot(_optflow_t(exp), H, **OPTFLOW_STYLE.get(name, {}),
+                  label=f"heavy-ball flow, Level {name}")
     finish_axes(ax_h, TIME_LABEL, "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
                 "distinct-token entropy (Fig. 6 measure)", loc="upper right")
     _step_axis(ax_h, run.protocol)
@@ -130,7 +140,7 @@ def plot_fig5(experiments, next_token: int | None = None, axes=None):
         if "E" in exp.level_entropy:
             ax_h.plot(exp.t, exp.level_entropy["E"], color=colour, linestyle="--", linewidth=1)
         if "T" in getattr(exp, "optflow_entropy", {}):
-            ax_h.plot(exp.t, exp.optflow_entropy["T"], color=colour, linestyle="-",
+            ax_h.plot(_optflow_t(exp), exp.optflow_entropy["T"], color=colour, linestyle="-",
                       linewidth=1.0, marker=".", markersize=2)
         final = distinct_attention(data, exp.run.z_active[:, -1])[:, i, cols]   # (S, D)
         ax_c.errorbar(distinct + 0.15 * (j - 0.5), final.mean(axis=0), yerr=final.std(axis=0),
