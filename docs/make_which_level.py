@@ -393,12 +393,14 @@ roughly ({{doc}}`reproduce`; even the corrected warm-up map
 `t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)` of spec section 6 assumes a gradient that
 changes little over ten steps). An *optimiser flow* (spec section 9) keeps the optimiser's
 state and runs in step time over Level E or Level T: here `odeflow.Momentum(0.9)` with the
-library's defaults, the spec's heavy-ball ODE `theta' = u, u' = F(theta) - (1 - mu) u`
+library's defaults, the heavy-ball ODE `theta' = u, u' = a F(theta) - b u` with the
+matched rates `b = -ln mu`, `a = b/(1 - mu)` (the spec's ODE has `a = 1, b = 1 - mu`)
 started at rest from the runs' start half a step before step 0 (`offset = 1/2`: step `k`
 is the ODE at `s = k + 1/2`, where the recursion, read on its staggered grid, is the ODE's
-midpoint rule; chosen against the deterministic discrete heavy ball in {{doc}}`optimisers`,
-derived in `derivations/heavy_ball_modified_equation.py`; with `offset = 0` the ODE lags
-the recursion by a step), and `odeflow.Adam(start="first_step")`, Adam's moment equations
+midpoint rule, to second order with the matched rates; derived in
+`derivations/heavy_ball_modified_equation.py`, chosen against the deterministic discrete
+heavy ball in {{doc}}`optimisers`, where the matched rates are the nearer on all 64 Fig. 6
+cells; with `offset = 0` the ODE lags the recursion by a step), and `odeflow.Adam(start="first_step")`, Adam's moment equations
 with the first step taken exactly. This page measures how well each
 predicts odeflow's own runs of the paper's protocol; every table is computed by
 `python docs/make_which_level.py` from the CSV files of `odeflow reproduce`, and no

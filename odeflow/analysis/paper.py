@@ -104,9 +104,9 @@ def optimizer_of(protocol: Protocol):
     """The optimiser flow of a protocol (spec section 9): heavy ball or Adam.
 
     SGD with momentum ``mu`` -> ``Momentum(mu)`` (the defaults of
-    :mod:`odeflow.fields.optimizers`: the spec's heavy-ball ODE from rest, step
-    ``k`` read at step time ``k + 1/2``, chosen in ``docs/optimisers.md`` against
-    the discrete heavy ball); Adam ->
+    :mod:`odeflow.fields.optimizers`: the heavy-ball ODE with the matched rates
+    from rest, step ``k`` read at step time ``k + 1/2``, chosen in
+    ``docs/optimisers.md`` against the discrete heavy ball); Adam ->
     ``Adam(betas, eps, start="first_step")``: the first Adam step taken exactly,
     the ODE from step 1 (spec section 9's first option). From the paper's zero
     start the attention gradient is exactly zero at step 0, so the recursion
