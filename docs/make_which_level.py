@@ -400,8 +400,9 @@ is the ODE at `s = k + 1/2`, where the recursion, read on its staggered grid, is
 midpoint rule, to second order with the matched rates; derived in
 `derivations/heavy_ball_modified_equation.py`, chosen against the deterministic discrete
 heavy ball in {{doc}}`optimisers`, where the matched rates are the nearer on all 64 Fig. 6
-cells; with `offset = 0` the ODE lags the recursion by a step), and `odeflow.Adam(start="first_step")`, Adam's moment equations
-with the first step taken exactly. This page measures how well each
+cells; with `offset = 0` the ODE lags the recursion by a step), and
+`odeflow.Adam(start="first_step")`, Adam's moment equations with the first step taken
+exactly. This page measures how well each
 predicts odeflow's own runs of the paper's protocol; every table is computed by
 `python docs/make_which_level.py` from the CSV files of `odeflow reproduce`, and no
 parameter is fitted to the runs.
