@@ -248,17 +248,39 @@ def test_finite_length_loss_approaches_the_population_loss_of_the_point_mass_mod
     assert abs(long) < 4 * se and abs(long) < 0.01
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): a(t) agrees within 15% "
-                   "at every time, but the loss differs by 0.024 at t = 5 and 0.019 at t = 10 "
-                   "(0.022 already at t = 0, the same parameters): goal not met there")
-def test_protocol_training_beside_the_population_flow_meets_the_goal():
-    """Issue 23's goal on the authors' protocol (ih-paper, 9000 x 100, joint GD at lr 1
-    from the code's init, 1e4 steps, loss 'code'): a(t) within 15% and the loss within
-    0.01 of the population flow at t = 5, 10, 100, 1e3, 1e4. Minutes: the run takes about
-    1.5 min, the ih-paper flow to 1e4 several."""
+@pytest.fixture(scope="module")
+def protocol_comparison():
+    """The authors' protocol (ih-paper, 9000 x 100, joint GD at lr 1 from the code's init,
+    1e4 steps, loss 'code') beside the population flow and the finite-L level (its own
+    sample, seed 1). Minutes: the run about 1.5 min, the population flow several."""
     from odeflow.training.induction import agreement, compare
 
     table = agreement(compare(seeds=1, steps=10_000, progress=False))
     assert [row["t"] for row in table] == [5, 10, 100, 1000, 10000]
-    assert all(row["a_ok"] and row["loss_ok"] for row in table), table
+    return table
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): a(t) agrees within 15% "
+                   "at every time, but the loss differs by 0.024 at t = 5 and 0.019 at t = 10 "
+                   "(0.022 already at t = 0, the same parameters): goal not met there")
+def test_protocol_training_beside_the_population_flow_meets_the_goal(protocol_comparison):
+    """Issue 23's goal for the population flow: a(t) within 15% and the loss within 0.01
+    at t = 5, 10, 100, 1e3, 1e4."""
+    assert all(row["a_ok"] and row["loss_ok"] for row in protocol_comparison), \
+        protocol_comparison
+
+
+@pytest.mark.slow
+def test_protocol_training_beside_the_finite_length_level_loss(protocol_comparison):
+    """The finite-L level on an independent sample predicts the run's loss within 0.01 at
+    every goal time (measured 0.0064 at worst, docs/induction.md)."""
+    assert all(row["loss_ok_finite_l"] for row in protocol_comparison), protocol_comparison
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): the finite-L level's "
+                   "a(t) is 22% above the run's at t = 5 (gradient descent at lr 1 is not a "
+                   "small-step scheme for the selector at the init), within 15% from t = 10")
+def test_protocol_training_beside_the_finite_length_level_a(protocol_comparison):
+    assert all(row["a_ok_finite_l"] for row in protocol_comparison), protocol_comparison

@@ -4,8 +4,10 @@ Seed 001 (spec section 10): ``ih-paper`` (d = 3, n = 3, H = 3, D = 2,
 alpha = 0.1), per seed 9000 fresh sequences of length ``L = 100``, full-batch
 gradient descent at learning rate 1 on all parameters jointly from the code's
 init, the authors' training loss (``"code"``), ``--steps`` steps; beside it the
-population flow (``L -> infinity``) from the same init at ``t = k``
-(:mod:`odeflow.training.induction.beside_flow`). Writes into ``--out``:
+population flow (``L -> infinity``) from the same init at ``t = k``, and the
+finite-``L`` level (``flow="finite_l"``, its own sample of 9000 sequences, seed
+``max(seeds) + 1``) (:mod:`odeflow.training.induction.beside_flow`). Writes into
+``--out``:
 
 - ``induction.csv``: per recorded step (0, 1, then log-spaced, and t = 5, 10,
   100, 1e3, 1e4 when reached): ``a``, loss and every ``p_S`` of the run (mean
@@ -61,9 +63,12 @@ def run(args) -> int:
     comp = induction_flow.compare(seeds=args.seeds, steps=args.steps, progress=progress)
     table = induction_flow.rows(comp)
     goal = induction_flow.agreement(comp)
+    others = ({} if comp.finite_l is None else
+              {f"finite-L level (own sample, seed {comp.finite_l_seed})": comp.finite_l})
     fig = plot_run_beside_flow(comp.mean_run, comp.flow,
                                run_label=f"finite-L GD run ({len(comp.seeds)} seed"
-                                         f"{'s' if len(comp.seeds) > 1 else ''})")
+                                         f"{'s' if len(comp.seeds) > 1 else ''})",
+                               others=others)
     written = write_outputs(out, "induction", table, fig)
     if goal:
         written.append(atomic_write_text(out / "induction_agreement.csv", csv_text(goal),
@@ -75,9 +80,15 @@ def run(args) -> int:
         print_table(goal, ["t", "a_run", "a_flow", "a_rel_err", "loss_run", "loss_flow",
                            "loss_abs_err"])
         print(f"goal (a within {induction_flow.A_TOLERANCE:.0%}, loss within "
-              f"{induction_flow.LOSS_TOLERANCE}): a met at "
+              f"{induction_flow.LOSS_TOLERANCE}): population flow: a met at "
               f"{sum(r['a_ok'] for r in goal)}/{len(goal)} times, loss at "
               f"{sum(r['loss_ok'] for r in goal)}/{len(goal)}")
+        if comp.finite_l is not None:
+            print_table(goal, ["t", "a_finite_l", "a_rel_err_finite_l", "loss_finite_l",
+                               "loss_abs_err_finite_l"])
+            print(f"finite-L level (seed {comp.finite_l_seed}): a met at "
+                  f"{sum(r['a_ok_finite_l'] for r in goal)}/{len(goal)} times, loss at "
+                  f"{sum(r['loss_ok_finite_l'] for r in goal)}/{len(goal)}")
     seconds = time.perf_counter() - start
     for path in written:
         print(f"wrote {path}")

@@ -198,11 +198,12 @@ def _logit_map(ax, w, lo, hi):
 
 
 def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
-                         flow_label: str = "population flow", axes=None):
+                         flow_label: str = "population flow", axes=None, others=None):
     """Six panels: ``a(t)``, loss, ``p_S(t)`` (flow solid, run dashed), and the copier
     logits at the start, at the flow's end and at the run's end.
 
-    The figure of ``odeflow reproduce induction``.
+    ``others``: more ``{label: trajectory}`` drawn in the ``a(t)`` and loss panels
+    (e.g. the finite-``L`` level). The figure of ``odeflow reproduce induction``.
     """
     check_trajectory(run, "run")
     check_trajectory(flow, "flow")
@@ -218,8 +219,10 @@ def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
     else:
         fig, axes = panel_axes(axes, 6)
     pair = {flow_label: flow, run_label: run}
-    plot_classifier_weight(pair, ax=axes[0])
-    plot_loss(pair, ax=axes[1])
+    lines = {flow_label: flow, **{k: check_trajectory(v, k) for k, v in (others or {}).items()},
+             run_label: run}
+    plot_classifier_weight(lines, ax=axes[0])
+    plot_loss(lines, ax=axes[1])
     ax = axes[2]
     for i, subset in enumerate(flow.subsets):
         for label, traj in pair.items():

@@ -6,7 +6,10 @@ learning rate 1, all groups jointly, from the code's init ``w+ = 3,
 w- = 0.1, c = a = 0.01``) with :mod:`odeflow.training.induction`, and solves
 the population flow (``L -> infinity``, ``flow="population"``) from the same
 init to the same end, evaluated at the run's recorded steps (``t = k``: the
-time map of :mod:`odeflow.training.induction`).
+time map of :mod:`odeflow.training.induction`), and beside it the finite-``L``
+level (``flow="finite_l"``: the gradient flow of the same finite-``L`` loss on
+its own sample of as many sequences, drawn with the first seed after the runs',
+so independent of every run's training set).
 
 The loss is the authors' training loss ``"code"`` (cross-entropy with the
 classifier output ``y`` as logits) by default: under ``"nll"`` a few of the
@@ -62,6 +65,10 @@ class Comparison:
     loss : str
     count, length : int
         Sequences per seed and their length ``L``.
+    finite_l : trajectory or None
+        The finite-``L`` level (``flow="finite_l"``) at the same times, on its own
+        sample (seed :attr:`finite_l_seed`); None when not solved.
+    finite_l_seed : int or None
     """
 
     runs: list
@@ -70,6 +77,8 @@ class Comparison:
     loss: str
     count: int
     length: int
+    finite_l: object = None
+    finite_l_seed: int | None = None
 
     @property
     def steps(self) -> np.ndarray:
@@ -102,7 +111,7 @@ def check_seeds(seeds) -> list[int]:
 
 def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCES,
             length: int = PAPER_LENGTH, loss: str = "code", record=None,
-            progress: bool | None = None) -> Comparison:
+            progress: bool | None = None, finite_l: bool = True) -> Comparison:
     """Joint full-batch GD (lr 1) on ``count`` sequences per seed beside the population flow.
 
     Parameters
@@ -121,6 +130,9 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
         Steps to record; by default about 60 log-spaced ones plus :data:`GOAL_TIMES`.
     progress : bool, optional
         Progress bars of the runs and of the solve.
+    finite_l : bool, default True
+        Also solve the finite-``L`` level (``count`` sequences of length ``length``,
+        sample seed ``max(seeds) + 1``: none of the runs' training sets).
     """
     from odeflow.solver import solve
 
@@ -144,11 +156,18 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
     t_eval = runs[0].t
     flow = solve(data, flow="population", loss=loss, t_span=(0.0, float(steps)),
                          t_eval=t_eval, progress=progress)
-    return Comparison(runs, flow, seeds, loss, count, length)
+    level_l, level_l_seed = None, None
+    if finite_l:
+        level_l_seed = max(seeds) + 1
+        level_l = solve(data, flow="finite_l", loss=loss, length=length, sequences=count,
+                        seed=level_l_seed, t_span=(0.0, float(steps)), t_eval=t_eval,
+                        progress=progress)
+    return Comparison(runs, flow, seeds, loss, count, length, level_l, level_l_seed)
 
 
 def rows(comp: Comparison) -> list[dict]:
-    """One row per recorded step: ``a``, loss and every ``p_S`` of the runs and the flow."""
+    """One row per recorded step: ``a``, loss and every ``p_S`` of the runs and the flow
+    (then ``a_finite_l``, ``loss_finite_l`` of the finite-``L`` level when solved)."""
     a_run, a_sd = comp.run_mean("a"), comp.run_std("a")
     loss_run, loss_sd = comp.run_mean("loss"), comp.run_std("loss")
     p_run = comp.run_mean("subset_weights")
@@ -165,6 +184,9 @@ def rows(comp: Comparison) -> list[dict]:
         for i, name in enumerate(names):
             row[f"p_run_{name}"] = float(p_run[j, i])
             row[f"p_flow_{name}"] = float(p_flow[j, i])
+        if comp.finite_l is not None:
+            row["a_finite_l"] = float(comp.finite_l.a[j])
+            row["loss_finite_l"] = float(comp.finite_l.loss[j])
         out.append(row)
     return out
 
@@ -178,7 +200,8 @@ def agreement(comp: Comparison, times=GOAL_TIMES) -> list[dict]:
     """The goal table: ``a`` and loss of run and flow at ``times`` (those recorded).
 
     ``a_rel_err = |a_run - a_flow| / |a_flow|`` (goal <= :data:`A_TOLERANCE`),
-    ``loss_abs_err = |loss_run - loss_flow|`` (goal <= :data:`LOSS_TOLERANCE`).
+    ``loss_abs_err = |loss_run - loss_flow|`` (goal <= :data:`LOSS_TOLERANCE`); the
+    same for the finite-``L`` level when solved (columns ending ``_finite_l``).
     """
     table = []
     by_step = {int(k): j for j, k in enumerate(comp.steps)}
@@ -190,8 +213,16 @@ def agreement(comp: Comparison, times=GOAL_TIMES) -> list[dict]:
         a_f, l_f = float(comp.flow.a[j]), float(comp.flow.loss[j])
         rel = abs(a_run[j] - a_f) / abs(a_f)
         err = abs(loss_run[j] - l_f)
-        table.append({"t": int(t), "a_run": float(a_run[j]), "a_flow": a_f,
-                      "a_rel_err": float(rel), "a_ok": bool(rel <= A_TOLERANCE),
-                      "loss_run": float(loss_run[j]), "loss_flow": l_f,
-                      "loss_abs_err": float(err), "loss_ok": bool(err <= LOSS_TOLERANCE)})
+        row = {"t": int(t), "a_run": float(a_run[j]), "a_flow": a_f,
+               "a_rel_err": float(rel), "a_ok": bool(rel <= A_TOLERANCE),
+               "loss_run": float(loss_run[j]), "loss_flow": l_f,
+               "loss_abs_err": float(err), "loss_ok": bool(err <= LOSS_TOLERANCE)}
+        if comp.finite_l is not None:
+            a_l, l_l = float(comp.finite_l.a[j]), float(comp.finite_l.loss[j])
+            rel_l, err_l = abs(a_run[j] - a_l) / abs(a_l), abs(loss_run[j] - l_l)
+            row.update({"a_finite_l": a_l, "a_rel_err_finite_l": float(rel_l),
+                        "a_ok_finite_l": bool(rel_l <= A_TOLERANCE), "loss_finite_l": l_l,
+                        "loss_abs_err_finite_l": float(err_l),
+                        "loss_ok_finite_l": bool(err_l <= LOSS_TOLERANCE)})
+        table.append(row)
     return table

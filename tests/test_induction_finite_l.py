@@ -1,0 +1,115 @@
+"""The finite-``L`` level of the induction-head family (``flow="finite_l"``, spec section 10).
+
+The level is the gradient flow of the finite-``L`` model's mean loss on a fixed sample;
+full-batch gradient descent on the same sample is its explicit Euler scheme. Checked
+here: its field is the model's gradient on the sample its seed draws, it descends the
+loss, gradient descent converges to it at order 1 as the step shrinks, refusals name
+their field, and ``compare`` puts it beside the runs on an independent sample.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import odeflow
+from odeflow.data.induction import InductionData
+from odeflow.errors import ValidationError
+from odeflow.fields.induction import EmpiricalInduction, FiniteLengthFlow
+from odeflow.training.induction import initial_parameters, joint, sample_for, train
+
+
+@pytest.fixture(scope="module")
+def data():
+    return InductionData.preset("ih-paper")
+
+
+SMALL = {"length": 24, "sequences": 300}
+
+
+def test_field_is_the_models_gradient_on_the_sample_its_seed_draws(data):
+    field = FiniteLengthFlow(data, loss="code", seed=3, **SMALL)
+    model = EmpiricalInduction(sample_for(data, 300, 24, seed=3), data.heads, data.subsets,
+                               loss="code")
+    y = field.initial_state()
+    assert np.array_equal(y, initial_parameters(model, w_plus=data.w_plus,
+                                                w_minus=data.w_minus, c0=data.c0, a0=data.a0))
+    value, grad = model.loss_and_gradient(y)
+    assert field.loss(y) == value
+    np.testing.assert_array_equal(field.gradient(y), grad)
+    np.testing.assert_array_equal(field.rhs(0.0, y), -grad)      # every group at rate 1
+    other = FiniteLengthFlow(data, loss="code", seed=4, **SMALL)
+    assert other.loss(y) != value                                # another seed, another sample
+    assert field.parameters()["seed"] == 3 and field.parameters()["length"] == 24
+
+
+def test_rates_freeze_groups(data):
+    field = FiniteLengthFlow(data, loss="code", rates={"a": 2.0}, **SMALL)
+    y = field.initial_state()
+    rhs = field.rhs(0.0, y)
+    assert np.all(rhs[field.group_mask("c") | field.group_mask("w")] == 0)
+    assert rhs[field.slices["a"]][0] == pytest.approx(-2.0 * field.gradient(y)[-1])
+
+
+def test_the_flow_descends_the_finite_length_loss(data):
+    traj = odeflow.solve(data, flow="finite_l", loss="code", t_span=(0, 50), progress=False,
+                         **SMALL)
+    assert traj.stats["status"] == 0 and traj.meta["flow"] == "finite_l"
+    assert np.all(np.diff(traj.loss) <= 1e-12)
+    assert traj.loss[-1] < traj.loss[0] - 0.01
+    assert traj.a[-1] > traj.a[0]
+
+
+def test_gradient_descent_converges_to_the_flow_at_order_one(data):
+    """GD with step ``h`` for ``t/h`` steps against the flow at ``t``: the error halves with
+    ``h`` (explicit Euler), on the flow's own sample."""
+    t_end = 0.5
+    field = FiniteLengthFlow(data, loss="code", seed=0, **SMALL)
+    flow = odeflow.solve(data, flow="finite_l", loss="code", seed=0, t_span=(0, t_end),
+                         t_eval=[0.0, t_end], rtol=1e-11, atol=1e-13, progress=False, **SMALL)
+    model = field.model
+    errors = []
+    for steps in (50, 100, 200):
+        run = train(model, field.initial_state(), joint(steps, t_end / steps), progress=False)
+        errors.append(np.abs(run.theta[-1] - flow.y[:, -1]).max())
+    ratios = [errors[0] / errors[1], errors[1] / errors[2]]
+    assert all(1.8 < r < 2.2 for r in ratios), (errors, ratios)
+
+
+@pytest.mark.parametrize("options, field", [
+    ({"length": 5}, "length"), ({"length": 0}, "length"), ({"sequences": 0}, "sequences"),
+    ({"sequences": 2.5}, "sequences"), ({"seed": -1}, "seed"), ({"seed": True}, "seed"),
+])
+def test_bad_sample_options_name_the_field(data, options, field):
+    with pytest.raises(ValidationError) as err:
+        FiniteLengthFlow(data, loss="code", **{**SMALL, **options})
+    assert err.value.field == field
+
+
+def test_infinite_nll_on_the_sample_is_refused_by_name(data):
+    """At L = 2H each sequence has one key: most targets are the value of no key."""
+    with pytest.raises(ValidationError) as err:
+        FiniteLengthFlow(data, loss="nll", length=6, sequences=200)
+    assert err.value.field == "loss" and "infinite" in str(err.value)
+
+
+def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
+    from odeflow.training.induction import agreement, compare, rows
+
+    data = InductionData.preset("ih-point")      # small: d = 2, H = 2
+    comp = compare(data, seeds=[0, 2], steps=10, count=200, length=24, progress=False)
+    assert comp.finite_l_seed == 3
+    assert comp.finite_l.meta["seed"] == 3 and comp.finite_l.meta["sequences"] == 200
+    np.testing.assert_array_equal(comp.finite_l.t, comp.runs[0].t)
+    table = rows(comp)
+    assert table[0]["loss_finite_l"] == pytest.approx(
+        FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=200).loss(
+            comp.finite_l.y[:, 0]))
+    goal = agreement(comp, times=(5, 10))
+    assert [r["t"] for r in goal] == [5, 10]
+    for r in goal:
+        assert r["loss_abs_err_finite_l"] == pytest.approx(abs(r["loss_run"] -
+                                                               r["loss_finite_l"]))
+    plain = compare(data, seeds=1, steps=2, count=100, length=24, progress=False,
+                    finite_l=False)
+    assert plain.finite_l is None and "a_finite_l" not in rows(plain)[0]
