@@ -33,8 +33,14 @@ Prints (not a timed test):
    from the ``rtol = 1e-5``, ``N = 64`` ensemble (largest over the seeds). These
    change what is computed; nothing here is a default.
 
+6. The tolerance's error budget (``--tolerance``): on the two syn-medium-10 cells with
+   the smallest seed sd of fig6.csv (``eta_Z = 0.5`` and ``2``, ``eta_Y/eta_Z = 1``),
+   each member's final entropy at other tolerances and methods against a tight
+   reference (RK45, ``rtol = 1e-7``), in units of the cell's seed sd (``--csv``'s
+   fig6.csv), with the right-hand sides and CPU seconds.
+
 Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]
-[--skip-ensemble] [--cells] [--repeats 1] [--levers]``.
+[--skip-ensemble] [--cells] [--repeats 1] [--levers] [--tolerance [--csv DIR]]``.
 """
 
 from __future__ import annotations
@@ -192,6 +198,48 @@ def levers(seeds: int) -> None:
               f"max |dH| {np.abs(final - reference).max():.1e}", flush=True)
 
 
+#: Part 6: (method, rtol) against the reference; atol = rtol / 100 as the defaults.
+TOLERANCES = (("RK45", 1e-5), ("RK45", 3e-5), ("RK45", 1e-4), ("RK23", 1e-3))
+
+
+def tolerance_budget(seeds: int, csv_dir: Path) -> None:
+    """Part 6: the final entropy's error at other tolerances, in seed sd, on two cells."""
+    from odeflow.analysis.measures import distinct_entropy
+    from odeflow.training import training_start
+
+    with open(csv_dir / "fig6.csv", encoding="utf-8") as fh:
+        sd = {(r["preset"], float(r["eta_z"]), float(r["ratio"])): float(r["sgd_std"])
+              for r in csv.DictReader(fh)}
+    data = odeflow.DataModel.preset("syn-medium-10")
+    flow, options = paper.OPTFLOWS["T"]
+    print(f"6. the tolerance's error budget, syn-medium-10, {seeds} seeds: max over members "
+          "of |final entropy - RK45 at rtol 1e-7| (and in the cell's seed sd)")
+    for eta_z in (0.5, 2.0):
+        p = paper.FIG6.replace(eta_z=eta_z, eta_y=eta_z)
+        starts = [training_start(data, s) for s in range(seeds)]
+
+        def ensemble(method, rtol, p=p, starts=starts):
+            H, nfev = [], 0
+            for y0, z0 in starts:
+                tr = odeflow.solve(data, flow=flow, eta_y=p.eta_y, eta_z=p.eta_z,
+                                   optimizer=paper.optimizer_of(p), t_span=(0.0, 100.0),
+                                   t_eval=[0.0, 100.0], method=method, rtol=rtol,
+                                   atol=rtol * 1e-2, progress=False, y0=y0, z0=z0,
+                                   seq_len=p.seq_len, **options)
+                H.append(distinct_entropy(data, tr.z_active)[-1])
+                nfev += tr.stats["nfev"]
+            return np.array(H), nfev
+
+        reference, _ = ensemble("RK45", 1e-7)
+        cell_sd = sd[("syn-medium-10", eta_z, 1.0)]
+        for method, rtol in TOLERANCES:
+            (H, nfev), _, cpu = _timed(ensemble, method, rtol)
+            err = np.abs(H - reference).max()
+            print(f"  eta_Z {eta_z:g}, ratio 1 (sd {cell_sd:.4f}): {method} rtol {rtol:g}: "
+                  f"{cpu:5.1f} s cpu, {nfev:>5} right-hand sides, max error {err:.1e} "
+                  f"({err / cell_sd:.3f} sd)", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -204,6 +252,10 @@ def main(argv=None) -> int:
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--levers", action="store_true",
                         help="part 5: the Level T ensemble at a looser rtol or smaller N")
+    parser.add_argument("--tolerance", action="store_true",
+                        help="part 6: the error of other tolerances, in seed sd")
+    parser.add_argument("--csv", default="docs/reproduce",
+                        help="folder of the fig6.csv whose seed sd part 6 uses")
     args = parser.parse_args(argv)
     print(f"odeflow {odeflow.__version__}, numpy {np.__version__}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, "
@@ -213,6 +265,8 @@ def main(argv=None) -> int:
         cell_costs(args.seeds, args.repeats)
     if args.levers:
         levers(args.seeds)
+    if args.tolerance:
+        tolerance_budget(args.seeds, Path(args.csv))
     if not args.skip_ensemble:
         ensemble_vs_single(args.seeds)
     if not args.skip_full:

@@ -22,7 +22,7 @@ def register(sub) -> None:
     add_data_arguments(p, any_family=True)
     p.add_argument("--flow", default=None, help="the data model's family's flow: exact "
                    "(default), finite_t, reduced or snap for sequence classes; population "
-                   "(default) or copier for induction heads")
+                   "(default), copier or finite_l for induction heads")
     p.add_argument("--loss", default=None, choices=["nll", "code"],
                    help="induction heads: the loss (nll: -log y of the target; code: the "
                         "training code's cross-entropy of y as logits); default nll")

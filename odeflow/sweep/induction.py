@@ -56,7 +56,8 @@ VARIABLES = {
 #: Variable attributes of the induction outputs.
 INDUCTION_ATTRS = {
     "a": {"long_name": "classifier weight a(t)"},
-    "population_loss": {"long_name": "population loss of the induction-head model",
+    "population_loss": {"long_name": "loss of the induction-head level (population; the "
+                                     "sample's finite-L loss for flow = finite_l)",
                         "description": "-log y_target (loss nll) or the code's "
                                        "cross-entropy of y (loss code)"},
     "subset_weights": {"long_name": "selector subset weights p_S(t) = c_S^2 / sum c^2"},
