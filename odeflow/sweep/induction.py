@@ -109,22 +109,42 @@ INDUCTION_OUTPUTS = OutputSet("induction", VARIABLES, INDUCTION_ATTRS, induction
                               induction_coords, induction_outputs)
 
 
+#: Parameters of the finite-``L`` level's sample (``flow = "finite_l"`` only): sweep
+#: parameter -> the level's option.
+SAMPLE_PARAMETERS = {"length": "length", "sequences": "sequences", "sample_seed": "seed"}
+
+
 def run_induction_flow(data, values: dict, times: np.ndarray):
     """One point of ``induction_flow``: the model with the point's dotted fields set,
-    solved with its ``flow``, ``loss`` and the rates of the flow's groups."""
+    solved with its ``flow``, ``loss`` and the rates of the flow's groups (and, for
+    ``flow = "finite_l"``, its sample: ``length``, ``sequences``, ``sample_seed``)."""
     model = edited_model(data, {k: v for k, v in values.items() if "." in k})
     groups = FAMILIES["induction"].field_class(values["flow"]).groups
+    sample = ({option: values[name] for name, option in SAMPLE_PARAMETERS.items()}
+              if values["flow"] == "finite_l" else {})
     return solve(model, flow=values["flow"], loss=values["loss"],
                  rates={g: values[f"rate_{g}"] for g in groups},
                  t_span=(0.0, values["t_end"]), t_eval=times, method=values["method"],
-                 rtol=values["rtol"], atol=values["atol"], progress=False)
+                 rtol=values["rtol"], atol=values["atol"], progress=False, **sample)
 
 
-def check_rates_used(grid: dict, settings: dict) -> None:
-    """Refuse ``rate_w`` when every point's flow is ``copier`` (it has no ``w``): swept
-    (every value would repeat the same points) or fixed at anything but its default 1
-    (it would be ignored)."""
+def check_parameters_used(grid: dict, settings: dict) -> None:
+    """Refuse ``rate_w`` when every point's flow is ``copier`` (it has no ``w``), and the
+    sample's parameters (``length``, ``sequences``, ``sample_seed``) when no point's
+    flow is ``finite_l``: swept (every value would repeat the same points) or fixed at
+    anything but the default (it would be ignored)."""
     flows = grid.get("flow", [settings.get("flow", "population")])
+    if "finite_l" not in flows:
+        defaults = {p.name: p.default for p in INDUCTION_PARAMETERS}
+        for name in SAMPLE_PARAMETERS:
+            if name in grid:
+                raise ValidationError(f"grid.{name}", "only flow = 'finite_l' has a sample "
+                                      f"of sequences; every {name} would repeat the same "
+                                      "points")
+            if name in settings and settings[name] != defaults[name]:
+                raise ValidationError(f"settings.{name}", f"only flow = 'finite_l' has a "
+                                      f"sample of sequences; {name} = {settings[name]!r} "
+                                      "would be ignored")
     if not all(f == "copier" for f in flows):
         return
     if "rate_w" in grid:
@@ -136,16 +156,19 @@ def check_rates_used(grid: dict, settings: dict) -> None:
 
 
 #: Parameters of ``induction_flow``: the flow, the loss, the groups' rates (the joint run;
-#: 0 freezes a group; the copier flow has no ``w``) and :data:`FLOW_PARAMETERS` but the
-#: Scan and Snap learning rates.
+#: 0 freezes a group; the copier flow has no ``w``), the finite-``L`` level's sample
+#: (:data:`SAMPLE_PARAMETERS`; the authors' ``L = 100``, 9000 sequences, seed 0) and
+#: :data:`FLOW_PARAMETERS` but the Scan and Snap learning rates.
 INDUCTION_PARAMETERS = (
     Parameter("flow", "population", "text", tuple(FAMILIES["induction"].flows)),
     Parameter("loss", "nll", "text", LOSSES),
     Parameter("rate_c", 1.0, "rate"), Parameter("rate_w", 1.0, "rate"),
     Parameter("rate_a", 1.0, "rate"),
+    Parameter("length", 100, "count"), Parameter("sequences", 9000, "count"),
+    Parameter("sample_seed", 0, "seed"),
     *(p for p in FLOW_PARAMETERS if p.name not in ("eta_y", "eta_z")))
 
 INDUCTION_FLOW = register(TaskKind("induction_flow", "flow", run_induction_flow,
                                    INDUCTION_PARAMETERS, outputs=INDUCTION_OUTPUTS,
                                    model_family="induction", default_preset="ih-point",
-                                   model_fields=True, check=check_rates_used))
+                                   model_fields=True, check=check_parameters_used))

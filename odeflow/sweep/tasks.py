@@ -42,9 +42,10 @@ class Parameter:
     """A parameter of a task kind: its name, default and kind of value.
 
     ``kind`` is one of ``"positive"`` (a finite float > 0), ``"count"`` (an
-    integer >= 1), ``"fraction"`` (a float in [0, 1)), ``"rate"`` (a finite
-    float >= 0; 0 freezes), ``"method"`` (a ``solve_ivp`` method or ``"auto"``)
-    or ``"text"`` (one of ``choices`` when given).
+    integer >= 1), ``"seed"`` (an integer >= 0), ``"fraction"`` (a float in
+    [0, 1)), ``"rate"`` (a finite float >= 0; 0 freezes), ``"method"`` (a
+    ``solve_ivp`` method or ``"auto"``) or ``"text"`` (one of ``choices`` when
+    given).
     """
 
     name: str
@@ -58,6 +59,8 @@ class Parameter:
             return validate_positive(value, field)
         if self.kind == "count":
             return check_count(value, field)
+        if self.kind == "seed":
+            return check_count(value, field, minimum=0)
         if self.kind == "fraction":
             return check_fraction(value, field)
         if self.kind == "rate":
@@ -78,7 +81,7 @@ class Parameter:
 
     @property
     def numeric(self) -> bool:
-        return self.kind in ("positive", "count", "fraction", "rate")
+        return self.kind in ("positive", "count", "seed", "fraction", "rate")
 
 
 @dataclass(frozen=True)
