@@ -29,8 +29,8 @@ INDUCTION_ARRAYS = ("t", "a", "c", "subset_weights", "loss")
 class InductionTrajectory(SolverOutput):
     """Time series of an induction-head flow.
 
-    Parameters / Attributes
-    -----------------------
+    Attributes
+    ----------
     t : ndarray, shape (n,)
     a : ndarray, shape (n,)
         Classifier weight ``a(t)``.

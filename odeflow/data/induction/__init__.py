@@ -276,7 +276,9 @@ class InductionData(TomlForm):
 
     @classmethod
     def from_dict(cls, d: Mapping) -> InductionData:
-        """Build from the form of :meth:`to_dict`::
+        """Build from the form of :meth:`to_dict`.
+
+        In TOML::
 
             vocab_size = 3
             n_gram = 3
