@@ -113,3 +113,14 @@ def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
     plain = compare(data, seeds=1, steps=2, count=100, length=24, progress=False,
                     finite_l=False)
     assert plain.finite_l is None and "a_finite_l" not in rows(plain)[0]
+
+
+def test_a_sample_too_large_for_memory_is_refused_by_name(data):
+    from odeflow.data.induction.sequences import MAX_SAMPLE_ENTRIES, sample_sequences
+
+    with pytest.raises(ValidationError) as err:
+        sample_sequences(MAX_SAMPLE_ENTRIES // 10, 100, vocab_size=3, n_gram=3, alpha=0.1)
+    assert err.value.field == "count" and "tokens" in str(err.value)
+    with pytest.raises(ValidationError) as err:
+        FiniteLengthFlow(data, loss="code", length=10_000, sequences=10_000)
+    assert err.value.field == "sequences"

@@ -24,6 +24,10 @@ from odeflow.errors import ValidationError
 #: The authors' protocol: sequence length and training sequences.
 PAPER_LENGTH = 100
 PAPER_SEQUENCES = 9000
+#: Most numbers a sample may hold, tokens ``count * (L + 1)`` or Dirichlet kernel
+#: entries ``count * d**n`` (8 bytes each: 400 MB), so that a typo fails by name
+#: instead of exhausting memory.
+MAX_SAMPLE_ENTRIES = 50_000_000
 
 
 # --------------------------------------------------------------------------- checks
@@ -121,6 +125,12 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
     if length + 1 < n:
         raise ValidationError("length", f"must be >= n_gram - 1 = {n - 1}, got {length}")
     rows = d ** (n - 1)
+    for what, entries in (("tokens count * (length + 1)", count * (length + 1)),
+                          ("kernel entries count * d**n", count * rows * d if kernel is None
+                           else 0)):
+        if entries > MAX_SAMPLE_ENTRIES:
+            raise ValidationError("count", f"{what} = {entries:,} exceeds "
+                                  f"{MAX_SAMPLE_ENTRIES:,} (about 400 MB)")
     if (alpha is None) == (kernel is None):
         raise ValidationError("alpha", "give exactly one of alpha (Dirichlet prior) and "
                               "kernel (point-mass prior)")

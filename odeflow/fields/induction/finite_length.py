@@ -65,6 +65,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from odeflow.data.induction.sequences import (
+    MAX_SAMPLE_ENTRIES,
     PAPER_LENGTH,
     PAPER_SEQUENCES,
     InductionSequences,
@@ -422,6 +423,10 @@ class FiniteLengthFlow(InductionField):
                                   f"2H - 1 tokens before it), got {length}")
         self.length = length
         self.sequences = check_count(sequences, "sequences")
+        if self.sequences * (length + 1) > MAX_SAMPLE_ENTRIES:
+            raise ValidationError("sequences", f"sequences * (length + 1) = "
+                                  f"{self.sequences * (length + 1):,} tokens exceed "
+                                  f"{MAX_SAMPLE_ENTRIES:,} (about 400 MB)")
         self.seed = check_seed(seed)
         sample = sample_for(data, self.sequences, self.length, seed=self.seed)
         self.model = EmpiricalInduction(sample, self.heads, self.subsets, loss=self.loss_name)
