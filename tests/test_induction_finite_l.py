@@ -105,14 +105,24 @@ def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
     assert table[0]["loss_finite_l"] == pytest.approx(
         FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=200).loss(
             comp.finite_l.y[:, 0]))
+    scorer = FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=200)
+    np.testing.assert_allclose(comp.flow_loss_at_length,
+                               [scorer.loss(comp.flow.y[:, j]) for j in range(comp.flow.t.size)],
+                               rtol=1e-14)
+    assert table[-1]["loss_flow_at_length"] == comp.flow_loss_at_length[-1]
+    # the population flow's own (L -> infinity) loss is another number
+    assert not np.allclose(comp.flow_loss_at_length, comp.flow.loss)
     goal = agreement(comp, times=(5, 10))
     assert [r["t"] for r in goal] == [5, 10]
     for r in goal:
         assert r["loss_abs_err_finite_l"] == pytest.approx(abs(r["loss_run"] -
                                                                r["loss_finite_l"]))
+        assert r["loss_abs_err_at_length"] == pytest.approx(abs(r["loss_run"] -
+                                                                r["loss_flow_at_length"]))
     plain = compare(data, seeds=1, steps=2, count=100, length=24, progress=False,
                     finite_l=False)
     assert plain.finite_l is None and "a_finite_l" not in rows(plain)[0]
+    assert plain.flow_loss_at_length is None and "loss_flow_at_length" not in rows(plain)[0]
 
 
 def test_a_sample_too_large_for_memory_is_refused_by_name(data):

@@ -83,6 +83,11 @@ def run(args) -> int:
               f"{induction_flow.LOSS_TOLERANCE}): population flow: a met at "
               f"{sum(r['a_ok'] for r in goal)}/{len(goal)} times, loss at "
               f"{sum(r['loss_ok'] for r in goal)}/{len(goal)}")
+        if comp.flow_loss_at_length is not None:
+            print_table(goal, ["t", "loss_run", "loss_flow_at_length", "loss_abs_err_at_length"])
+            print(f"population flow's parameters scored at L = {comp.length} (the finite-L "
+                  f"loss on seed {comp.finite_l_seed}'s sample): loss at "
+                  f"{sum(r['loss_ok_at_length'] for r in goal)}/{len(goal)}")
         if comp.finite_l is not None:
             print_table(goal, ["t", "a_finite_l", "a_rel_err_finite_l", "loss_finite_l",
                                "loss_abs_err_finite_l"])

@@ -29,6 +29,7 @@ import numpy as np
 
 from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
+from odeflow.fields.induction import FiniteLengthFlow
 from odeflow.training.induction.finite_length import (
     PAPER_LENGTH,
     PAPER_SEQUENCES,
@@ -69,6 +70,11 @@ class Comparison:
         The finite-``L`` level (``flow="finite_l"``) at the same times, on its own
         sample (seed :attr:`finite_l_seed`); None when not solved.
     finite_l_seed : int or None
+    flow_loss_at_length : ndarray or None
+        The population flow's parameters scored by the finite-``L`` loss the runs
+        report (``L = length``), on the finite-``L`` level's sample (independent of
+        every run's): the flow's prediction of the run's loss, apart from the
+        ``L -> infinity`` loss it descends (``flow.loss``). None when not computed.
     """
 
     runs: list
@@ -79,6 +85,7 @@ class Comparison:
     length: int
     finite_l: object = None
     finite_l_seed: int | None = None
+    flow_loss_at_length: np.ndarray | None = None
 
     @property
     def steps(self) -> np.ndarray:
@@ -132,7 +139,9 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
         Progress bars of the runs and of the solve.
     finite_l : bool, default True
         Also solve the finite-``L`` level (``count`` sequences of length ``length``,
-        sample seed ``max(seeds) + 1``: none of the runs' training sets).
+        sample seed ``max(seeds) + 1``: none of the runs' training sets), and score the
+        population flow's parameters by the finite-``L`` loss on that sample
+        (:attr:`Comparison.flow_loss_at_length`).
     """
     from odeflow.solver import solve
 
@@ -156,13 +165,17 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
     t_eval = runs[0].t
     flow = solve(data, flow="population", loss=loss, t_span=(0.0, float(steps)),
                          t_eval=t_eval, progress=progress)
-    level_l, level_l_seed = None, None
+    level_l, level_l_seed, at_length = None, None, None
     if finite_l:
         level_l_seed = max(seeds) + 1
         level_l = solve(data, flow="finite_l", loss=loss, length=length, sequences=count,
                         seed=level_l_seed, t_span=(0.0, float(steps)), t_eval=t_eval,
                         progress=progress)
-    return Comparison(runs, flow, seeds, loss, count, length, level_l, level_l_seed)
+        scorer = FiniteLengthFlow(data, loss=loss, length=length, sequences=count,
+                                  seed=level_l_seed)
+        at_length = np.array([scorer.loss(flow.y[:, j]) for j in range(flow.t.size)])
+    return Comparison(runs, flow, seeds, loss, count, length, level_l, level_l_seed,
+                      at_length)
 
 
 def rows(comp: Comparison) -> list[dict]:
@@ -187,6 +200,8 @@ def rows(comp: Comparison) -> list[dict]:
         if comp.finite_l is not None:
             row["a_finite_l"] = float(comp.finite_l.a[j])
             row["loss_finite_l"] = float(comp.finite_l.loss[j])
+        if comp.flow_loss_at_length is not None:
+            row["loss_flow_at_length"] = float(comp.flow_loss_at_length[j])
         out.append(row)
     return out
 
@@ -201,7 +216,9 @@ def agreement(comp: Comparison, times=GOAL_TIMES) -> list[dict]:
 
     ``a_rel_err = |a_run - a_flow| / |a_flow|`` (goal <= :data:`A_TOLERANCE`),
     ``loss_abs_err = |loss_run - loss_flow|`` (goal <= :data:`LOSS_TOLERANCE`); the
-    same for the finite-``L`` level when solved (columns ending ``_finite_l``).
+    same for the finite-``L`` level when solved (columns ending ``_finite_l``), and for
+    the population flow's parameters scored at the runs' ``L`` (``loss_flow_at_length``,
+    ``loss_abs_err_at_length``, ``loss_ok_at_length``).
     """
     table = []
     by_step = {int(k): j for j, k in enumerate(comp.steps)}
@@ -224,5 +241,10 @@ def agreement(comp: Comparison, times=GOAL_TIMES) -> list[dict]:
                         "a_ok_finite_l": bool(rel_l <= A_TOLERANCE), "loss_finite_l": l_l,
                         "loss_abs_err_finite_l": float(err_l),
                         "loss_ok_finite_l": bool(err_l <= LOSS_TOLERANCE)})
+        if comp.flow_loss_at_length is not None:
+            l_at = float(comp.flow_loss_at_length[j])
+            err_at = abs(loss_run[j] - l_at)
+            row.update({"loss_flow_at_length": l_at, "loss_abs_err_at_length": float(err_at),
+                        "loss_ok_at_length": bool(err_at <= LOSS_TOLERANCE)})
         table.append(row)
     return table
