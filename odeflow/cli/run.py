@@ -11,6 +11,10 @@ from odeflow.io import writable_target
 from odeflow.numerics import normalised_features
 from odeflow.solver import MAX_NFEV, METHODS, solve
 
+#: ``--length``, ``--sequences``, ``--sample-seed`` (and the ``[run]`` keys of the same
+#: names): the finite-``L`` level's sample options.
+SAMPLE_OPTIONS = {"length": "length", "sequences": "sequences", "sample_seed": "seed"}
+
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="solve the dynamics and save the trajectory",
@@ -30,6 +34,12 @@ def register(sub) -> None:
                    help="induction heads: the authors' staged run, c alone for T_C, then w "
                         "alone (rate 1e5) for T_W, then a alone until --t-end (default: every "
                         "group jointly at rate 1)")
+    p.add_argument("--length", type=int, default=None, metavar="L",
+                   help="induction heads, flow finite_l: tokens per sequence (100)")
+    p.add_argument("--sequences", type=int, default=None, metavar="N",
+                   help="induction heads, flow finite_l: sequences in the sample (9000)")
+    p.add_argument("--sample-seed", type=int, default=None, metavar="S",
+                   help="induction heads, flow finite_l: seed of the sample (0)")
     p.add_argument("--method", default=None, choices=["auto", *METHODS],
                    help="solve_ivp method (auto)")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-8)")
@@ -129,8 +139,8 @@ def run(args) -> int:
     data, options, label = resolve(args, {"flow": None, "method": "auto", "rtol": 1e-8,
                                           "atol": 1e-10, "loss": None, "stages": None},
                                    any_family=True)
-    for key in ("flow", "method", "rtol", "atol", "loss", "stages"):
-        if getattr(args, key) is not None:
+    for key in ("flow", "method", "rtol", "atol", "loss", "stages", *SAMPLE_OPTIONS):
+        if getattr(args, key, None) is not None:
             options[key] = getattr(args, key)
     family = family_of(data)
     flow = options["flow"] or family.default_flow
@@ -141,6 +151,12 @@ def run(args) -> int:
         settings["loss"] = options["loss"]
     if options["stages"] is not None:
         settings["schedule"] = staged_schedule(options["stages"], options["t_end"])
+    for key, option in SAMPLE_OPTIONS.items():  # the finite-L level's sample
+        if options.get(key) is not None:
+            if flow != "finite_l":
+                raise ValidationError(key, f"only flow finite_l has a sample of sequences "
+                                      f"(the flow is {flow})")
+            settings[option] = options[key]
     out = args.out or f"results/{label}-{flow}.npz"
     writable_target(out, "out")  # a target that can never be written is refused before solving
     traj = solve(data, flow=flow, t_span=(0.0, options["t_end"]), method=options["method"],

@@ -36,6 +36,9 @@ e.g. the induction heads (``InductionData.from_dict``)::
     t_end = 1e3
     loss = "code"                   # the induction heads' loss (nll | code)
     stages = "100,1000"             # the staged run T_C,T_W (as --stages)
+    length = 100                    # flow = "finite_l": its sample (as --length,
+    sequences = 9000                #   --sequences, --sample-seed)
+    sample_seed = 1
 
 The family names the class in :data:`odeflow.data.forms.DATA_TYPES`; without
 it the model is a :class:`~odeflow.data.DataModel`, as before families existed.
@@ -51,7 +54,8 @@ from odeflow.io import read_text
 #: Keys allowed in the ``[run]`` table and how each is checked (a key the data model's
 #: family does not take is refused, naming it, when the run starts).
 RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
-            "rtol": float, "atol": float, "loss": str, "stages": str}
+            "rtol": float, "atol": float, "loss": str, "stages": str, "length": int,
+            "sequences": int, "sample_seed": int}
 #: The family of a config without a ``family`` key.
 DEFAULT_FAMILY = DataModel.family
 
@@ -96,6 +100,10 @@ def run_options(run) -> dict:
                                   f"unknown key {key!r}; allowed: {sorted(RUN_KEYS)}")
         if RUN_KEYS[key] is float:
             options[key] = validate_positive(value, f"run.{key}")
+        elif RUN_KEYS[key] is int:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValidationError(f"run.{key}", f"must be an integer >= 0, got {value!r}")
+            options[key] = value
         elif not isinstance(value, str):
             raise ValidationError(f"run.{key}", f"must be a string, got {value!r}")
         else:
