@@ -414,6 +414,9 @@ predicts odeflow's own runs of the paper's protocol; every table is computed by
 `python docs/make_which_level.py` from the CSV files of `odeflow reproduce`, and no
 parameter is fitted to the runs.
 
+The induction-head family has its own answer on {{doc}}`induction` (the population flow's
+parameters, and the finite-`L` level, against full-batch training).
+
 Which map each column uses: the optimiser flows and the runs share the step axis (step `k`
 is step time `s = k`); the first-order levels are read at the warm-up map `t_k` (SGD) or
 at `t = k` (Adam, which has no time map).
