@@ -262,7 +262,7 @@ def test_fig6_ensemble_recorded_at_fewer_steps_keeps_the_last_one():
                        rtol=0, atol=1e-12)
     assert np.allclose(ends.optflow_members["T"][:, 0], every.optflow_members["T"][:, 0],
                        rtol=0, atol=1e-6)
-    for bad in ([4, 0], [0, 5], []):
+    for bad in ([4, 0], [0, 5], [], [0, 2.5]):
         with pytest.raises(ValidationError, match="optflow_steps"):
             paper.experiment(data, protocol, seeds=1, optflows={"T": paper.OPTFLOWS["T"]},
                              optflow_steps=bad)

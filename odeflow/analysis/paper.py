@@ -323,9 +323,9 @@ def add_optimizer_flows(exp: Experiment, levels=None, steps=None) -> None:
         return
     steps = run.steps if steps is None else np.asarray(steps)
     if steps.ndim != 1 or steps.size == 0 or np.any(np.diff(steps) <= 0) \
-            or steps[0] < 0 or steps[-1] > run.protocol.steps:
-        raise ValidationError("optflow_steps", "must be increasing steps in [0, "
-                              f"{run.protocol.steps}], got {steps!r:.80}")
+            or not np.all(np.isin(steps, run.steps)):
+        raise ValidationError("optflow_steps", "must be increasing steps the runs recorded "
+                              f"(of {run.steps[0]}..{run.steps[-1]}), got {steps!r:.80}")
     exp.optflow_steps = steps
     members, seconds = optflow_ensemble(data, run.protocol, run.seeds, steps, levels)
     for name, H in members.items():
