@@ -211,7 +211,6 @@ def tolerance_budget(seeds: int, csv_dir: Path) -> None:
         sd = {(r["preset"], float(r["eta_z"]), float(r["ratio"])): float(r["sgd_std"])
               for r in csv.DictReader(fh)}
     data = odeflow.DataModel.preset("syn-medium-10")
-    flow, options = paper.OPTFLOWS["T"]
     print(f"6. the tolerance's error budget, syn-medium-10, {seeds} seeds: max over members "
           "of |final entropy - RK45 at rtol 1e-7| (and in the cell's seed sd)")
     for eta_z in (0.5, 2.0):
@@ -219,16 +218,11 @@ def tolerance_budget(seeds: int, csv_dir: Path) -> None:
         starts = [training_start(data, s) for s in range(seeds)]
 
         def ensemble(method, rtol, p=p, starts=starts):
-            H, nfev = [], 0
-            for y0, z0 in starts:
-                tr = odeflow.solve(data, flow=flow, eta_y=p.eta_y, eta_z=p.eta_z,
-                                   optimizer=paper.optimizer_of(p), t_span=(0.0, 100.0),
-                                   t_eval=[0.0, 100.0], method=method, rtol=rtol,
-                                   atol=rtol * 1e-2, progress=False, y0=y0, z0=z0,
-                                   seq_len=p.seq_len, **options)
-                H.append(distinct_entropy(data, tr.z_active)[-1])
-                nfev += tr.stats["nfev"]
-            return np.array(H), nfev
+            out = [paper.optimizer_flows(data, p, [0.0, 100.0], {"T": paper.OPTFLOWS["T"]},
+                                         y0=y0, z0=z0, rtol=rtol, atol=rtol * 1e-2,
+                                         method=method)["T"] for y0, z0 in starts]
+            return (np.array([distinct_entropy(data, tr.z_active)[-1] for tr in out]),
+                    sum(tr.stats["nfev"] for tr in out))
 
         reference, _ = ensemble("RK45", 1e-7)
         cell_sd = sd[("syn-medium-10", eta_z, 1.0)]

@@ -128,14 +128,15 @@ def optimizer_of(protocol: Protocol):
 
 
 def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=None, z0=None,
-                    rtol: float = OPTFLOW_RTOL, atol: float = OPTFLOW_ATOL) -> dict:
+                    rtol: float = OPTFLOW_RTOL, atol: float = OPTFLOW_ATOL,
+                    method: str = OPTFLOW_METHOD) -> dict:
     """The optimiser flow of ``protocol`` over each level, on the step axis (spec section 9).
 
     Returns ``{name: Trajectory}`` recorded at the steps ``steps`` (step time
     ``s = k``: no time map), with the run's rates, from ``y0``, ``z0`` (zero by
     default; the same forms as :func:`level_predictions`). ``levels`` maps names
     to ``(flow, options)`` (:data:`OPTFLOWS` by default; Level T runs at the
-    protocol's ``seq_len``).
+    protocol's ``seq_len``); ``rtol``, ``atol``, ``method`` those of the solves.
     """
     steps = np.asarray(steps, dtype=float)
     optimizer = optimizer_of(protocol)
@@ -146,7 +147,7 @@ def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=
         start = {"z0": z0} if y0 is None else {"z0": z0, "y0": y0}
         out[name] = solve(data, flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
                           optimizer=optimizer, t_span=(0.0, float(steps[-1])), t_eval=steps,
-                          method=OPTFLOW_METHOD, rtol=rtol, atol=atol, progress=False,
+                          method=method, rtol=rtol, atol=atol, progress=False,
                           **start, **options)
     return out
 
