@@ -7,13 +7,10 @@ import numpy as np
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
 from odeflow.errors import ValidationError
 from odeflow.fields import family_of
+from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
 from odeflow.io import writable_target
 from odeflow.numerics import normalised_features
 from odeflow.solver import MAX_NFEV, METHODS, solve
-
-#: ``--length``, ``--sequences``, ``--sample-seed`` (and the ``[run]`` keys of the same
-#: names): the finite-``L`` level's sample options.
-SAMPLE_OPTIONS = {"length": "length", "sequences": "sequences", "sample_seed": "seed"}
 
 
 def register(sub) -> None:
@@ -140,7 +137,7 @@ def run(args) -> int:
                                           "atol": 1e-10, "loss": None, "stages": None},
                                    any_family=True)
     for key in ("flow", "method", "rtol", "atol", "loss", "stages", *SAMPLE_OPTIONS):
-        if getattr(args, key, None) is not None:
+        if getattr(args, key) is not None:
             options[key] = getattr(args, key)
     family = family_of(data)
     flow = options["flow"] or family.default_flow
@@ -151,12 +148,9 @@ def run(args) -> int:
         settings["loss"] = options["loss"]
     if options["stages"] is not None:
         settings["schedule"] = staged_schedule(options["stages"], options["t_end"])
-    for key, option in SAMPLE_OPTIONS.items():  # the finite-L level's sample
-        if options.get(key) is not None:
-            if flow != "finite_l":
-                raise ValidationError(key, f"only flow finite_l has a sample of sequences "
-                                      f"(the flow is {flow})")
-            settings[option] = options[key]
+    # the finite-L level's sample; a flow without one refuses them (solve names them)
+    settings.update({option: options[key] for key, option in SAMPLE_OPTIONS.items()
+                     if options.get(key) is not None})
     out = args.out or f"results/{label}-{flow}.npz"
     writable_target(out, "out")  # a target that can never be written is refused before solving
     traj = solve(data, flow=flow, t_span=(0.0, options["t_end"]), method=options["method"],

@@ -10,6 +10,7 @@ family (:mod:`odeflow.data.induction`) both use them.
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 
@@ -47,6 +48,25 @@ def parse_toml(text, field_name: str) -> dict:
         raise ValidationError(field_name, f"not valid TOML: {exc}") from None
     except RecursionError:
         raise ValidationError(field_name, "nested too deeply to parse") from None
+
+
+def check_count(value, field: str, minimum: int = 1) -> int:
+    """An integer (not a bool, not a float) ``>= minimum``, or a ValidationError naming
+    ``field``."""
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = operator.index(value)
+    except TypeError:
+        raise ValidationError(field, f"must be an integer, got {value!r:.80}") from None
+    if number < minimum:
+        raise ValidationError(field, f"must be >= {minimum}, got {number}")
+    return number
+
+
+def check_seed(value, field: str = "seed") -> int:
+    """A seed for :func:`numpy.random.default_rng`: an integer ``>= 0``."""
+    return check_count(value, field, minimum=0)
 
 
 def as_real_number(value, field_name: str, requirement: str = "a number") -> float:

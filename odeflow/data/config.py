@@ -46,6 +46,7 @@ it the model is a :class:`~odeflow.data.DataModel`, as before families existed.
 
 from __future__ import annotations
 
+from odeflow.data.checks import check_seed
 from odeflow.data.forms import DATA_TYPES, TomlForm, data_type
 from odeflow.data.model import DataModel, parse_toml, validate_positive
 from odeflow.errors import ValidationError
@@ -101,9 +102,7 @@ def run_options(run) -> dict:
         if RUN_KEYS[key] is float:
             options[key] = validate_positive(value, f"run.{key}")
         elif RUN_KEYS[key] is int:
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValidationError(f"run.{key}", f"must be an integer >= 0, got {value!r}")
-            options[key] = value
+            options[key] = check_seed(value, f"run.{key}")   # an integer >= 0
         elif not isinstance(value, str):
             raise ValidationError(f"run.{key}", f"must be a string, got {value!r}")
         else:

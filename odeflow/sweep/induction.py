@@ -31,6 +31,7 @@ import numpy as np
 from odeflow.errors import ValidationError
 from odeflow.fields.families import FAMILIES
 from odeflow.fields.induction import LOSSES
+from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
 from odeflow.solver import solve
 from odeflow.sweep.models import edited_model
 from odeflow.sweep.outputs import (
@@ -109,18 +110,13 @@ INDUCTION_OUTPUTS = OutputSet("induction", VARIABLES, INDUCTION_ATTRS, induction
                               induction_coords, induction_outputs)
 
 
-#: Parameters of the finite-``L`` level's sample (``flow = "finite_l"`` only): sweep
-#: parameter -> the level's option.
-SAMPLE_PARAMETERS = {"length": "length", "sequences": "sequences", "sample_seed": "seed"}
-
-
 def run_induction_flow(data, values: dict, times: np.ndarray):
     """One point of ``induction_flow``: the model with the point's dotted fields set,
     solved with its ``flow``, ``loss`` and the rates of the flow's groups (and, for
     ``flow = "finite_l"``, its sample: ``length``, ``sequences``, ``sample_seed``)."""
     model = edited_model(data, {k: v for k, v in values.items() if "." in k})
     groups = FAMILIES["induction"].field_class(values["flow"]).groups
-    sample = ({option: values[name] for name, option in SAMPLE_PARAMETERS.items()}
+    sample = ({option: values[name] for name, option in SAMPLE_OPTIONS.items()}
               if values["flow"] == "finite_l" else {})
     return solve(model, flow=values["flow"], loss=values["loss"],
                  rates={g: values[f"rate_{g}"] for g in groups},
@@ -136,7 +132,7 @@ def check_parameters_used(grid: dict, settings: dict) -> None:
     flows = grid.get("flow", [settings.get("flow", "population")])
     if "finite_l" not in flows:
         defaults = {p.name: p.default for p in INDUCTION_PARAMETERS}
-        for name in SAMPLE_PARAMETERS:
+        for name in SAMPLE_OPTIONS:
             if name in grid:
                 raise ValidationError(f"grid.{name}", "only flow = 'finite_l' has a sample "
                                       f"of sequences; every {name} would repeat the same "
@@ -157,7 +153,7 @@ def check_parameters_used(grid: dict, settings: dict) -> None:
 
 #: Parameters of ``induction_flow``: the flow, the loss, the groups' rates (the joint run;
 #: 0 freezes a group; the copier flow has no ``w``), the finite-``L`` level's sample
-#: (:data:`SAMPLE_PARAMETERS`; the authors' ``L = 100``, 9000 sequences, seed 0) and
+#: (``SAMPLE_OPTIONS``; the authors' ``L = 100``, 9000 sequences, seed 0) and
 #: :data:`FLOW_PARAMETERS` but the Scan and Snap learning rates.
 INDUCTION_PARAMETERS = (
     Parameter("flow", "population", "text", tuple(FAMILIES["induction"].flows)),

@@ -31,7 +31,7 @@ from odeflow.results import Trajectory
 from odeflow.solver import METHODS, solve
 from odeflow.sweep.outputs import SCAN_SNAP, OutputSet
 from odeflow.training import Protocol, gradient_ascent, train, train_sgd
-from odeflow.training.common import check_count, check_fraction
+from odeflow.training.common import check_count, check_fraction, check_seed
 
 #: How a parameter's values are checked and stored (the dtype of its coordinate).
 KINDS = ("positive", "count", "fraction", "rate", "method", "text")
@@ -60,7 +60,7 @@ class Parameter:
         if self.kind == "count":
             return check_count(value, field)
         if self.kind == "seed":
-            return check_count(value, field, minimum=0)
+            return check_seed(value, field)
         if self.kind == "fraction":
             return check_fraction(value, field)
         if self.kind == "rate":

@@ -12,12 +12,11 @@ parent most significant), as in the family's data layer. Used by the finite-``L`
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np
 
-from odeflow.data.checks import validate_positive
+from odeflow.data.checks import check_count, check_seed, validate_positive
 from odeflow.data.induction import InductionData, check_kernel
 from odeflow.errors import ValidationError
 
@@ -28,27 +27,6 @@ PAPER_SEQUENCES = 9000
 #: entries ``count * d**n`` (8 bytes each: 400 MB), so that a typo fails by name
 #: instead of exhausting memory.
 MAX_SAMPLE_ENTRIES = 50_000_000
-
-
-# --------------------------------------------------------------------------- checks
-
-def check_count(value, field: str, minimum: int = 1) -> int:
-    """An integer (not a bool, not a float) ``>= minimum``, or a ValidationError naming
-    ``field``."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        raise ValidationError(field, f"must be an integer, got {value!r:.80}") from None
-    if number < minimum:
-        raise ValidationError(field, f"must be >= {minimum}, got {number}")
-    return number
-
-
-def check_seed(value, field: str = "seed") -> int:
-    """A seed for :func:`numpy.random.default_rng`: an integer ``>= 0``."""
-    return check_count(value, field, minimum=0)
 
 
 # --------------------------------------------------------------------------- data

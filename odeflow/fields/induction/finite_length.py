@@ -64,17 +64,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from odeflow.data.checks import check_count, check_seed
 from odeflow.data.induction.sequences import (
     MAX_SAMPLE_ENTRIES,
     PAPER_LENGTH,
     PAPER_SEQUENCES,
     InductionSequences,
-    check_count,
-    check_seed,
     sample_for,
 )
 from odeflow.errors import ValidationError
 from odeflow.fields.induction.base import GROUPS, LOSSES, InductionField
+
+#: The front ends' names of :class:`FiniteLengthFlow`'s sample options (``odeflow run``
+#: flags and ``[run]`` keys, ``induction_flow`` sweep parameters) -> the option.
+SAMPLE_OPTIONS = {"length": "length", "sequences": "sequences", "sample_seed": "seed"}
 
 #: Upper bound on ``H * d^(2H)`` (the copier tables), so that a typo cannot ask for
 #: gigabytes: 3 heads over 10 tokens is 3e6 entries.

@@ -36,13 +36,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from odeflow.data.checks import validate_finite
+from odeflow.data.checks import check_count, check_seed, validate_finite  # noqa: F401
 from odeflow.data.induction.sequences import (  # noqa: F401  (re-exported: the public API)
     PAPER_LENGTH,
     PAPER_SEQUENCES,
     InductionSequences,
-    check_count,
-    check_seed,
     sample_for,
     sample_sequences,
 )
