@@ -112,3 +112,19 @@ def test_start_ensemble_refuses_members_that_differ_in_more_than_the_start(mediu
         StartEnsemble([ExactFlow(medium, 1.0, 0.1), ExactFlow(medium, 2.0, 0.1)])
     with pytest.raises(ValidationError, match="members"):
         StartEnsemble([])
+
+
+def test_ensemble_copies_adams_exact_steps_as_solve_does():
+    """With ``Adam(exact_steps=k)`` the ensemble's first ``k`` steps are the recursion's own
+    states, as one ``solve`` per start has them (not integrated to the tolerance)."""
+    data = odeflow.DataModel.preset("syn-small")
+    starts = [training_start(data, s) for s in (0, 1)]
+    opt = odeflow.Adam(exact_steps=3)
+    ens = solve_ensemble(data, starts, flow="exact", eta_y=1.0, eta_z=0.1, optimizer=opt,
+                         t_span=(0, 6), rtol=1e-8, atol=1e-10)
+    for traj, (y0, z0) in zip(ens, starts, strict=True):
+        one = solve(data, flow="exact", eta_y=1.0, eta_z=0.1, optimizer=opt, t_span=(0, 6),
+                    y0=y0, z0=z0, method="RK45", rtol=1e-8, atol=1e-10, progress=False)
+        assert traj.stats["exact_until"] == 3.0
+        np.testing.assert_allclose(traj.z_active[:4], one.z_active[:4], rtol=0, atol=1e-15)
+        np.testing.assert_allclose(traj.z_active, one.z_active, rtol=0, atol=1e-6)

@@ -565,17 +565,23 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
                             kwargs=kwargs, max_nfev=max_nfev, what=f"{flow} flow ({method})",
                             progress=progress, blas_threads=SOLVE_BLAS_THREADS,
                             dense_output=dense_output)
-    head = getattr(field, "exact_until", None)
-    if head is not None and head > t0:
-        sol, stats = _after_exact_steps(field, head, t_end, np.asarray(t_eval, float), run)
-    else:
-        sol, stats = run(t0=t0, t_end=t_end, t_eval=t_eval)
+    sol, stats = _run_from(field, t0, t_end, t_eval, run)
     stats["n_state"] = field.size
     traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
     traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
                          sol.y_events if event_functions else None, event_names)
     return traj
+
+
+def _run_from(field, t0: float, t_end: float, t_eval, run) -> tuple:
+    """``(sol, stats)`` of ``run`` (a partial :func:`_integrate` on ``field``) over ``[t0,
+    t_end]``, the first steps copied from the recursion when the field takes some exactly
+    (:func:`_after_exact_steps`)."""
+    head = getattr(field, "exact_until", None)
+    if head is not None and head > t0:
+        return _after_exact_steps(field, head, t_end, np.asarray(t_eval, float), run)
+    return run(t0=t0, t_end=t_end, t_eval=t_eval)
 
 
 class _ExactThenDense:
@@ -844,9 +850,11 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     if t_eval is None:
         t_eval = default_t_eval(t0, t_end, state_size=stack.n)
     scale = math.sqrt(stack.P)
-    sol, stats = _integrate(field, t0, t_end, t_eval, method, rtol / scale, atol / scale, {},
-                            max_nfev, f"{flow} flow from {stack.P} starts ({method})",
-                            progress, blas_threads)
+    run = functools.partial(_integrate, field, method=method, rtol=rtol / scale,
+                            atol=atol / scale, kwargs={}, max_nfev=max_nfev,
+                            what=f"{flow} flow from {stack.P} starts ({method})",
+                            progress=progress, blas_threads=blas_threads)
+    sol, stats = _run_from(field, t0, t_end, t_eval, run)
     stats.update({"rtol": rtol, "atol": atol, "ensemble_size": stack.P, "n_state": stack.n})
     if wrapped is None:
         out = stack.trajectory(sol.t, sol.y.T, stats)
