@@ -212,3 +212,56 @@ def test_config_run_table():
         parse_config(text.replace("eta_z = 0.5", "eta_y = -2"))
     with pytest.raises(ValidationError, match="^run.speed"):
         parse_config(text.replace("eta_z = 0.5", "speed = 2"))
+
+
+# ---------------------------------------------------------------- counts and seeds
+def _count_entry_points():
+    """Every public place a count or a seed enters, each as ``value -> checked value``."""
+    from odeflow.data import sample_counts
+    from odeflow.data.checks import check_count
+    from odeflow.data.induction import InductionData
+    from odeflow.data.induction.sequences import sample_sequences
+    from odeflow.training.common import check_count as training_check_count
+
+    small = DataModel.preset("syn-small")
+    return {
+        "data.checks.check_count": lambda v: check_count(v, "n"),
+        "training.common.check_count": lambda v: training_check_count(v, "n"),
+        "InductionData(vocab_size)": lambda v: InductionData(v, 2, 1, 1).vocab_size,
+        "sample_counts(samples_per_class)":
+            lambda v: sample_counts(small, 4, v).samples_per_class,
+        "sample_sequences(count)":
+            lambda v: sample_sequences(v, 6, vocab_size=2, n_gram=2, alpha=1.0).count,
+    }
+
+
+@pytest.mark.parametrize("value", [3, np.int64(3), 3.0, np.float64(3.0)])
+def test_counts_take_integers_and_integral_floats_everywhere(value):
+    """One policy for counts (the four validators it replaced had two): an integral
+    float is exact, so it is taken as the integer."""
+    for where, check in _count_entry_points().items():
+        got = check(value)
+        assert got == 3 and type(got) is int, where
+
+
+@pytest.mark.parametrize("value", [True, 2.5, "3", None, math.nan, math.inf, [3]])
+def test_counts_refuse_non_integers_everywhere(value):
+    for where, check in _count_entry_points().items():
+        with pytest.raises(ValidationError, match="must be an integer"):
+            check(value)
+            pytest.fail(where)
+
+
+def test_count_bounds_and_seeds():
+    from odeflow.data.checks import check_count, check_seeds
+
+    with pytest.raises(ValidationError, match="^n: must be >= 2, got 1"):
+        check_count(1, "n", 2)
+    with pytest.raises(ValidationError, match="^n: must be <= 5, got 6"):
+        check_count(6.0, "n", maximum=5)
+    assert check_seeds(3) == [0, 1, 2] == check_seeds(3.0)
+    assert check_seeds((4, np.int64(7), 2.0)) == [4, 7, 2]
+    for bad, field in [(0, "seeds"), ([], "seeds"), ("12", "seeds"), ([1, -1], r"seeds\[1\]"),
+                       ([0.5], r"seeds\[0\]"), (object(), "seeds")]:
+        with pytest.raises(ValidationError, match=f"^{field}"):
+            check_seeds(bad)

@@ -10,6 +10,7 @@ family (:mod:`odeflow.data.induction`) both use them.
 from __future__ import annotations
 
 import math
+import numbers
 import operator
 
 import numpy as np
@@ -50,23 +51,53 @@ def parse_toml(text, field_name: str) -> dict:
         raise ValidationError(field_name, "nested too deeply to parse") from None
 
 
-def check_count(value, field: str, minimum: int = 1) -> int:
-    """An integer (not a bool, not a float) ``>= minimum``, or a ValidationError naming
-    ``field``."""
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        number = operator.index(value)
-    except TypeError:
-        raise ValidationError(field, f"must be an integer, got {value!r:.80}") from None
+def check_count(value, field: str, minimum: int = 1, maximum: int | None = None) -> int:
+    """An integer ``>= minimum`` (and ``<= maximum`` when given), or a ValidationError
+    naming ``field``.
+
+    The one policy for every count and seed of the package: integers (Python or
+    numpy) and floats of integral value (``1e4``, ``np.float64(3.0)``: exact, so
+    nothing is rounded) are taken; bools, text, non-integral or non-finite
+    floats and anything else are refused.
+    """
+    if isinstance(value, bool):
+        raise ValidationError(field, f"must be an integer, got {value!r:.80}")
+    if isinstance(value, float):
+        if not (math.isfinite(value) and value.is_integer()):
+            raise ValidationError(field, f"must be an integer, got {value!r:.80}")
+        number = int(value)
+    else:
+        try:
+            number = operator.index(value)
+        except TypeError:
+            raise ValidationError(field, f"must be an integer, got {value!r:.80}") from None
     if number < minimum:
         raise ValidationError(field, f"must be >= {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ValidationError(field, f"must be <= {maximum}, got {number}")
     return number
 
 
 def check_seed(value, field: str = "seed") -> int:
     """A seed for :func:`numpy.random.default_rng`: an integer ``>= 0``."""
     return check_count(value, field, minimum=0)
+
+
+def check_seeds(seeds, field: str = "seeds") -> list[int]:
+    """Seeds from a count (``0 .. seeds - 1``) or an iterable of seeds, each checked
+    by :func:`check_seed` (ValidationError naming ``field`` or ``field[i]``)."""
+    if isinstance(seeds, (numbers.Integral, float)) and not isinstance(seeds, bool):
+        return list(range(check_count(seeds, field)))
+    if isinstance(seeds, (str, bytes, bool)):
+        raise ValidationError(field, f"must be a count or a list of seeds, got {seeds!r:.80}")
+    try:
+        seeds = list(seeds)
+    except TypeError:
+        raise ValidationError(field, f"must be a count or a list of seeds, got "
+                              f"{seeds!r:.80}") from None
+    if not seeds:
+        raise ValidationError(field, "needs at least one seed")
+    return [check_seed(s, f"{field}[{i}]") for i, s in enumerate(seeds)]
 
 
 def as_real_number(value, field_name: str, requirement: str = "a number") -> float:

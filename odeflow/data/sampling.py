@@ -14,25 +14,16 @@ the same whatever ``N``, the other classes and their order of drawing
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from odeflow.data.checks import check_count
 from odeflow.data.model import DataModel
 from odeflow.errors import ValidationError
 
-
-def _as_count(value, field_name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if not (isinstance(value, float) and value.is_integer()):
-            raise ValidationError(field_name, f"must be an integer, got {value!r:.80}")
-    value = int(value)
-    if value < minimum:
-        raise ValidationError(field_name, f"must be >= {minimum}, got {value}")
-    if value >= 2**62:
-        raise ValidationError(field_name, f"is too large: {value}")
-    return value
+#: Largest sequence length, sample size or seed taken (the counts are int64).
+MAX_COUNT = 2**62 - 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,9 +106,9 @@ def sample_counts(data: DataModel, seq_len: int, samples_per_class: int,
     """
     if not isinstance(data, DataModel):
         raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
-    T = _as_count(seq_len, "seq_len", 2)
-    N = _as_count(samples_per_class, "samples_per_class", 1)
-    seed = _as_count(seed, "seed", 0)
+    T = check_count(seq_len, "seq_len", 2, maximum=MAX_COUNT)
+    N = check_count(samples_per_class, "samples_per_class", 1, maximum=MAX_COUNT)
+    seed = check_count(seed, "seed", 0, maximum=MAX_COUNT)
     children = np.random.SeedSequence(seed).spawn(data.num_classes)
     counts = []
     for cls, child in zip(data.classes, children, strict=True):

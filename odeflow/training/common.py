@@ -8,28 +8,17 @@ bad step count or batch size is reported the same way as a bad data model
 from __future__ import annotations
 
 import math
-import numbers
 import sys
 
 import numpy as np
 
 from odeflow.data import as_real_number
+from odeflow.data.checks import check_count, check_seed, check_seeds  # noqa: F401 (re-exported)
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields.optimizers import warmup_flow_time
 
 #: Records kept by default: about this many, evenly spaced in steps.
 DEFAULT_RECORDS = 100
-
-
-def check_count(value, field_name: str, minimum: int = 1) -> int:
-    """An integer ``>= minimum`` (bools and non-integral floats are refused)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if not (isinstance(value, float) and value.is_integer()):
-            raise ValidationError(field_name, f"must be an integer, got {value!r}")
-    value = int(value)
-    if value < minimum:
-        raise ValidationError(field_name, f"must be >= {minimum}, got {value}")
-    return value
 
 
 def check_fraction(value, field_name: str) -> float:
@@ -38,25 +27,6 @@ def check_fraction(value, field_name: str) -> float:
     if not (math.isfinite(x) and 0.0 <= x < 1.0):
         raise ValidationError(field_name, f"must be finite and in [0, 1), got {value!r}")
     return x
-
-
-def check_seed(value, field_name: str = "seed") -> int:
-    """A non-negative integer seed for :func:`numpy.random.default_rng`."""
-    return check_count(value, field_name, minimum=0)
-
-
-def check_seeds(seeds) -> list[int]:
-    """A list of seeds from a count (``0 .. seeds - 1``) or an iterable of seeds."""
-    if isinstance(seeds, numbers.Integral) and not isinstance(seeds, bool):
-        seeds = range(check_count(seeds, "seeds"))
-    try:
-        seeds = list(seeds)
-    except TypeError:
-        raise ValidationError("seeds", f"must be a count or a list of seeds, got {seeds!r}") \
-            from None
-    if not seeds:
-        raise ValidationError("seeds", "needs at least one seed")
-    return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
 
 
 def record_steps(steps: int, record_every) -> np.ndarray:

@@ -14,12 +14,11 @@ kernel arrays ``(N_pi, d**(n-1), d)`` with context index
 from __future__ import annotations
 
 import itertools
-import numbers
 from collections.abc import Mapping
 
 import numpy as np
 
-from odeflow.data.checks import as_real_array, validate_finite, validate_positive
+from odeflow.data.checks import as_real_array, check_count, validate_finite, validate_positive
 from odeflow.data.forms import TomlForm, register_data_type
 from odeflow.data.induction import markov
 from odeflow.errors import ValidationError
@@ -62,18 +61,6 @@ def subsets(H: int, D: int) -> list[tuple]:
     (2, 3)]``. One selector coefficient ``c_S`` per subset (spec section 10).
     """
     return [s for k in range(int(D) + 1) for s in itertools.combinations(range(1, int(H) + 1), k)]
-
-
-def _as_count(value, field_name: str, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise ValidationError(field_name, f"must be an integer, got {value!r:.80}")
-    value = int(value)
-    if value < low:
-        raise ValidationError(field_name, f"must be >= {low}, got {value}")
-    return value
 
 
 def check_kernel(kernel, vocab_size: int, n_gram: int, field_name: str = "kernel") -> np.ndarray:
@@ -156,10 +143,10 @@ class InductionData(TomlForm):
     def __init__(self, vocab_size, n_gram, heads, degree, prior: str = "dirichlet",
                  alpha=0.1, num_kernels=PAPER_NUM_KERNELS, seed=0, kernel=None,
                  w_plus=3.0, w_minus=0.1, c0=0.01, a0=0.01):
-        self.vocab_size = d = _as_count(vocab_size, "vocab_size", 2)
-        self.n_gram = n = _as_count(n_gram, "n_gram", 2)
-        self.heads = H = _as_count(heads, "heads", 1)
-        self.degree = _as_count(degree, "degree", 1)
+        self.vocab_size = d = check_count(vocab_size, "vocab_size", 2)
+        self.n_gram = n = check_count(n_gram, "n_gram", 2)
+        self.heads = H = check_count(heads, "heads", 1)
+        self.degree = check_count(degree, "degree", 1)
         if self.degree > H:
             raise ValidationError("degree", f"must be <= heads = {H} (subsets of at most D "
                                   f"heads), got {self.degree}")
@@ -176,11 +163,11 @@ class InductionData(TomlForm):
         self.prior = prior
         if prior == "dirichlet":
             self.alpha = validate_positive(alpha, "alpha")
-            self.num_kernels = _as_count(num_kernels, "num_kernels", 1)
+            self.num_kernels = check_count(num_kernels, "num_kernels", 1)
             if self.num_kernels > MAX_KERNELS:
                 raise ValidationError("num_kernels", f"must be <= {MAX_KERNELS}, got "
                                       f"{self.num_kernels}")
-            self.seed = _as_count(seed, "seed", 0)
+            self.seed = check_count(seed, "seed", 0)
             self.kernel = None
             if kernel is not None:
                 raise ValidationError("kernel", "is given only with prior='point'")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from odeflow.data.checks import check_count, check_seeds
 from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
 from odeflow.fields.induction import FiniteLengthFlow
@@ -35,8 +36,6 @@ from odeflow.training.induction.finite_length import (
     PAPER_SEQUENCES,
     EmpiricalInduction,
     InductionRun,
-    check_count,
-    check_seed,
     initial_parameters,
     joint,
     log_spaced_steps,
@@ -104,16 +103,6 @@ class Comparison:
         r = self.runs[0]
         return InductionRun(r.steps, r.t, self.run_mean("theta"), self.run_mean("loss"),
                             r.subsets, r.heads, r.loss_name)
-
-
-def check_seeds(seeds) -> list[int]:
-    """Seeds from a count (``0 .. seeds - 1``) or a list of seeds (ValidationError naming
-    ``seeds``)."""
-    if isinstance(seeds, (list, tuple, range, np.ndarray)):
-        if len(seeds) == 0:
-            raise ValidationError("seeds", "needs at least one seed")
-        return [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
-    return list(range(check_count(seeds, "seeds")))
 
 
 def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCES,
