@@ -45,10 +45,16 @@ def test_rhs_is_minus_rate_times_gradient_and_frozen_groups_stay():
     data = SMALL["ih-point"]()
     field = PopulationFlow(data, rates={"c": 2.0, "a": 0.5})
     y = field.initial_state()
+    theta = field.start
     assert field.size == data.num_parameters == 9
     np.testing.assert_array_equal(field.rate_vector[field.slices["w"]], 0.0)
     np.testing.assert_array_equal(field.rate_vector[field.slices["c"]], 2.0)
-    np.testing.assert_allclose(field.rhs(0.0, y), -field.rate_vector * field.gradient(y))
+    # the solver's state holds ln|c|: its flow is c'/c, the rest is -rate * gradient
+    np.testing.assert_allclose(field.to_parameters(y), theta, rtol=1e-15)
+    flow = -field.rate_vector * field.gradient(theta)
+    c = field.slices["c"]
+    flow[c] /= theta[c]
+    np.testing.assert_allclose(field.rhs(0.0, y), flow, rtol=1e-12)
     traj = odeflow.solve(data, flow="population", rates={"c": 1.0}, t_span=(0, 50.0))
     np.testing.assert_array_equal(traj.a, data.a0)
     assert np.all(traj.copier_logits == traj.copier_logits[0])
@@ -82,7 +88,7 @@ def test_family_is_registered_and_solve_returns_the_result():
     assert traj.subsets == [(), (1,), (2,), (1, 2)]
     # the recorded loss is the field's loss of the recorded state
     field = PopulationFlow(data)
-    np.testing.assert_allclose(traj.loss[-1], field.loss(traj.y[:, -1]), rtol=1e-12)
+    np.testing.assert_allclose(traj.loss[-1], field.loss(traj.parameters(-1)), rtol=1e-12)
     cop = odeflow.solve(data, flow="copier", t_span=(0, 100.0))
     assert cop.copier_logits is None and cop.flow == "copier"
 
@@ -196,3 +202,81 @@ def test_gradient_with_zero_probability_windows():
             fd = numeric_gradient(field.loss, y)
             np.testing.assert_allclose(field.gradient(y), fd, rtol=1e-6,
                                        atol=1e-8 * np.max(np.abs(fd)))
+
+
+# ------------------------------------------------------------ the selector in log coordinates
+def crossing(traj, subset, level=0.5):
+    """First output time at which ``p_subset`` exceeds ``level`` (None if never)."""
+    j = np.flatnonzero(traj.subset_weights[:, traj.subsets.index(subset)] > level)
+    return traj.t[j[0]] if j.size else None
+
+
+def test_a_losing_coefficient_below_the_range_of_doubles_recovers_on_time():
+    """On ih-point the joint flow's ``c_(1,2)`` falls far below the smallest double before
+    ``{1, 2}`` wins; in ``ln|c|`` the time it wins does not move with the tolerance (in
+    ``c`` it was set by ``atol``: 25 at the defaults, 27-28 with ``atol_c = 1e-60``), and
+    ``U = sum c^2``, which the exact flow conserves, stays put."""
+    data = InductionData.preset("ih-point")
+    t_eval = np.geomspace(1e-2, 1e3, 401)
+    loose, tight = (odeflow.solve(data, t_span=(0, 1e3), t_eval=t_eval, rtol=rtol,
+                                  atol=rtol * 1e-2) for rtol in (1e-6, 1e-10))
+    assert np.min(tight.log_c[:, tight.subsets.index((1, 2))]) < np.log(5e-324)
+    t_loose, t_tight = crossing(loose, (1, 2)), crossing(tight, (1, 2))
+    assert t_tight is not None and abs(t_loose - t_tight) <= 0.02 * t_tight
+    np.testing.assert_allclose(loose.subset_weights, tight.subset_weights, atol=1e-3)
+    finite = np.isfinite(tight.log_c)
+    u = np.sum(np.exp(2 * np.where(finite, tight.log_c, -np.inf)), axis=1)
+    np.testing.assert_allclose(u, u[0], rtol=1e-6)
+
+
+def test_a_schedule_continues_the_selector_below_the_range_of_doubles():
+    """Two joint stages split where ``c_(1,2)`` is below the smallest double give the one
+    joint solve: the second stage starts from the first one's ``ln|c|``
+    (``start_log_c``), not from ``c = 0``."""
+    data = InductionData.preset("ih-point")
+    t_eval = np.linspace(0.0, 200.0, 41)
+    one = odeflow.solve(data, t_span=(0, 200.0), t_eval=t_eval, rtol=1e-10, atol=1e-12)
+    k = one.subsets.index((1, 2))
+    split = float(t_eval[np.argmin(one.log_c[:, k])])
+    assert one.c[t_eval == split, k] == 0.0          # underflowed in c: only ln|c| holds it
+    from odeflow.fields.induction import Schedule, Stage
+
+    staged = odeflow.solve(data, schedule=Schedule([Stage(1.0, split), Stage(1.0, 200.0 - split)]),
+                           t_eval=t_eval, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(staged.subset_weights, one.subset_weights, atol=1e-6)
+    assert crossing(staged, (1, 2)) == crossing(one, (1, 2))
+
+
+def test_start_log_c_and_signs():
+    data = InductionData.preset("ih-point")
+    field = PopulationFlow(data)
+    start = field.start
+    c = field.slices["c"]
+    start[c] = [-0.5, 0.0, 0.25, 1.0]
+    signed = PopulationFlow(data, start=start)
+    assert list(signed.log_c(signed.initial_state())) == [np.log(0.5), -np.inf, np.log(0.25),
+                                                          0.0]
+    np.testing.assert_allclose(signed.to_parameters(signed.initial_state()), start)
+    np.testing.assert_allclose(signed.selector_weights(signed.initial_state()),
+                               start[c] ** 2 / np.sum(start[c] ** 2))
+    deep = PopulationFlow(data, start=start, start_log_c=[-2000.0, -np.inf, 0.0, 0.0])
+    theta = deep.to_parameters(deep.initial_state())
+    assert theta[c][0] == 0.0 and np.signbit(theta[c][0])      # below doubles, sign kept
+    rhs = deep.rhs(0.0, deep.initial_state())
+    assert np.all(np.isfinite(rhs)) and rhs[c][1] == 0.0        # a zero coefficient stays 0
+    # the model is evaluated with c_0 at e^-300 of the largest, not e^-2000: the flow of
+    # every entry is that of a state where c_0 is merely small (e^-200, not clamped)
+    shallow = PopulationFlow(data, start=start, start_log_c=[-200.0, -np.inf, 0.0, 0.0])
+    np.testing.assert_allclose(rhs, shallow.rhs(0.0, shallow.initial_state()), rtol=1e-12,
+                               atol=1e-300)
+    for bad, why in [([0.0] * 3, "one per subset"), ([np.nan, 0, 0, 0], "finite or -inf"),
+                     ([np.inf, 0, 0, 0], "finite or -inf"), ([-np.inf] * 4, "every")]:
+        with pytest.raises(ValidationError, match=f"^start_log_c: .*{why}"):
+            PopulationFlow(data, start_log_c=bad)
+
+
+def test_optimizer_flows_refuse_the_family_by_name():
+    data = InductionData.preset("ih-point")
+    for flow in ("population", "copier"):
+        with pytest.raises(ValidationError, match="^optimizer: flow .* has no optimiser flow"):
+            odeflow.solve(data, flow=flow, optimizer=odeflow.Momentum(0.9), t_span=(0, 5))

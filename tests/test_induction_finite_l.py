@@ -31,13 +31,15 @@ def test_field_is_the_models_gradient_on_the_sample_its_seed_draws(data):
     field = FiniteLengthFlow(data, loss="code", seed=3, **SMALL)
     model = EmpiricalInduction(sample_for(data, 300, 24, seed=3), data.heads, data.subsets,
                                loss="code")
-    y = field.initial_state()
+    y = field.start
     assert np.array_equal(y, initial_parameters(model, w_plus=data.w_plus,
                                                 w_minus=data.w_minus, c0=data.c0, a0=data.a0))
     value, grad = model.loss_and_gradient(y)
     assert field.loss(y) == value
     np.testing.assert_array_equal(field.gradient(y), grad)
-    np.testing.assert_array_equal(field.rhs(0.0, y), -grad)      # every group at rate 1
+    flow = -grad                                                  # every group at rate 1
+    flow[field.slices["c"]] /= y[field.slices["c"]]               # the state holds ln|c|
+    np.testing.assert_allclose(field.rhs(0.0, field.initial_state()), flow, rtol=1e-12)
     other = FiniteLengthFlow(data, loss="code", seed=4, **SMALL)
     assert other.loss(y) != value                                # another seed, another sample
     assert field.parameters()["seed"] == 3 and field.parameters()["length"] == 24
@@ -45,10 +47,9 @@ def test_field_is_the_models_gradient_on_the_sample_its_seed_draws(data):
 
 def test_rates_freeze_groups(data):
     field = FiniteLengthFlow(data, loss="code", rates={"a": 2.0}, **SMALL)
-    y = field.initial_state()
-    rhs = field.rhs(0.0, y)
+    rhs = field.rhs(0.0, field.initial_state())
     assert np.all(rhs[field.group_mask("c") | field.group_mask("w")] == 0)
-    assert rhs[field.slices["a"]][0] == pytest.approx(-2.0 * field.gradient(y)[-1])
+    assert rhs[field.slices["a"]][0] == pytest.approx(-2.0 * field.gradient(field.start)[-1])
 
 
 def test_the_flow_descends_the_finite_length_loss(data):
@@ -70,8 +71,8 @@ def test_gradient_descent_converges_to_the_flow_at_order_one(data):
     model = field.model
     errors = []
     for steps in (50, 100, 200):
-        run = train(model, field.initial_state(), joint(steps, t_end / steps), progress=False)
-        errors.append(np.abs(run.theta[-1] - flow.y[:, -1]).max())
+        run = train(model, field.start, joint(steps, t_end / steps), progress=False)
+        errors.append(np.abs(run.theta[-1] - flow.parameters(-1)).max())
     ratios = [errors[0] / errors[1], errors[1] / errors[2]]
     assert all(1.8 < r < 2.2 for r in ratios), (errors, ratios)
 
@@ -104,11 +105,10 @@ def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
     table = rows(comp)
     assert table[0]["loss_finite_l"] == pytest.approx(
         FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=200).loss(
-            comp.finite_l.y[:, 0]))
+            comp.finite_l.parameters(0)))
     scorer = FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=200)
-    np.testing.assert_allclose(comp.flow_loss_at_length,
-                               [scorer.loss(comp.flow.y[:, j]) for j in range(comp.flow.t.size)],
-                               rtol=1e-14)
+    scored = [scorer.loss(comp.flow.parameters(j)) for j in range(comp.flow.t.size)]
+    np.testing.assert_allclose(comp.flow_loss_at_length, scored, rtol=1e-14)
     assert table[-1]["loss_flow_at_length"] == comp.flow_loss_at_length[-1]
     # the population flow's own (L -> infinity) loss is another number
     assert not np.allclose(comp.flow_loss_at_length, comp.flow.loss)

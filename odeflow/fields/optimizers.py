@@ -325,6 +325,11 @@ def check_parameter_field(inner: Field) -> None:
     """Refuse a field whose state is not the parameters (no ``gradient``/``rate_vector``)."""
     if not isinstance(inner, Field):
         raise ValidationError("optimizer", f"wraps a Field, got {type(inner).__name__}")
+    if not getattr(inner, "optimizer_flows", True):
+        name = getattr(inner, "name", type(inner).__name__)
+        raise ValidationError("optimizer", f"flow {name!r} has no optimiser flow yet: spec "
+                              "section 9's optimiser flows wrap Scan and Snap's parameter "
+                              "levels ('exact', 'finite_t'); solve it without optimizer")
     if not (callable(getattr(inner, "gradient", None)) and hasattr(inner, "rate_vector")):
         name = getattr(inner, "name", type(inner).__name__)
         raise ValidationError("optimizer", f"flow {name!r} has no optimiser flow: its "

@@ -45,6 +45,10 @@ class InductionTrajectory(SolverOutput):
         Selector coefficients ``c_S(t)``.
     loss : ndarray, shape (n,)
         The population loss (``meta["loss"]``: ``"nll"`` or ``"code"``).
+    log_c : ndarray, shape (n, #S)
+        ``ln|c_S(t)|`` (``-inf`` for a zero coefficient): the solver's coordinates,
+        exact where ``c_S`` is below the range of doubles (0 in :attr:`c`). Not
+        written to files: a loaded trajectory takes ``ln|c|``.
     stats : dict
         Solver statistics (method, nfev, njev, wall_time, ...).
     meta : dict
@@ -62,10 +66,22 @@ class InductionTrajectory(SolverOutput):
         self.copier_logits = None if copier_logits is None else np.asarray(copier_logits,
                                                                            dtype=float)
         self.c = np.asarray(c, dtype=float)
+        with np.errstate(divide="ignore"):
+            self.log_c = np.log(np.abs(self.c))
         self.loss = np.asarray(loss, dtype=float)
         self.stats = dict(stats or {})
         self.meta = dict(meta or {})
         self.data = data
+
+    def parameters(self, index: int = -1) -> np.ndarray:
+        """The flat parameters ``theta = (c, w, a)`` at output ``index`` (the levels'
+        layout; ``w`` left out for the exact-copier reduction): e.g. the ``start`` of
+        another solve, with ``start_log_c=traj.log_c[index]``."""
+        parts = [self.c[index]]
+        if self.copier_logits is not None:
+            parts.append(self.copier_logits[index].ravel())
+        parts.append([self.a[index]])
+        return np.concatenate(parts)
 
     def __repr__(self) -> str:
         top, p = self.top_subset()

@@ -931,6 +931,7 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
             raise ValidationError("t_eval", f"must be finite, strictly increasing times in "
                                   f"[0, {ends[-1]:g}]")
     start = options.pop("start", None)
+    log_c = options.pop("start_log_c", None)
     parts = []
     t0 = 0.0
     for stage, t1 in zip(stages, ends, strict=True):
@@ -942,8 +943,10 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
             grid = np.union1d(inside, [t0, t1]) if not parts else np.union1d(inside, [t1])
             grid = np.union1d(grid, [t0])
         traj = solve(data, flow=flow, t_span=(t0, float(t1)), t_eval=grid, rates=stage.rates,
-                     start=start, **options)
-        start = traj.y[:, -1]
+                     start=start, start_log_c=log_c, **options)
+        # the next stage starts from this one's parameters, the selector's magnitudes
+        # from ln|c| (a losing coefficient may lie below the range of doubles)
+        start, log_c = traj.parameters(-1), traj.log_c[-1]
         parts.append(traj)
         t0 = float(t1)
     return field_class.join(parts)

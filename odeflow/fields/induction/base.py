@@ -12,8 +12,26 @@ exposes
   group's rate; 0 for a frozen group);
 
 and its right-hand side is the gradient flow ``theta' = -rate_vector *
-gradient(theta)``. The optimiser-flow wrapper (issue 20) uses ``gradient`` and
-``rate_vector`` the same way.
+gradient(theta)``, integrated with the selector in log coordinates (below).
+
+Selector coordinates
+--------------------
+The loss depends on ``c`` only through ``p_S = c_S^2 / sum c^2``, so the flow of
+``c`` is multiplicative, ``c_S' = -rate_c (2 c_S / U) (dL/dp_S - p . dL/dp)``: a
+coefficient keeps its sign, a zero stays zero and ``U = sum c^2`` is conserved.
+The solver's state holds ``l_S = ln|c_S|`` in place of ``c_S`` (the same slots;
+``w`` and ``a`` unchanged), whose flow ``l_S' = -rate_c (2 / U) (dL/dp_S - p .
+dL/dp)`` is the same ODE in coordinates where a losing subset's decay is a
+straight line. In ``c`` a losing coefficient leaves the range of doubles: on
+``ih-point`` ``c_(1,2)`` falls to ``e^-806`` before ``{1, 2}`` wins, and the
+absolute error control of ``c`` (``atol``) set the time of that recovery instead
+of the ODE (``t = 25`` at the default tolerances, ``t = 41`` in log coordinates at
+every tolerance, ``benchmarks/bench_induction.py --tolerances``). The model is
+evaluated at ``c~ = sign(c) exp(max(l - l_max, -SELECTOR_LOG_FLOOR))`` (the same
+``p`` to rounding; ``p`` is scale-free) and :meth:`InductionField.to_parameters`,
+:meth:`InductionField.selector_weights` map states back (``p = softmax(2 l)`` in
+log space). :meth:`InductionField.initial_state` is the solver's state;
+:attr:`InductionField.start` the parameters.
 
 Stage schedules
 ---------------
@@ -44,6 +62,10 @@ from odeflow.fields.base import Field
 GROUPS = ("c", "w", "a")
 #: The loss names of the family: ``-log y_target`` and the code's cross-entropy of ``y``.
 LOSSES = ("nll", "code")
+#: The model is evaluated with every selector coefficient at least ``e^-FLOOR`` times the
+#: largest (``e^-300 = 5e-131``; its square is still a normal double): a ``p_S`` below
+#: ``e^-600`` moves the kernel by far less than rounding (module docstring).
+SELECTOR_LOG_FLOOR = 300.0
 
 
 def check_loss(loss) -> str:
@@ -96,8 +118,14 @@ class InductionField(Field):
         Learning rate of each group of :attr:`groups`; omitted or 0: frozen.
         Default: every group at 1.
     start : array_like, optional
-        Flat initial state (e.g. the end of a previous stage); the data model's
+        Flat initial parameters (e.g. the end of a previous stage); the data model's
         init (``c0, w+, w-, a0``) by default.
+    start_log_c : array_like, optional
+        ``ln|c_S|`` at the start, ``(#S,)`` (``-inf`` for a zero coefficient): the
+        selector's magnitudes beyond the range of doubles (a previous stage's
+        :attr:`~odeflow.results.induction.InductionTrajectory.log_c`); the signs
+        stay those of ``start``'s ``c`` (of a signed zero too). Default
+        ``ln|c|`` of ``start``.
 
     Subclasses set :attr:`groups` and implement :meth:`loss_and_gradient`.
     """
@@ -105,7 +133,10 @@ class InductionField(Field):
     #: Parameter groups of this level's flat state, in order.
     groups: tuple = GROUPS
 
-    def __init__(self, data, loss: str = "nll", rates=None, start=None):
+    #: Optimiser flows (spec section 9) wrap Scan and Snap's levels only so far.
+    optimizer_flows = False
+
+    def __init__(self, data, loss: str = "nll", rates=None, start=None, start_log_c=None):
         super().__init__()
         from odeflow.data.induction import InductionData
 
@@ -118,6 +149,11 @@ class InductionField(Field):
         self.heads = int(data.heads)
         self.slices = self._layout()
         self._start = self._check_start(start)
+        c = self._start[self.slices["c"]]
+        self._sign = np.copysign(1.0, c)
+        log_c = self._check_log_c(start_log_c, c)
+        self._alive = np.isfinite(log_c)
+        self._log_c0 = np.where(self._alive, log_c, 0.0)
         self.rate_vector = np.zeros(self.size)
         for g, rate in self.rates.items():
             self.rate_vector[self.slices[g]] = rate
@@ -174,8 +210,65 @@ class InductionField(Field):
                                   "c_S^2 / sum c^2 is undefined)")
         return arr.copy()
 
-    def initial_state(self) -> np.ndarray:
+    def _check_log_c(self, start_log_c, c) -> np.ndarray:
+        if start_log_c is None:
+            with np.errstate(divide="ignore"):
+                return np.log(np.abs(c))
+        arr = as_real_array(start_log_c, "start_log_c").ravel()
+        if arr.shape != c.shape:
+            raise ValidationError("start_log_c", f"must hold {c.size} numbers (one per "
+                                  f"subset), got shape {np.shape(start_log_c)}")
+        if np.any(np.isnan(arr)) or np.any(arr == np.inf):
+            raise ValidationError("start_log_c", "must be finite or -inf (a zero coefficient)")
+        if not np.any(np.isfinite(arr)):
+            raise ValidationError("start_log_c", "every coefficient is zero (-inf): p_S = "
+                                  "c_S^2 / sum c^2 is undefined")
+        return arr
+
+    @property
+    def start(self) -> np.ndarray:
+        """The flat initial parameters ``theta = (c, w, a)``."""
         return self._start.copy()
+
+    def initial_state(self) -> np.ndarray:
+        """The solver's initial state: :attr:`start` with ``ln|c_S|`` in place of ``c_S``
+        (module docstring)."""
+        x = self._start.copy()
+        x[self.slices["c"]] = self._log_c0
+        return x
+
+    def log_c(self, states) -> np.ndarray:
+        """``ln|c_S|`` of solver states ``(..., size)``: ``(..., #S)``, ``-inf`` where
+        ``c_S = 0``."""
+        log_c = np.array(np.asarray(states, float)[..., self.slices["c"]])
+        log_c[..., ~self._alive] = -np.inf
+        return log_c
+
+    def to_parameters(self, states) -> np.ndarray:
+        """The parameters ``theta`` of solver states ``(..., size)`` (``c = sign e^l``; a
+        coefficient below the range of doubles is 0 there, its ``p_S`` too)."""
+        theta = np.array(states, dtype=float)
+        theta[..., self.slices["c"]] = self._sign * np.exp(self.log_c(theta))
+        return theta
+
+    def selector_weights(self, states) -> np.ndarray:
+        """``p_S = softmax(2 l)_S`` of solver states ``(..., size)``, in log space."""
+        twice = 2.0 * self.log_c(states)
+        twice -= np.max(twice, axis=-1, keepdims=True)
+        weights = np.exp(twice)
+        return weights / np.sum(weights, axis=-1, keepdims=True)
+
+    def _model_point(self, x: np.ndarray) -> tuple[np.ndarray, float]:
+        """``(theta~, l_max)``: the parameters at which the model is evaluated for the
+        state ``x`` (``c~ = sign e^{max(l - l_max, -floor)}``: the same ``p`` to
+        rounding, no entry below the range of doubles)."""
+        sl = self.slices["c"]
+        log_c = x[sl]
+        top = float(np.max(log_c[self._alive]))
+        theta = np.array(x, dtype=float)
+        theta[sl] = np.where(self._alive, self._sign * np.exp(
+            np.maximum(log_c - top, -SELECTOR_LOG_FLOOR)), 0.0)
+        return theta, top
 
     # ------------------------------------------------------------- the flow
     def loss_and_gradient(self, y: np.ndarray, gradient: bool = True, value: bool = True):
@@ -192,9 +285,19 @@ class InductionField(Field):
         return self.loss_and_gradient(np.asarray(y, float), value=False)[1]
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
-        """``-rate_vector * gradient(y)``: the gradient flow of the moving groups."""
+        """The gradient flow ``theta' = -rate_vector * gradient(theta)`` of the moving
+        groups, on the solver's state ``y`` (``l = ln|c|`` in the ``c`` slots: ``l_S' =
+        c_S' / c_S``, module docstring)."""
         self.nfev += 1
-        return -self.rate_vector * self.gradient(y)
+        theta, top = self._model_point(np.asarray(y, float))
+        grad = self.gradient(theta)
+        out = -self.rate_vector * grad
+        sl = self.slices["c"]
+        # c_S'/c_S = -rate (2 / U) (dL/dp_S - p.dL/dp); at c~ it carries 1/U~ = e^{2 l_max}/U
+        relative = np.divide(grad[sl], theta[sl], out=np.zeros(len(self.subsets)),
+                             where=self._alive)
+        out[sl] = -self.rate_vector[sl] * relative * math.exp(-2.0 * top)
+        return out
 
     def parameters(self) -> dict:
         return {"flow": self.name, "loss": self.loss_name, "rates": dict(self.rates),
@@ -207,16 +310,18 @@ class InductionField(Field):
 
         states = np.asarray(states, float)
         n = states.shape[0]
-        c = states[:, self.slices["c"]]
-        u = np.sum(c * c, axis=1, keepdims=True)
-        w = (states[:, self.slices["w"]].reshape(n, self.heads, self.heads)
+        theta = self.to_parameters(states)
+        w = (theta[:, self.slices["w"]].reshape(n, self.heads, self.heads)
              if "w" in self.groups else None)
-        losses = np.array([self.loss(row) for row in states])
+        losses = np.array([self.loss(self._model_point(row)[0]) for row in states])
         meta = {**self.parameters(), "schedule": [{"rates": dict(self.rates),
                                                    "t_span": [float(t[0]), float(t[-1])]}]}
-        return InductionTrajectory(np.asarray(t, float), states[:, self.slices["a"]][:, 0],
-                                   self.subsets, c * c / u, w, c, losses, stats=stats,
-                                   meta=meta, data=self.data)
+        out = InductionTrajectory(np.asarray(t, float), theta[:, self.slices["a"]][:, 0],
+                                  self.subsets, self.selector_weights(states), w,
+                                  theta[:, self.slices["c"]], losses, stats=stats,
+                                  meta=meta, data=self.data)
+        out.log_c = self.log_c(states)
+        return out
 
     @classmethod
     def join(cls, parts):
@@ -250,6 +355,7 @@ class InductionField(Field):
         out = InductionTrajectory(cat("t"), cat("a"), first.subsets, cat("subset_weights"),
                                   cat("copier_logits"), cat("c"), cat("loss"), stats=stats,
                                   meta=meta, data=first.data)
+        out.log_c = cat("log_c")
         y = np.concatenate([p.y[:, k] for p, k in zip(parts, keep, strict=True)], axis=1)
         out.attach_solution(y)
         return out

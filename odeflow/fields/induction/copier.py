@@ -36,8 +36,8 @@ class CopierFlow(InductionField):
     #: As the population flow's (stiff selector; benchmarks/bench_induction.py).
     preferred_method = "BDF"
 
-    def __init__(self, data, loss: str = "nll", rates=None, start=None):
-        super().__init__(data, loss=loss, rates=rates, start=start)
+    def __init__(self, data, loss: str = "nll", rates=None, start=None, start_log_c=None):
+        super().__init__(data, loss=loss, rates=rates, start=start, start_log_c=start_log_c)
         H, d = self.heads, int(data.vocab_size)
         self.windows = WindowLaws(data.window_joint(H), context=int(data.n_gram) - 1)
         W = self.windows.windows

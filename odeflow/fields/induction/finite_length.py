@@ -418,8 +418,8 @@ class FiniteLengthFlow(InductionField):
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None,
                  length: int = PAPER_LENGTH, sequences: int = PAPER_SEQUENCES,
-                 seed: int = 0):
-        super().__init__(data, loss=loss, rates=rates, start=start)
+                 seed: int = 0, start_log_c=None):
+        super().__init__(data, loss=loss, rates=rates, start=start, start_log_c=start_log_c)
         length = check_count(length, "length")
         if length < 2 * self.heads:
             raise ValidationError("length", f"must be >= 2H = {2 * self.heads} (a key needs "

@@ -28,12 +28,14 @@ plus ``4 W N_pi d**n``; the denominators are the numerators' sums), and
 (``benchmarks/bench_induction.py``, ``docs/benchmarks.md``).
 
 Numerics: the coefficients ``c_S`` of losing subsets decay exponentially and may
-recover later (on ``ih-point`` the joint flow's ``c_{(1,2)}`` dips to about
-``1e-17`` near ``t = 10`` before ``{1, 2}`` wins), far below ``atol``. BDF and
-LSODA at the default tolerances follow the tight-tolerance solution (``p_{(1,2)}(1e4)
-= 0.9168``); Radau at the default tolerances lets ``c_{(1,2)}`` sink to ``1e-124``
-and ends at ``p_{(2)} = 1``. Compare methods, or tighten ``atol``, before trusting a
-subset that comes back from near zero.
+recover later: on ``ih-point`` the joint flow's ``c_{(1,2)}`` falls to ``e^-806``
+(below the smallest double) before ``{1, 2}`` wins. The solver therefore carries
+``ln|c_S|`` (:mod:`odeflow.fields.induction.base`, "Selector coordinates"): BDF,
+LSODA and Radau at ``rtol`` 1e-8 and 1e-10 then agree on the time ``{1, 2}``
+passes ``p = 1/2`` (``t = 41.0`` on the 40-per-decade grid) and on ``p_{(1,2)}(1e4)
+= 0.91976``. In ``c`` itself the absolute error control set that time instead
+(BDF at the defaults: ``t = 25``, ``p_{(1,2)}(1e4) = 0.91677``; Radau lost the
+subset).
 """
 
 from __future__ import annotations
@@ -276,8 +278,8 @@ class PopulationFlow(InductionField):
     #: right-hand sides of BDF, LSODA, Radau and RK45 (benchmarks/bench_induction.py).
     preferred_method = "BDF"
 
-    def __init__(self, data, loss: str = "nll", rates=None, start=None):
-        super().__init__(data, loss=loss, rates=rates, start=start)
+    def __init__(self, data, loss: str = "nll", rates=None, start=None, start_log_c=None):
+        super().__init__(data, loss=loss, rates=rates, start=start, start_log_c=start_log_c)
         H, d = self.heads, int(data.vocab_size)
         self.windows = WindowLaws(data.window_laws(), context=int(data.n_gram) - 1)
         W = self.windows.windows

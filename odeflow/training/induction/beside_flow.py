@@ -162,7 +162,7 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
                         progress=progress)
         scorer = FiniteLengthFlow(data, loss=loss, length=length, sequences=count,
                                   seed=level_l_seed)
-        at_length = np.array([scorer.loss(flow.y[:, j]) for j in range(flow.t.size)])
+        at_length = np.array([scorer.loss(flow.parameters(j)) for j in range(flow.t.size)])
     return Comparison(runs, flow, seeds, loss, count, length, level_l, level_l_seed,
                       at_length)
 
