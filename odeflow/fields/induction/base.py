@@ -121,12 +121,13 @@ class InductionField(Field):
         Flat initial parameters (e.g. the end of a previous stage); the data model's
         init (``c0, w+, w-, a0``) by default.
     start_log_c : array_like, optional
-        ``ln|c_S|`` at the start, ``(#S,)`` (``-inf`` for a zero coefficient): the
-        selector's magnitudes beyond the range of doubles (a previous stage's
-        :attr:`~odeflow.results.induction.InductionTrajectory.log_c`); the signs
-        stay those of ``start``'s ``c`` (of a signed zero too). Default
-        ``ln|c|`` of ``start``.
+        The logarithms of the magnitudes of ``c`` at the start, one per subset
+        (``-inf`` for a zero coefficient), for magnitudes beyond the range of doubles
+        (``traj.log_c[-1]`` of a previous stage). The signs stay those of the ``c`` of
+        ``start``, of a signed zero too. By default, those of ``start``.
 
+    Notes
+    -----
     Subclasses set :attr:`groups` and implement :meth:`loss_and_gradient`.
     """
 
