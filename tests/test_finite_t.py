@@ -224,3 +224,47 @@ def test_random_start_decoder_is_kept_unlumped_on_every_column():
     assert unsampled.size > 0  # the case the test is about
     np.testing.assert_allclose(traj.decoder_at(0), y0, atol=1e-14)
     np.testing.assert_allclose(traj.decoder_at(-1)[:, unsampled], y0[:, unsampled], atol=0)
+
+
+def test_per_sequence_weights_give_any_minibatch_gradient():
+    """``gradients(states, weights)``: the sample's own weights give the gradient; the
+    counts of a minibatch drawn from the sample over its size give minus the training
+    code's loss gradient on that batch; per-sequence rows add up to the gradient."""
+    from odeflow.training import Batch, batch_loss_gradient
+
+    data = odeflow.DataModel.preset("syn-small")
+    field = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=50, seed=0,
+                        storage="blocked")
+    assert np.array_equal(field.columns, data.active_tokens)
+    K, N = len(data.classes), 50
+    rng = np.random.default_rng(3)
+    y = rng.normal(scale=0.5, size=field.size)
+    full = field.gradients(y[None])
+    own = np.broadcast_to((np.asarray(data.weights) / N)[None, :, None], (1, K, N))
+    np.testing.assert_allclose(field.gradients(y[None], weights=own), full, rtol=1e-13,
+                               atol=1e-15 * np.abs(full).max())
+    # a batch of 64 sequences drawn with replacement from the sample
+    pick = rng.integers(0, K * N, size=64)
+    counts = np.bincount(pick, minlength=K * N).reshape(1, K, N) / pick.size
+    got = field.gradients(y[None], weights=counts)[0]
+    L, q = data.active_tokens.size, data.query_tokens.size
+    cols = np.searchsorted(data.active_tokens, field.logit_token)
+    Yl, z = field.split(y)
+    logits = np.zeros((q, L))
+    logits[field.logit_query, cols] = z
+    tokens = np.array([np.repeat(np.arange(L), k) for k in field.sample.active_counts()])
+    grad_Y, grad_Z = batch_loss_gradient(data, Yl, logits,
+                                         Batch(field.sample.class_index[pick], tokens[pick]))
+    dY, dz = field.split(got)
+    assert np.abs(dY + grad_Y).max() <= 1e-13 * np.abs(dY).max()
+    assert np.abs(dz + grad_Z[field.logit_query, cols]).max() <= 1e-13 * np.abs(dz).max()
+    # per-sequence gradients (one-hot rows at one state), weighted, add up to the gradient
+    rows = np.eye(K * N).reshape(K * N, K, N)
+    each = field.gradients(y[None], weights=rows)
+    assert each.shape == (K * N, field.size)
+    total = np.tensordot(np.repeat(np.asarray(data.weights) / N, N), each, axes=1)
+    np.testing.assert_allclose(total, full[0], rtol=1e-12, atol=1e-14 * np.abs(full).max())
+    for bad, why in [(np.ones((1, K, N + 1)), "shape"), (np.ones((3, K, N)), "rows"),
+                     (np.full((1, K, N), np.nan), "finite")]:
+        with pytest.raises(odeflow.ValidationError, match=f"^weights: .*{why}"):
+            field.gradients(np.stack([y, y]), weights=bad)

@@ -209,7 +209,7 @@ class FiniteTFlow(ExactFlow):
         out *= self._rate
         return out
 
-    def gradients(self, states: np.ndarray) -> np.ndarray:
+    def gradients(self, states: np.ndarray, weights=None) -> np.ndarray:
         """``grad J_T`` at every row of ``states`` (P, size), per class block.
 
         The arithmetic of :meth:`rates` at unit rates (log-space features and
@@ -218,6 +218,13 @@ class FiniteTFlow(ExactFlow):
         out of the sums), at ``s / C`` of the dense storage's products (2/21 on
         syn-medium-10). The states share this field's layout and may differ in
         anything else (the members of an ensemble of starts).
+
+        ``weights`` (Q, K, N), optional: each sampled sequence's weight in place of
+        its class's ``pi_k / N`` (``K`` classes, ``N`` sequences each, in the
+        sample's order), e.g. a minibatch's counts over its size, or one-hot rows
+        for the per-sequence gradients whose covariance is the minibatch noise.
+        Row ``q`` goes with state ``q`` (``P == Q``) or with the one state
+        (``P == 1``); the result has ``max(P, Q)`` rows.
         """
         if self._blocks is None:
             self._blocks = class_blocks(self)
@@ -242,14 +249,34 @@ class FiniteTFlow(ExactFlow):
         G = weighted @ np.swapaxes(Yc, -1, -2)               # (P, K, N, s)
         G -= F * np.einsum("pkns,pkns->pkn", F, G)[..., None]
         G *= F
-        dz = G.sum(axis=2) * b.weight                        # (P, K, s)
-        dYc = np.swapaxes(F, -1, -2) @ D                     # (P, K, s, R)
-        dYc *= b.weight[..., None]
-        out = np.empty_like(Y)
+        if weights is None:
+            dz = G.sum(axis=2) * b.weight                    # (P, K, s)
+            dYc = np.swapaxes(F, -1, -2) @ D                 # (P, K, s, R)
+            dYc *= b.weight[..., None]
+        else:
+            per = self._check_weights(weights, P)[..., None]    # (Q, K, N, 1)
+            dz = (G * per).sum(axis=2)                       # (max(P, Q), K, s)
+            dYc = np.swapaxes(F, -1, -2) @ (D * per)
+            P = dz.shape[0]
+        out = np.empty((P, Y.shape[1]))
         dY = b.to_columns @ np.moveaxis(dYc.reshape(P, -1, R), 1, 0).reshape(-1, P * R)
         out[:, :ny] = np.moveaxis(dY.reshape(C, P, R), 1, 0).reshape(P, ny)
         out[:, ny:] = (b.to_logits @ dz.reshape(P, -1).T).T
         return out
+
+    def _check_weights(self, weights, states: int) -> np.ndarray:
+        """``weights`` as a float array (Q, K, N) that pairs with ``states`` rows."""
+        K, N = len(self.data.classes), self.sample.samples_per_class
+        arr = np.asarray(weights, dtype=float)
+        if arr.ndim != 3 or arr.shape[1:] != (K, N):
+            raise ValidationError("weights", f"must have shape (Q, {K}, {N}) (rows, classes, "
+                                  f"sequences per class), got {arr.shape}")
+        if not (states == 1 or arr.shape[0] in (1, states)):
+            raise ValidationError("weights", f"{arr.shape[0]} rows for {states} states: give "
+                                  "one row per state, or one state")
+        if not np.all(np.isfinite(arr)):
+            raise ValidationError("weights", "must be finite")
+        return arr
 
     def parameters(self) -> dict:
         return {**super().parameters(), "seq_len": self.sample.seq_len,

@@ -16,7 +16,7 @@ import numpy as np
 from odeflow.analysis.measures import distinct_entropy
 from odeflow.analysis.paper import FIG6, OPTFLOWS
 from odeflow.data import DataModel
-from odeflow.fields.finite_t import FiniteTFlow, class_blocks
+from odeflow.fields.finite_t import FiniteTFlow
 from odeflow.training.discrete import training_start
 
 #: Where the study writes and reads its results (``results/`` beside the scripts).
@@ -52,45 +52,9 @@ def level_t_field(data, p, start_seed=START_SEED, **over):
 
 
 def weighted_gradients(field, states, W):
-    """sum_i W_i g_i(theta): per-sequence weighted gradient of log softmax(Y f^_i)_{n_i}.
-
-    ``states`` (P, size)
-    ``W`` (P, K, N) weights of the K*N sampled sequences of the
-    Level T field (W = pi_k / N everywhere gives field.gradients exactly). A copy of
-    FiniteTFlow.gradients with the per-class weight replaced by a per-sequence one.
-    """
-    if field._blocks is None:
-        field._blocks = class_blocks(field)
-    b = field._blocks
-    Y = np.asarray(states, dtype=float)
-    P, C, R = Y.shape[0], field.C, field.R
-    ny = C * R
-    Yt = Y[:, :ny].reshape(P, C, R)
-    Yc = Yt[:, b.column]
-    F = b.log_probs + Y[:, ny:][:, b.logit][:, :, None, :]
-    F -= F.max(axis=-1, keepdims=True)
-    np.exp(F, out=F)
-    F /= np.sqrt(np.einsum("pkns,pkns->pkn", F, F))[..., None]
-    E = F @ Yc
-    E -= E.max(axis=-1, keepdims=True)
-    np.exp(E, out=E)
-    E *= -1.0 / (E @ field.multiplicity)[..., None]
-    K = b.own.size
-    E[:, np.arange(K), :, b.own] += 1.0
-    D = E
-    weighted = D if b.unit_multiplicity else D * field.multiplicity
-    G = weighted @ np.swapaxes(Yc, -1, -2)
-    G -= F * np.einsum("pkns,pkns->pkn", F, G)[..., None]
-    G *= F
-    Wb = np.asarray(W, dtype=float)[..., None]                 # (P, K, N, 1)
-    dz = (G * Wb).sum(axis=2)                                  # (P, K, s)
-    dYc = np.swapaxes(F, -1, -2) @ (D * Wb)                    # (P, K, s, R)
-    P = dz.shape[0]                                            # W may carry more rows than states
-    out = np.empty((P, Y.shape[1]))
-    dY = b.to_columns @ np.moveaxis(dYc.reshape(P, -1, R), 1, 0).reshape(-1, P * R)
-    out[:, :ny] = np.moveaxis(dY.reshape(C, P, R), 1, 0).reshape(P, ny)
-    out[:, ny:] = (b.to_logits @ dz.reshape(P, -1).T).T
-    return out
+    """sum_i W_i g_i(theta): per-sequence weighted gradient of log softmax(Y f^_i)_{n_i}
+    (``FiniteTFlow.gradients`` with ``weights``; W = pi_k / N everywhere is the gradient)."""
+    return field.gradients(states, weights=W)
 
 
 def chunked(fn, states, *extra, chunk=16):
