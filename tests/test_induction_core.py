@@ -270,7 +270,8 @@ def test_start_log_c_and_signs():
     np.testing.assert_allclose(rhs, shallow.rhs(0.0, shallow.initial_state()), rtol=1e-12,
                                atol=1e-300)
     for bad, why in [([0.0] * 3, "one per subset"), ([np.nan, 0, 0, 0], "finite or -inf"),
-                     ([np.inf, 0, 0, 0], "finite or -inf"), ([-np.inf] * 4, "every")]:
+                     ([np.inf, 0, 0, 0], "finite or -inf"), ([-np.inf] * 4, "every"),
+                     ([710.0, 0, 0, 0], "<= 709")]:
         with pytest.raises(ValidationError, match=f"^start_log_c: .*{why}"):
             PopulationFlow(data, start_log_c=bad)
 

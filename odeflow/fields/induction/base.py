@@ -66,6 +66,9 @@ LOSSES = ("nll", "code")
 #: largest (``e^-300 = 5e-131``; its square is still a normal double): a ``p_S`` below
 #: ``e^-600`` moves the kernel by far less than rounding (module docstring).
 SELECTOR_LOG_FLOOR = 300.0
+#: Largest ``ln|c_S|`` a start may give: ``c`` itself must be a double (``U = sum c^2``
+#: is conserved, so the largest coefficient never grows).
+MAX_LOG_C = 709.0
 
 
 def check_loss(loss) -> str:
@@ -221,6 +224,10 @@ class InductionField(Field):
                                   f"subset), got shape {np.shape(start_log_c)}")
         if np.any(np.isnan(arr)) or np.any(arr == np.inf):
             raise ValidationError("start_log_c", "must be finite or -inf (a zero coefficient)")
+        if np.any(arr > MAX_LOG_C):
+            raise ValidationError("start_log_c", f"must be <= {MAX_LOG_C:g} (a coefficient "
+                                  "above the range of doubles), got "
+                                  f"{float(np.max(arr)):g}")
         if not np.any(np.isfinite(arr)):
             raise ValidationError("start_log_c", "every coefficient is zero (-inf): p_S = "
                                   "c_S^2 / sum c^2 is undefined")
