@@ -188,8 +188,8 @@ def main(quick: bool, n_pi=None) -> None:
     print("\nload average now: " + ", ".join(f"{x:.1f}" for x in os.getloadavg()))
     print("\n## N_pi: loss at fixed parameters, nested samples (seed of ih-paper)")
     reference = ends.get("BDF") or next(iter(ends.values()))
-    states = {"init": reference.y[:, 0], "t=1e2": reference.y[:, np.searchsorted(
-        reference.t, 1e2)], "t=1e4": reference.y[:, -1]}
+    states = {"init": reference.parameters(0), "t=1e2": reference.parameters(
+        int(np.searchsorted(reference.t, 1e2))), "t=1e4": reference.parameters(-1)}
     sizes = (16, 32, 64, 128, 256, 512, 1024) if quick else (16, 32, 64, 128, 256, 512,
                                                              1024, 2048)
     big = PopulationFlow(paper(sizes[-1]))

@@ -259,21 +259,32 @@ def test_start_log_c_and_signs():
     np.testing.assert_allclose(signed.to_parameters(signed.initial_state()), start)
     np.testing.assert_allclose(signed.selector_weights(signed.initial_state()),
                                start[c] ** 2 / np.sum(start[c] ** 2))
-    deep = PopulationFlow(data, start=start, start_log_c=[-2000.0, -np.inf, 0.0, 0.0])
+    deep_start = start.copy()
+    deep_start[c] = [-0.0, 0.0, 1.0, 1.0]           # -0.0: underflowed, sign kept
+    deep = PopulationFlow(data, start=deep_start, start_log_c=[-2000.0, -np.inf, 0.0, 0.0])
+    assert deep.parameters()["start_log_c"] == [-2000.0, None, 0.0, 0.0]
     theta = deep.to_parameters(deep.initial_state())
     assert theta[c][0] == 0.0 and np.signbit(theta[c][0])      # below doubles, sign kept
     rhs = deep.rhs(0.0, deep.initial_state())
     assert np.all(np.isfinite(rhs)) and rhs[c][1] == 0.0        # a zero coefficient stays 0
     # the model is evaluated with c_0 at e^-300 of the largest, not e^-2000: the flow of
     # every entry is that of a state where c_0 is merely small (e^-200, not clamped)
-    shallow = PopulationFlow(data, start=start, start_log_c=[-200.0, -np.inf, 0.0, 0.0])
+    shallow_start = deep_start.copy()
+    shallow_start[c] = [-np.exp(-200.0), 0.0, 1.0, 1.0]
+    shallow = PopulationFlow(data, start=shallow_start, start_log_c=[-200.0, -np.inf, 0.0, 0.0])
+    assert "start_log_c" not in shallow.parameters()          # ln|c| of start's c
     np.testing.assert_allclose(rhs, shallow.rhs(0.0, shallow.initial_state()), rtol=1e-12,
                                atol=1e-300)
     for bad, why in [([0.0] * 3, "one per subset"), ([np.nan, 0, 0, 0], "finite or -inf"),
                      ([np.inf, 0, 0, 0], "finite or -inf"), ([-np.inf] * 4, "every"),
-                     ([710.0, 0, 0, 0], "<= 709")]:
+                     ([710.0, 0, 0, 0], "<= 709"),
+                     ([np.log(0.01)] * 3 + [-1.0], r"entry 3 .* is not ln\|c\| of start's c")]:
         with pytest.raises(ValidationError, match=f"^start_log_c: .*{why}"):
             PopulationFlow(data, start_log_c=bad)
+    tiny = start.copy()
+    tiny[c] = 1e-140                      # U = sum c^2 below e^-600: rates 2/U overflow
+    with pytest.raises(ValidationError, match="^start: the largest selector coefficient"):
+        PopulationFlow(data, start=tiny)
 
 
 def test_optimizer_flows_refuse_the_family_by_name():
@@ -281,3 +292,38 @@ def test_optimizer_flows_refuse_the_family_by_name():
     for flow in ("population", "copier"):
         with pytest.raises(ValidationError, match="^optimizer: flow .* has no optimiser flow"):
             odeflow.solve(data, flow=flow, optimizer=odeflow.Momentum(0.9), t_span=(0, 5))
+
+
+def test_saved_trajectory_keeps_ln_c_below_the_range_of_doubles(tmp_path):
+    """A file keeps ``log_c`` (``-inf`` for a zero coefficient), so a solve continued from a
+    loaded trajectory is the one continued from the solved one: on ih-point at t = 20,
+    ``c_(1,2)`` is 0 as a double and the continuation still switches to ``{1, 2}``."""
+    data = InductionData.preset("ih-point")
+    start = PopulationFlow(data).start
+    start[PopulationFlow(data).slices["c"]][0] = 0.0          # a zero coefficient: stays 0
+    first = odeflow.solve(data, start=start, t_span=(0, 20.0))
+    k = first.subsets.index((1, 2))
+    assert first.c[-1, k] == 0.0 and np.isfinite(first.log_c[-1, k])
+    first.save(tmp_path / "first.npz")
+    loaded = InductionTrajectory.load(tmp_path / "first.npz")
+    np.testing.assert_array_equal(loaded.log_c, first.log_c)
+    assert np.isneginf(loaded.log_c[:, 0]).all()
+    ends = [odeflow.solve(data, start=tr.parameters(-1), start_log_c=tr.log_c[-1],
+                          t_span=(0, 1e3)).subset_weights[-1] for tr in (first, loaded)]
+    np.testing.assert_array_equal(ends[0], ends[1])
+    assert ends[0][k] > 0.9 and ends[0][0] == 0.0
+    # a file whose log_c contradicts c is refused
+    import zipfile
+    with zipfile.ZipFile(tmp_path / "first.npz") as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    import io
+    bad = first.log_c.copy()
+    bad[0, 2] += 1.0
+    buf = io.BytesIO()
+    np.save(buf, np.where(np.isneginf(bad), -np.finfo(float).max, bad))
+    members["log_c.npy"] = buf.getvalue()
+    with zipfile.ZipFile(tmp_path / "bad.npz", "w") as z:
+        for n, b in members.items():
+            z.writestr(n, b)
+    with pytest.raises(ValidationError, match="'log_c' is not ln"):
+        InductionTrajectory.load(tmp_path / "bad.npz")

@@ -5,7 +5,8 @@ optimiser (SGD with momentum 0.9 in the paper's Figs. 4 and 6, Adam in Fig. 5).
 An *optimiser flow* keeps the optimiser's state next to the parameters and runs
 in step time ``s`` (one unit per optimiser step). It wraps any
 *parameter-level* field, one whose flat state is the parameters themselves
-(Level E, Level T, the induction-head levels), through a two-part interface:
+(Level E, Level T; the induction-head levels, whose solver state holds ``ln|c|``,
+refuse it for now: ``optimizer_flows = False``), through a two-part interface:
 
 ``inner.gradient(y)``
     ``g(theta)``, the raw gradient that the field follows, on its flat state
@@ -329,7 +330,8 @@ def check_parameter_field(inner: Field) -> None:
         name = getattr(inner, "name", type(inner).__name__)
         raise ValidationError("optimizer", f"flow {name!r} has no optimiser flow yet: spec "
                               "section 9's optimiser flows wrap Scan and Snap's parameter "
-                              "levels ('exact', 'finite_t'); solve it without optimizer")
+                              "levels ('exact', 'finite_t'); this family has its gradient "
+                              "flow only")
     if not (callable(getattr(inner, "gradient", None)) and hasattr(inner, "rate_vector")):
         name = getattr(inner, "name", type(inner).__name__)
         raise ValidationError("optimizer", f"flow {name!r} has no optimiser flow: its "

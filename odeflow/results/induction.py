@@ -24,6 +24,10 @@ INDUCTION_FORMAT = "odeflow-induction/1"
 #: Arrays every induction result file holds (``copier_logits`` too unless the flow is
 #: the exact-copier reduction).
 INDUCTION_ARRAYS = ("t", "a", "c", "subset_weights", "loss")
+#: ``log_c`` is written with this in place of ``-inf`` (a zero coefficient; the files hold
+#: finite numbers only). A selector's ``ln|c|`` falls linearly in time at most, so no
+#: solve reaches it.
+ZERO_LOG_C = -float(np.finfo(float).max)
 
 
 class InductionTrajectory(SolverOutput):
@@ -47,8 +51,9 @@ class InductionTrajectory(SolverOutput):
         The population loss (``meta["loss"]``: ``"nll"`` or ``"code"``).
     log_c : ndarray, shape (n, #S)
         ``ln|c_S(t)|`` (``-inf`` for a zero coefficient): the solver's coordinates,
-        exact where ``c_S`` is below the range of doubles (0 in :attr:`c`). Not
-        written to files: a loaded trajectory takes ``ln|c|``.
+        exact where ``c_S`` is below the range of doubles (0 in :attr:`c`); saved
+        with the file (a file without it, written before it existed, loads with
+        ``ln|c|``).
     stats : dict
         Solver statistics (method, nfev, njev, wall_time, ...).
     meta : dict
@@ -132,6 +137,7 @@ class InductionTrajectory(SolverOutput):
                   "loss": self.loss}
         if self.copier_logits is not None:
             arrays["copier_logits"] = self.copier_logits
+        arrays["log_c"] = np.where(np.isneginf(self.log_c), ZERO_LOG_C, self.log_c)
         arrays["metadata"] = np.array(json.dumps({
             "format": INDUCTION_FORMAT, "stats": jsonable(self.stats), "meta": jsonable(meta),
             "subsets": [list(s) for s in self.subsets],
@@ -152,7 +158,7 @@ class InductionTrajectory(SolverOutput):
         """
         arrays, metadata = read_result_file(path, INDUCTION_FORMAT)
         where = f"{str(path)!r}"
-        expected = set(INDUCTION_ARRAYS) | ({"copier_logits"} & set(arrays))
+        expected = set(INDUCTION_ARRAYS) | ({"copier_logits", "log_c"} & set(arrays))
         if set(arrays) != expected:
             raise ValidationError("path", f"{where}: arrays {sorted(arrays)}; an odeflow "
                                   f"induction result holds {sorted(expected)}")
@@ -174,6 +180,8 @@ class InductionTrajectory(SolverOutput):
         t = arrays["t"]
         n, k = t.shape[0] if t.ndim == 1 else -1, len(subsets)
         shapes = {"t": (n,), "a": (n,), "loss": (n,), "c": (n, k), "subset_weights": (n, k)}
+        if "log_c" in arrays:
+            shapes["log_c"] = (n, k)
         if "copier_logits" in arrays:
             H = data.heads if data is not None else arrays["copier_logits"].shape[-1]
             shapes["copier_logits"] = (n, H, H)
@@ -183,9 +191,18 @@ class InductionTrajectory(SolverOutput):
                                       f"{arrays[name].shape}; expected {shape}")
         if np.any(np.diff(t) <= 0):
             raise ValidationError("path", f"{where}: the times 't' are not increasing")
-        return cls(t, arrays["a"], subsets, arrays["subset_weights"],
-                   arrays.get("copier_logits"), arrays["c"], arrays["loss"],
-                   stats=metadata["stats"], meta=metadata["meta"], data=data)
+        out = cls(t, arrays["a"], subsets, arrays["subset_weights"],
+                  arrays.get("copier_logits"), arrays["c"], arrays["loss"],
+                  stats=metadata["stats"], meta=metadata["meta"], data=data)
+        if "log_c" in arrays:
+            log_c = np.where(arrays["log_c"] == ZERO_LOG_C, -np.inf, arrays["log_c"])
+            with np.errstate(under="ignore"):
+                same = np.isclose(np.exp(log_c), np.abs(out.c), rtol=1e-9, atol=0.0)
+            if not np.all(same):
+                raise ValidationError("path", f"{where}: 'log_c' is not ln|c| of 'c'; the "
+                                      "file is damaged")
+            out.log_c = log_c
+        return out
 
 
 def log_spaced_indices(t: np.ndarray, rows: int) -> np.ndarray:

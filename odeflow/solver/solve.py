@@ -507,8 +507,8 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         ``t_span`` (from 0) and ``t_eval`` are then in optimiser steps (every
         whole step by default), ``traj.steps`` is the step axis and the
         optimiser state is kept (``traj.velocity``, ``traj.moments``). Only for
-        levels whose state is the parameters (``exact``, ``finite_t``, the
-        induction-head levels). None (default): the plain gradient flow.
+        levels whose state is the parameters (``exact``, ``finite_t``; the
+        induction-head levels refuse it). None (default): the plain gradient flow.
     schedule : Schedule, optional
         (Passed among ``flow_options``.) Training stages solved one after the
         other (:func:`solve_schedule`; induction heads:
@@ -874,9 +874,10 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
 # A stage moves some parameter groups at their own rates and freezes the others (spec
 # section 10, training schedules: the authors' staged c -> w -> a and joint runs). Each
 # stage is one solve() on [T_{k-1}, T_k] from the end state of the stage before (the
-# field's ``rates`` and ``start`` options); the field class's ``join`` makes one result on
-# [0, T_end]. Family-neutral: any flow whose field takes ``rates`` and ``start`` and offers
-# ``join`` can be staged.
+# field's ``rates``, ``start`` and ``start_log_c`` options: the parameters and the
+# selector's ``ln|c|`` of the stage's result); the field class's ``join`` makes one result
+# on [0, T_end]. Any flow whose field takes those options, whose result has
+# ``parameters(i)`` and ``log_c``, and whose class offers ``join`` can be staged.
 
 def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **options):
     """Solve the stages of ``schedule`` one after the other and join their results.

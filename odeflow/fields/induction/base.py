@@ -1,13 +1,13 @@
 """Base of the induction-head levels (spec section 10): parameter layout, rates, stages.
 
-The flat state of every induction-head field is the family's parameter vector
+The flat parameters of every induction-head field are the family's vector
 ``theta = concatenate(c (#S,), w.ravel() (H*H,), [a])`` (selector
 coefficients, copier logits, classifier weight; 17 numbers at ``H = 3, D = 2``);
-a level whose copier is fixed (``flow="copier"``) drops ``w``. Each field
-exposes
+a level whose copier is fixed (``flow="copier"``) drops ``w``. The solver's state
+has the same layout with ``ln|c|`` in place of ``c`` (below). Each field exposes
 
 - :meth:`InductionField.loss` and :meth:`InductionField.gradient`: the
-  population loss and its plain gradient on the flat state;
+  population loss and its plain gradient on the flat parameters;
 - :attr:`InductionField.rate_vector`: one learning rate per entry (its
   group's rate; 0 for a frozen group);
 
@@ -39,7 +39,7 @@ The authors train in stages (``c``, then ``w`` at rate ``1e5``, then ``a``)
 or jointly (``RPE/train_simplified.py``). A field moves the groups given a
 non-zero rate in ``rates={"c": .., "w": .., "a": ..}`` (an omitted group is
 frozen; ``rates=None`` moves every group at rate 1, the joint run) and starts
-from ``start`` (a flat state; the data model's init by default). A
+from ``start`` (flat parameters; the data model's init by default). A
 :class:`Schedule` is a list of :class:`Stage` (groups' rates and the stage's
 duration); :func:`odeflow.solver.induction.solve_schedule` solves the stages
 one after the other, each from the end of the one before, and concatenates
@@ -69,6 +69,9 @@ SELECTOR_LOG_FLOOR = 300.0
 #: Largest ``ln|c_S|`` a start may give: ``c`` itself must be a double (``U = sum c^2``
 #: is conserved, so the largest coefficient never grows).
 MAX_LOG_C = 709.0
+#: Smallest ``ln`` of the largest ``|c_S|`` a start may have: the flow of ``c`` carries
+#: ``1/U``, and ``e^{2 * 300}`` is still a double.
+MIN_LOG_C = -300.0
 
 
 def check_loss(loss) -> str:
@@ -134,7 +137,7 @@ class InductionField(Field):
     Subclasses set :attr:`groups` and implement :meth:`loss_and_gradient`.
     """
 
-    #: Parameter groups of this level's flat state, in order.
+    #: Parameter groups of this level's flat parameters (and state), in order.
     groups: tuple = GROUPS
 
     #: Optimiser flows (spec section 9) wrap Scan and Snap's levels only so far.
@@ -178,20 +181,20 @@ class InductionField(Field):
         return self._size
 
     def group_mask(self, group: str) -> np.ndarray:
-        """Boolean mask of the entries of ``group`` in the flat state."""
+        """Boolean mask of the entries of ``group`` in the flat parameters (or state)."""
         mask = np.zeros(self.size, dtype=bool)
         mask[self.slices[group]] = True
         return mask
 
     def pack(self, c, w=None, a=0.0) -> np.ndarray:
-        """The flat state from ``c`` (#S,), ``w`` (H, H) (levels with a copier) and ``a``."""
+        """The flat parameters from ``c`` (#S,), ``w`` (H, H) (levels with a copier) and ``a``."""
         parts = {"c": np.asarray(c, float).ravel(), "a": np.asarray([a], float).ravel()}
         if "w" in self.groups:
             parts["w"] = np.asarray(w, float).ravel()
         return np.concatenate([parts[g] for g in self.groups])
 
     def split(self, y: np.ndarray) -> dict:
-        """``{"c": (#S,), "w": (H, H), "a": float}`` views of the flat state ``y``."""
+        """``{"c": (#S,), "w": (H, H), "a": float}`` views of the flat parameters ``y``."""
         out = {"c": y[self.slices["c"]], "a": float(y[self.slices["a"]][0])}
         if "w" in self.groups:
             out["w"] = y[self.slices["w"]].reshape(self.heads, self.heads)
@@ -205,7 +208,7 @@ class InductionField(Field):
             return self.pack(np.full(len(self.subsets), float(d.c0)), w, float(d.a0))
         arr = as_real_array(start, "start").ravel()
         if arr.shape != (self.size,):
-            raise ValidationError("start", f"must be a flat state of {self.size} numbers "
+            raise ValidationError("start", f"must be flat parameters, {self.size} numbers "
                                   f"({' + '.join(self.groups)}), got shape {np.shape(start)}")
         if not np.all(np.isfinite(arr)):
             raise ValidationError("start", "must be finite")
@@ -217,7 +220,8 @@ class InductionField(Field):
     def _check_log_c(self, start_log_c, c) -> np.ndarray:
         if start_log_c is None:
             with np.errstate(divide="ignore"):
-                return np.log(np.abs(c))
+                arr = np.log(np.abs(c))
+            return self._check_scale(arr, "start")
         arr = as_real_array(start_log_c, "start_log_c").ravel()
         if arr.shape != c.shape:
             raise ValidationError("start_log_c", f"must hold {c.size} numbers (one per "
@@ -231,7 +235,25 @@ class InductionField(Field):
         if not np.any(np.isfinite(arr)):
             raise ValidationError("start_log_c", "every coefficient is zero (-inf): p_S = "
                                   "c_S^2 / sum c^2 is undefined")
-        return arr
+        # the magnitudes must be those of start's c wherever c is a double (0 where e^l is)
+        with np.errstate(under="ignore"):
+            magnitude = np.exp(arr)
+        if not np.allclose(magnitude, np.abs(c), rtol=1e-9, atol=0.0):
+            i = int(np.argmax(~np.isclose(magnitude, np.abs(c), rtol=1e-9, atol=0.0)))
+            raise ValidationError("start_log_c", f"entry {i} ({arr[i]:g}) is not ln|c| of "
+                                  f"start's c ({c[i]:g}); give start's c as sign * e^l")
+        return self._check_scale(arr, "start_log_c")
+
+    def _check_scale(self, log_c, field_name: str) -> np.ndarray:
+        """``log_c`` unless ``U = sum c^2`` is below ``e^{-2 MIN_LOG_C}`` (the selector's
+        rates ``2/U`` are then beyond the range of doubles)."""
+        top = float(np.max(log_c))
+        if top < MIN_LOG_C:
+            raise ValidationError(field_name, f"the largest selector coefficient is "
+                                  f"e^{top:.4g}, below e^{MIN_LOG_C:g}: the selector's rates "
+                                  "2/U (U = sum c^2) leave the range of doubles; scale c up "
+                                  "(p_S does not change)")
+        return log_c
 
     @property
     def start(self) -> np.ndarray:
@@ -280,16 +302,17 @@ class InductionField(Field):
 
     # ------------------------------------------------------------- the flow
     def loss_and_gradient(self, y: np.ndarray, gradient: bool = True, value: bool = True):
-        """``(loss, gradient)`` at the flat state ``y`` (gradient None if not asked; loss
+        """``(loss, gradient)`` at the flat parameters ``y`` (gradient None if not asked; loss
         None if not asked, ``value=False``: the gradient alone skips the loss's logarithms)."""
         raise NotImplementedError
 
     def loss(self, y: np.ndarray) -> float:
-        """The population loss at the flat state ``y``."""
+        """The population loss at the flat parameters ``y``."""
         return self.loss_and_gradient(np.asarray(y, float), gradient=False)[0]
 
     def gradient(self, y: np.ndarray) -> np.ndarray:
-        """The plain gradient of :meth:`loss` on the flat state (every group, frozen or not)."""
+        """The plain gradient of :meth:`loss` at the flat parameters (every group, frozen or
+        not)."""
         return self.loss_and_gradient(np.asarray(y, float), value=False)[1]
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
@@ -308,8 +331,15 @@ class InductionField(Field):
         return out
 
     def parameters(self) -> dict:
-        return {"flow": self.name, "loss": self.loss_name, "rates": dict(self.rates),
-                "groups": list(self.groups), "start": self._start.tolist()}
+        out = {"flow": self.name, "loss": self.loss_name, "rates": dict(self.rates),
+               "groups": list(self.groups), "start": self._start.tolist()}
+        c = self._start[self.slices["c"]]
+        with np.errstate(divide="ignore"):
+            if not np.array_equal(self._log_c0[self._alive], np.log(np.abs(c[self._alive]))):
+                # magnitudes beyond the range of doubles (None: a zero coefficient)
+                out["start_log_c"] = [float(v) if a else None
+                                      for v, a in zip(self._log_c0, self._alive, strict=True)]
+        return out
 
     def trajectory(self, t, states, stats):
         """An :class:`~odeflow.results.induction.InductionTrajectory` (the loss evaluated at
