@@ -147,12 +147,9 @@ def grid_rows(steps: int) -> list[dict]:
                 row = {"preset": f"syn-medium-{size}", "eta_z": eta_z, "ratio": ratio,
                        "eta_y": p.eta_y, "steps": steps}
                 for name, modified in (("spec", False), ("matched", True)):
-                    ode = odeflow.solve(data, flow=flow, eta_y=p.eta_y, eta_z=p.eta_z,
-                                        optimizer=odeflow.Momentum(p.momentum, modified=modified),
-                                        t_span=(0.0, float(steps)),
-                                        t_eval=np.arange(steps + 1.0), z0=z0, y0=y0,
-                                        method=paper.OPTFLOW_METHOD, rtol=paper.OPTFLOW_RTOL,
-                                        atol=paper.OPTFLOW_ATOL, progress=False, **opts)
+                    ode = paper.optimizer_flows(
+                        data, p, np.arange(steps + 1.0), {"level": (flow, options)}, y0=y0,
+                        z0=z0, optimizer=odeflow.Momentum(p.momentum, modified=modified))["level"]
                     gap = distinct_entropy(data, ode.z_active) - H_disc
                     row[f"{name}_final"] = float(gap[-1])
                     row[f"{name}_max"] = float(np.abs(gap).max())

@@ -129,17 +129,19 @@ def optimizer_of(protocol: Protocol):
 
 def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=None, z0=None,
                     rtol: float = OPTFLOW_RTOL, atol: float = OPTFLOW_ATOL,
-                    method: str = OPTFLOW_METHOD) -> dict:
+                    method: str = OPTFLOW_METHOD, optimizer=None) -> dict:
     """The optimiser flow of ``protocol`` over each level, on the step axis (spec section 9).
 
     Returns ``{name: Trajectory}`` recorded at the steps ``steps`` (step time
     ``s = k``: no time map), with the run's rates, from ``y0``, ``z0`` (zero by
     default; the same forms as :func:`level_predictions`). ``levels`` maps names
     to ``(flow, options)`` (:data:`OPTFLOWS` by default; Level T runs at the
-    protocol's ``seq_len``); ``rtol``, ``atol``, ``method`` those of the solves.
+    protocol's ``seq_len``); ``rtol``, ``atol``, ``method`` those of the solves;
+    ``optimizer`` in place of :func:`optimizer_of` the protocol's (e.g. another variant
+    of its ODE, as ``docs/make_optimisers.py --grid`` compares).
     """
     steps = np.asarray(steps, dtype=float)
-    optimizer = optimizer_of(protocol)
+    optimizer = optimizer_of(protocol) if optimizer is None else optimizer
     out = {}
     for name, (flow, options) in (OPTFLOWS if levels is None else levels).items():
         if flow == "finite_t":
