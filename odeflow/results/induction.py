@@ -54,6 +54,10 @@ class InductionTrajectory(SolverOutput):
         exact where ``c_S`` is below the range of doubles (0 in :attr:`c`); saved
         with the file (a file without it, written before it existed, loads with
         ``ln|c|``).
+    y : ndarray, shape (size, n)
+        After :func:`odeflow.solve`: the solver's raw states, ``ln|c|`` in the ``c``
+        slots (0 in the slot of a zero coefficient, whose ``log_c`` is ``-inf``); the
+        parameters are :meth:`parameters`. Not written to files.
     stats : dict
         Solver statistics (method, nfev, njev, wall_time, ...).
     meta : dict
