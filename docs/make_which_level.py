@@ -319,8 +319,19 @@ So the flow that meets the Fig. 6 goal is a mean-plus-covariance level with the
 second-order drift, not a deterministic optimiser flow. It is not built: the
 covariance of the 101,400-number state of syn-medium-10 is out of reach densely, and the
 Monte Carlo estimate the study used costs more than the training it would predict (8-250
-s per start against 3-15 s for 40 runs). A low-rank covariance of the decoder block is the
-open route.
+s per start against 3-15 s for 40 runs).
+
+A follow-up (`benchmarks/studies/fig6_noise/cheap`, its REPORT.md) looked for a cheaper
+estimate, on the same cells from the same start. The study's own estimator with 4 noisy
+trajectories instead of 64-128 put all 12 (miss, seed) pairs within one sd (its drift off
+by about 20 % typically), at 13 gradients of Level T per step: 0.5 / 1.8 / 3.7 / 11 s per
+start on syn-medium-1/3/5/10, against 0.85 / 1.4 / 1.7 / 3.75 s for training 10 runs. Noise
+along the class-mean gradient directions alone is deterministic and carries 84-93 % of the
+drift, but needs about `2K` directions (76-80 s per start on syn-medium-10, `K = 20`); a
+rank-`r` square-root filter lost most of the fresh noise at each step (drift off by +30 to
+-48 %). No estimate cheaper than the runs was found: one heavy-ball pass on Level T for
+syn-medium-10 (0.44 s) already costs more than one training run (0.38 s), its gradient
+covering 1,280 sequences against a batch of 128.
 """
 
 

@@ -1,0 +1,89 @@
+"""Shared pieces of the noise study (nothing here edits odeflow).
+
+Cells, the fixed start (seed 0's draw), the Level T field used by the Fig. 6
+comparison (OPTFLOWS["T"]: N = 64 sequences per class, sample seed 0, blocked
+storage), a per-sequence-weighted version of FiniteTFlow.gradients (for the
+per-example gradient covariance), and helpers to read z_active / entropy from
+a flat Level T state.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from odeflow.analysis.measures import distinct_entropy
+from odeflow.analysis.paper import FIG6, OPTFLOWS
+from odeflow.data import DataModel
+from odeflow.fields.finite_t import FiniteTFlow
+from odeflow.training.discrete import training_start
+
+#: Where the study writes and reads its results (``results/`` beside the scripts).
+OUT = os.environ.get("NOISE_CHEAP_OUT", str(Path(__file__).resolve().parent / "results"))
+os.makedirs(OUT, exist_ok=True)
+#: The Fig. 6 table the study projects onto (odeflow reproduce fig6).
+FIG6_CSV = Path(__file__).resolve().parents[4] / "docs/reproduce/fig6.csv"
+
+CELLS = {
+    "m5_ez2_r10": ("syn-medium-5", 2.0, 10.0),
+    "m10_ez1_r10": ("syn-medium-10", 1.0, 10.0),
+    "m10_ez3_r10": ("syn-medium-10", 3.0, 10.0),
+    "m3_ez3_r10": ("syn-medium-3", 3.0, 10.0),
+    "m1_ez1_r5": ("syn-medium-1", 1.0, 5.0),      # a cell within one sd (control)
+}
+START_SEED = 0
+MU = 0.9
+
+
+def cell(name):
+    preset, ez, ratio = CELLS[name]
+    data = DataModel.preset(preset)
+    p = FIG6.replace(eta_z=ez, eta_y=ez * ratio, steps=100)
+    return data, p
+
+
+def level_t_field(data, p, start_seed=START_SEED, **over):
+    """The Level T field of the Fig. 6 optimiser-flow comparison, from one seed's start."""
+    y0, z0 = training_start(data, start_seed, p.init)
+    flow, options = OPTFLOWS["T"]
+    options = {"seq_len": p.seq_len, **options, **over}
+    return FiniteTFlow(data, p.eta_y, p.eta_z, z0=z0, y0=y0, **options)
+
+
+def weighted_gradients(field, states, W):
+    """sum_i W_i g_i(theta): per-sequence weighted gradient of log softmax(Y f^_i)_{n_i}
+    (``FiniteTFlow.gradients`` with ``weights``; W = pi_k / N everywhere is the gradient)."""
+    return field.gradients(states, weights=W)
+
+
+def chunked(fn, states, *extra, chunk=16):
+    out = np.empty_like(states)
+    for i in range(0, states.shape[0], chunk):
+        out[i:i + chunk] = fn(states[i:i + chunk], *(e[i:i + chunk] for e in extra))
+    return out
+
+
+class ZReader:
+    """Flat Level T parameters -> z_active (..., q, L) and the distinct-token entropy."""
+
+    def __init__(self, field):
+        self.field = field
+        tr = field.trajectory(np.zeros(1), field.initial_state()[None], {})
+        self.base = np.array(tr.z_active[0])                    # (q, L) at the start
+        data = field.data
+        self.q = field.logit_query
+        self.l = np.searchsorted(data.active_tokens, field.logit_token)
+        assert np.all(data.active_tokens[self.l] == field.logit_token)
+        self.ny = field._ny
+        self.data = data
+
+    def z(self, theta):
+        theta = np.asarray(theta)
+        lead = theta.shape[:-1]
+        out = np.broadcast_to(self.base, lead + self.base.shape).copy()
+        out[..., self.q, self.l] = theta[..., self.ny:]
+        return out
+
+    def H(self, theta):
+        return distinct_entropy(self.data, self.z(theta))
