@@ -87,3 +87,18 @@ class ZReader:
 
     def H(self, theta):
         return distinct_entropy(self.data, self.z(theta))
+
+
+def fd_h(a):
+    """Finite-difference step per row of ``a``: 1e-3 over its largest entry (0 for a zero row)."""
+    s = np.abs(a).max(axis=1)
+    return np.where(s > 0, 1e-3 / np.where(s > 0, s, 1.0), 0.0)
+
+
+def d2H(zr, theta, a):
+    """Second directional derivative of the entropy ``zr.H`` at ``theta`` along each row of
+    ``a`` (central differences; 0 for a zero row)."""
+    h = fd_h(a)[:, None]
+    hp, hm, h0 = zr.H(theta + h * a), zr.H(theta - h * a), zr.H(theta)
+    hh = h[:, 0]
+    return np.where(hh > 0, (hp + hm - 2 * h0) / np.where(hh > 0, hh, 1.0) ** 2, 0.0)

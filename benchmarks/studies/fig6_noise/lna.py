@@ -28,12 +28,16 @@ nonlinear readout E_r H(m_k + a_r).
 usage: python lna.py CELL MODE [R_lin] [seed]
 """
 import json
+import os
 import sys
 import time
 
 import numpy as np
-from common import MU, OUT, ZReader, cell, chunked, level_t_field, weighted_gradients
+from common import MU, OUT, ZReader, cell, chunked, d2H, fd_h, level_t_field, weighted_gradients
 
+# NOISE_DRAW=orth (the follow-up in cheap/): orthogonal draws across the R members
+DRAW = os.environ.get("NOISE_DRAW", "gauss")
+PREFIX = "orth" if DRAW == "orth" else "lna"
 name, mode = sys.argv[1], sys.argv[2]
 R = int(sys.argv[3]) if len(sys.argv) > 3 else 128
 seed = int(sys.argv[4]) if len(sys.argv) > 4 else 7
@@ -50,18 +54,6 @@ grad = f.gradients
 CH = 16 if n > 20000 else 64
 
 
-def fd_h(a):
-    s = np.abs(a).max(axis=1)
-    return np.where(s > 0, 1e-3 / np.where(s > 0, s, 1.0), 0.0)
-
-
-def d2H(theta, a):
-    h = fd_h(a)[:, None]
-    hp, hm, h0 = zr.H(theta + h * a), zr.H(theta - h * a), zr.H(theta)
-    hh = h[:, 0]
-    return np.where(hh > 0, (hp + hm - 2 * h0) / np.where(hh > 0, hh, 1.0) ** 2, 0.0)
-
-
 theta, u = f.initial_state().copy(), np.zeros(n)
 a, b = np.zeros((R, n)), np.zeros((R, n))
 # mode "lna" also carries the O(1/B) mean correction by linear response (perturbation
@@ -73,7 +65,7 @@ t0 = time.perf_counter()
 for k in range(p.steps + 1):
     # read out at step k (before the step)
     H0 = float(zr.H(theta))
-    j2 = 0.5 * d2H(theta, a)
+    j2 = 0.5 * d2H(zr, theta, a)
     Hn = zr.H(theta + a)
     rec["H_mean_state"].append(H0)
     rec["jensen_2nd"].append(float(j2.mean()))
@@ -102,7 +94,13 @@ for k in range(p.steps + 1):
         Aa[live] = D * (gp - gm) / (2 * hl)
         d2F[live] = D * (gp + gm - 2 * g0) / hl ** 2
     # exact Gaussian minibatch noise with covariance D Sigma D / B
-    c = np.sqrt(w / B) * rng.standard_normal((R, K, N))
+    if DRAW == "orth":
+        # orthogonal (Haar) noise rows in sequence space, each of norm sqrt(K N): still
+        # E sum_r zeta_r zeta_r^T / R = I (unbiased), lower variance of the injected Q estimate
+        Zq, _ = np.linalg.qr(rng.standard_normal((K * N, R)))
+        c = np.sqrt(w / B) * (Zq.T * np.sqrt(K * N)).reshape(R, K, N)
+    else:
+        c = np.sqrt(w / B) * rng.standard_normal((R, K, N))
     xi = np.empty((R, n))
     for i in range(0, R, CH):
         xi[i:i + CH] = weighted_gradients(f, theta[None], c[i:i + CH])
@@ -136,7 +134,7 @@ out = {"cell": name, "mode": mode, "R_lin": R, "seed": seed, "n_params": n,
        "H_pert": rec["H_pert"][-1] if mode == "lna" else None,
        "H_pert_lin": rec["H_pert_lin"][-1] if mode == "lna" else None, "H_nonlin_sem": rec["H_nonlin_sem"],
        "H_nonlin_sd": rec["H_nonlin_sd"][-1], "per_step": rec}
-json.dump(out, open(f"{OUT}/lna_{name}_{mode}_R{R}_s{seed}.json", "w"), indent=1)
-np.savez_compressed(f"{OUT}/lna_{name}_{mode}_R{R}_s{seed}.npz",
+json.dump(out, open(f"{OUT}/{PREFIX}_{name}_{mode}_R{R}_s{seed}.json", "w"), indent=1)
+np.savez_compressed(f"{OUT}/{PREFIX}_{name}_{mode}_R{R}_s{seed}.npz",
                     z_mean=zr.z(theta), dz=zr.z(theta + a) - zr.z(theta))
 print(json.dumps({k: v for k, v in out.items() if k != "per_step"}, indent=1))

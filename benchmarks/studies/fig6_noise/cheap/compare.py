@@ -6,7 +6,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from common import CELLS, FIG6_CSV
+from shared import CELLS, FIG6_CSV
 
 ST = str(Path(__file__).resolve().parents[1] / "results")
 fig6 = {(r["preset"], float(r["eta_z"]), float(r["ratio"])): r for r in csv.DictReader(open(FIG6_CSV))}

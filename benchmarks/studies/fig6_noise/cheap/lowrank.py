@@ -19,50 +19,12 @@ import sys
 import time
 
 import numpy as np
-from common import MU, OUT, ZReader, cell, chunked, level_t_field
+from shared import MU, OUT, chunked, d2H, fd_h, noise_weights, setup
 
 name, r, noise = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 p_ = int(sys.argv[4]) if len(sys.argv) > 4 else r
 seed = int(sys.argv[5]) if len(sys.argv) > 5 else 0
-data, p = cell(name)
-B = p.batch_size
-f = level_t_field(data, p)
-zr = ZReader(f)
-n, D = f.size, f.rate_vector
-K, N = data.num_classes, f.sample.samples_per_class
-pi = np.asarray(data.weights)
-w = np.repeat((pi / N)[:, None], N, axis=1)
-rng = np.random.default_rng(seed)
-grad = f.gradients
-CH = 16 if n > 20000 else 64
-
-
-def fd_h(a):
-    s = np.abs(a).max(axis=1)
-    return np.where(s > 0, 1e-3 / np.where(s > 0, s, 1.0), 0.0)
-
-
-def d2H(theta, a):
-    h = fd_h(a)[:, None]
-    hp, hm, h0 = zr.H(theta + h * a), zr.H(theta - h * a), zr.H(theta)
-    hh = h[:, 0]
-    return np.where(hh > 0, (hp + hm - 2 * h0) / np.where(hh > 0, hh, 1.0) ** 2, 0.0)
-
-
-def noise_weights():
-    rows = []
-    if noise in ("class", "classgauss"):
-        c = np.zeros((K, K, N))
-        for k in range(K):
-            c[k, k, :] = np.sqrt(pi[k] / B) / N
-        rows.append(c)
-    if noise == "gauss":
-        rows.append(np.sqrt(w / (B * p_)) * rng.standard_normal((p_, K, N)))
-    if noise == "classgauss":   # within-class part: zeta minus its class mean
-        z = rng.standard_normal((p_, K, N))
-        z -= z.mean(axis=2, keepdims=True)
-        rows.append(np.sqrt(w / (B * p_)) * z * np.sqrt(N / (N - 1)))
-    return np.concatenate(rows)
+data, p, B, f, zr, n, D, K, N, pi, w, rng, grad, CH = setup(name, seed)
 
 
 theta, u = f.initial_state().copy(), np.zeros(n)
@@ -72,7 +34,7 @@ Hp, J2, ev = [], [], []
 ngrad = 0
 t0 = time.perf_counter()
 for k in range(p.steps + 1):
-    j2 = 0.5 * d2H(theta, a).sum() if len(a) else 0.0
+    j2 = 0.5 * d2H(zr, theta, a).sum() if len(a) else 0.0
     J2.append(float(j2)); Hp.append(float(zr.H(theta + th2)) + float(j2))
     if k == p.steps:
         break
@@ -95,7 +57,7 @@ for k in range(p.steps + 1):
         A2 = np.zeros(n)
     u2 = MU * u2 + A2 + drift
     th2 = th2 + u2
-    c = noise_weights()
+    c = noise_weights(noise, K, N, pi, w, B, p_, rng)
     xi = grad(theta[None], weights=c) - c.sum(axis=(1, 2))[:, None] * g0
     xi *= D
     ngrad += 1   # one call, p weight sets (timed separately below)

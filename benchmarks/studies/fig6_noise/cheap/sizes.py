@@ -1,7 +1,7 @@
 import time
 
 import numpy as np
-from common import CELLS, cell, level_t_field
+from shared import CELLS, cell, level_t_field
 
 for name in CELLS:
     data,p=cell(name); f=level_t_field(data,p)
