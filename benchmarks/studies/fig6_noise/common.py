@@ -102,3 +102,19 @@ def d2H(zr, theta, a):
     hp, hm, h0 = zr.H(theta + h * a), zr.H(theta - h * a), zr.H(theta)
     hh = h[:, 0]
     return np.where(hh > 0, (hp + hm - 2 * h0) / np.where(hh > 0, hh, 1.0) ** 2, 0.0)
+
+
+def linearised(grad, theta, a, g0, D, chunk):
+    """``(A a_r, F''[a_r, a_r])`` for each row ``a_r`` of ``a`` (``F = D grad``, ``A = dF``)
+    by central differences of ``grad`` at ``theta +- h_r a_r``; zero rows give 0."""
+    h = fd_h(a)[:, None]
+    live = h[:, 0] > 0
+    Aa = np.zeros(a.shape)
+    d2F = np.zeros(a.shape)
+    if live.any():
+        hl = h[live]
+        gp = chunked(grad, theta + hl * a[live], chunk=chunk)
+        gm = chunked(grad, theta - hl * a[live], chunk=chunk)
+        Aa[live] = D * (gp - gm) / (2 * hl)
+        d2F[live] = D * (gp + gm - 2 * g0) / hl ** 2
+    return Aa, d2F

@@ -33,7 +33,7 @@ import sys
 import time
 
 import numpy as np
-from common import MU, OUT, ZReader, cell, chunked, d2H, fd_h, level_t_field, weighted_gradients
+from common import MU, OUT, ZReader, cell, d2H, level_t_field, linearised, weighted_gradients
 
 # NOISE_DRAW=orth (the follow-up in cheap/): orthogonal draws across the R members
 DRAW = os.environ.get("NOISE_DRAW", "gauss")
@@ -83,16 +83,7 @@ for k in range(p.steps + 1):
         rec["H_nonlin_sem"] = float(Hn.std(ddof=1) / np.sqrt(R))
         break
     g0 = grad(theta[None])[0]
-    h = fd_h(a)[:, None]
-    live = h[:, 0] > 0
-    Aa = np.zeros((R, n))
-    d2F = np.zeros((R, n))
-    if live.any():
-        hl = h[live]
-        gp = chunked(grad, theta + hl * a[live], chunk=CH)
-        gm = chunked(grad, theta - hl * a[live], chunk=CH)
-        Aa[live] = D * (gp - gm) / (2 * hl)
-        d2F[live] = D * (gp + gm - 2 * g0) / hl ** 2
+    Aa, d2F = linearised(grad, theta, a, g0, D, CH)
     # exact Gaussian minibatch noise with covariance D Sigma D / B
     if DRAW == "orth":
         # orthogonal (Haar) noise rows in sequence space, each of norm sqrt(K N): still

@@ -12,29 +12,37 @@ Each step (mean theta on the deterministic HB):
                     of Sigma only, deterministic)
       noise=classgauss: both (class columns + p Gaussian within-class columns)
   * re-compress [J S, Q^{1/2}] to its top-r SVD (Gram eigen of the (r+p) rows)
-usage: python lowrank.py CELL r noise [p] [seed]
+  * optional (hybrid.py, which runs this file with WITHIN_MEMBERS set): Rw = p Monte Carlo
+    linearised members driven by the WITHIN-class noise only (zeta minus its class mean),
+    not truncated; their drift/Jensen add to the rank-r ones (C = C_between,rank-r +
+    C_within,MC).
+usage: python lowrank.py CELL r noise [p] [seed];  python hybrid.py CELL r class Rw [seed]
 """
 import json
 import sys
 import time
 
 import numpy as np
-from shared import MU, OUT, chunked, d2H, fd_h, noise_weights, setup
+from shared import MU, OUT, chunked, d2H, fd_h, linearised, noise_weights, setup
 
 name, r, noise = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 p_ = int(sys.argv[4]) if len(sys.argv) > 4 else r
 seed = int(sys.argv[5]) if len(sys.argv) > 5 else 0
+# hybrid.py: p within-class Monte Carlo members beside the rank-r filter
+Rw = p_ if globals().get("WITHIN_MEMBERS") else 0
 data, p, B, f, zr, n, D, K, N, pi, w, rng, grad, CH = setup(name, seed)
 
 
 theta, u = f.initial_state().copy(), np.zeros(n)
 a, b = np.zeros((0, n)), np.zeros((0, n))
+aw, bw = np.zeros((Rw, n)), np.zeros((Rw, n))
 th2, u2 = np.zeros(n), np.zeros(n)
 Hp, J2, ev = [], [], []
 ngrad = 0
 t0 = time.perf_counter()
 for k in range(p.steps + 1):
     j2 = 0.5 * d2H(zr, theta, a).sum() if len(a) else 0.0
+    j2 += 0.5 * d2H(zr, theta, aw).mean() if Rw else 0.0
     J2.append(float(j2)); Hp.append(float(zr.H(theta + th2)) + float(j2))
     if k == p.steps:
         break
@@ -49,6 +57,15 @@ for k in range(p.steps + 1):
         drift = 0.5 * (D * (gp + gm - 2 * g0) / h ** 2).sum(axis=0)
         b = MU * b + Aa
         a = a + b
+    if Rw:
+        Aw, d2Fw = linearised(grad, theta, aw, g0, D, CH)
+        drift += 0.5 * d2Fw.sum(axis=0) / Rw
+        ngrad += 2 * Rw
+        z = rng.standard_normal((Rw, K, N)); z -= z.mean(axis=2, keepdims=True)
+        cw = np.sqrt(w / B) * z * np.sqrt(N / (N - 1))
+        xw = grad(theta[None], weights=cw) - cw.sum(axis=(1, 2))[:, None] * g0
+        bw = MU * bw + Aw + D * xw
+        aw = aw + bw
     if th2.any():
         e = 1e-3 / np.abs(th2).max()
         gg = grad(np.stack([theta + e * th2, theta - e * th2])); ngrad += 2
@@ -75,6 +92,6 @@ out = {"cell": name, "r": r, "noise": noise, "p": p_, "seed": seed, "seconds": w
        "grad_calls_per_step": ngrad / p.steps, "H_pert": Hp[-1], "jensen": J2[-1],
        "H_hb": float(zr.H(theta)), "kept_energy_mean": float(np.mean(ev)),
        "kept_energy_min": float(np.min(ev)), "H_pert_steps": Hp}
-tag = f"lr_{name}_r{r}_{noise}_p{p_}_s{seed}"
+tag = f"{'hy' if Rw else 'lr'}_{name}_r{r}_{noise}_p{p_}_s{seed}"
 json.dump(out, open(f"{OUT}/{tag}.json", "w"))
 print(tag, json.dumps({k: v for k, v in out.items() if k != "H_pert_steps"}), flush=True)

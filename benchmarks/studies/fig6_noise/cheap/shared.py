@@ -17,13 +17,14 @@ from common import (  # noqa: E402
     d2H,
     fd_h,
     level_t_field,
+    linearised,
     weighted_gradients,
 )
 
 OUT = os.environ.get("NOISE_CHEAP_OUT", str(HERE / "results"))
 os.makedirs(OUT, exist_ok=True)
 __all__ = ["CELLS", "FIG6_CSV", "MU", "OUT", "ZReader", "cell", "chunked", "d2H", "fd_h",
-           "level_t_field", "noise_weights", "setup", "weighted_gradients"]
+           "level_t_field", "linearised", "noise_weights", "setup", "weighted_gradients"]
 
 
 def setup(name, seed):
