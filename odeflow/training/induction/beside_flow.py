@@ -200,6 +200,23 @@ def subset_name(subset) -> str:
     return "S_" + "".join(str(h) for h in subset)
 
 
+def _a_columns(name: str, value, a_run, suffix: str) -> dict:
+    """``{name: a, a_rel_err<suffix>: |a_run - a| / |a|, a_ok<suffix>: within A_TOLERANCE}``."""
+    value = float(value)
+    rel = abs(a_run - value) / abs(value)
+    return {name: value, f"a_rel_err{suffix}": float(rel),
+            f"a_ok{suffix}": bool(rel <= A_TOLERANCE)}
+
+
+def _loss_columns(name: str, value, loss_run, suffix: str) -> dict:
+    """``{name: loss, loss_abs_err<suffix>: |loss_run - loss|, loss_ok<suffix>: within
+    LOSS_TOLERANCE}``."""
+    value = float(value)
+    err = abs(loss_run - value)
+    return {name: value, f"loss_abs_err{suffix}": float(err),
+            f"loss_ok{suffix}": bool(err <= LOSS_TOLERANCE)}
+
+
 def agreement(comp: Comparison, times=GOAL_TIMES) -> list[dict]:
     """The goal table: ``a`` and loss of run and flow at ``times`` (those recorded).
 
@@ -216,24 +233,16 @@ def agreement(comp: Comparison, times=GOAL_TIMES) -> list[dict]:
         j = by_step.get(int(t))
         if j is None:
             continue
-        a_f, l_f = float(comp.flow.a[j]), float(comp.flow.loss[j])
-        rel = abs(a_run[j] - a_f) / abs(a_f)
-        err = abs(loss_run[j] - l_f)
-        row = {"t": int(t), "a_run": float(a_run[j]), "a_flow": a_f,
-               "a_rel_err": float(rel), "a_ok": bool(rel <= A_TOLERANCE),
-               "loss_run": float(loss_run[j]), "loss_flow": l_f,
-               "loss_abs_err": float(err), "loss_ok": bool(err <= LOSS_TOLERANCE)}
+        row = {"t": int(t), "a_run": float(a_run[j]),
+               **_a_columns("a_flow", comp.flow.a[j], a_run[j], ""),
+               "loss_run": float(loss_run[j]),
+               **_loss_columns("loss_flow", comp.flow.loss[j], loss_run[j], "")}
         if comp.finite_l is not None:
-            a_l, l_l = float(comp.finite_l.a[j]), float(comp.finite_l.loss[j])
-            rel_l, err_l = abs(a_run[j] - a_l) / abs(a_l), abs(loss_run[j] - l_l)
-            row.update({"a_finite_l": a_l, "a_rel_err_finite_l": float(rel_l),
-                        "a_ok_finite_l": bool(rel_l <= A_TOLERANCE), "loss_finite_l": l_l,
-                        "loss_abs_err_finite_l": float(err_l),
-                        "loss_ok_finite_l": bool(err_l <= LOSS_TOLERANCE)})
+            row.update(_a_columns("a_finite_l", comp.finite_l.a[j], a_run[j], "_finite_l"))
+            row.update(_loss_columns("loss_finite_l", comp.finite_l.loss[j], loss_run[j],
+                                     "_finite_l"))
         if comp.flow_loss_at_length is not None:
-            l_at = float(comp.flow_loss_at_length[j])
-            err_at = abs(loss_run[j] - l_at)
-            row.update({"loss_flow_at_length": l_at, "loss_abs_err_at_length": float(err_at),
-                        "loss_ok_at_length": bool(err_at <= LOSS_TOLERANCE)})
+            row.update(_loss_columns("loss_flow_at_length", comp.flow_loss_at_length[j],
+                                     loss_run[j], "_at_length"))
         table.append(row)
     return table
