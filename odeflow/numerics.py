@@ -84,3 +84,19 @@ def lumped_objective(decoder: np.ndarray, features: np.ndarray, weights: np.ndar
     K = features.shape[-2]
     own = U[..., np.arange(K), np.arange(K) if rows is None else rows]
     return np.sum(weights * (own - lse), axis=-1)
+
+
+def log_magnitude(x) -> np.ndarray:
+    """``ln|x|`` (``-inf`` where ``x = 0``, without a warning): the induction-head
+    selector's coordinates."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.abs(np.asarray(x, dtype=float)))
+
+
+def log_magnitude_mismatches(log_abs, x, rtol: float = 1e-9) -> np.ndarray:
+    """Flat indices where ``e^log_abs`` is not ``|x|`` to ``rtol`` (where ``e^log_abs``
+    underflows, ``x`` must be 0): the entries in which ``log_abs`` is not ``ln|x|`` of
+    the same numbers."""
+    with np.errstate(under="ignore"):
+        magnitude = np.exp(np.asarray(log_abs, dtype=float))
+    return np.flatnonzero(~np.isclose(magnitude, np.abs(x), rtol=rtol, atol=0.0))

@@ -16,6 +16,7 @@ import numpy as np
 from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz, provenance
+from odeflow.numerics import log_magnitude, log_magnitude_mismatches
 from odeflow.results.files import jsonable, read_result_file
 from odeflow.results.solution import SolverOutput
 
@@ -53,7 +54,7 @@ class InductionTrajectory(SolverOutput):
         ``ln|c_S(t)|`` (``-inf`` for a zero coefficient): the solver's coordinates,
         exact where ``c_S`` is below the range of doubles (0 in :attr:`c`); saved
         with the file (a file without it, written before it existed, loads with
-        ``ln|c|``).
+        ``ln|c|``). The constructor's ``log_c`` (default ``ln|c|``).
     y : ndarray, shape (size, n)
         After :func:`odeflow.solve`: the solver's raw states, ``ln|c|`` in the ``c``
         slots (0 in the slot of a zero coefficient, whose ``log_c`` is ``-inf``); the
@@ -67,7 +68,7 @@ class InductionTrajectory(SolverOutput):
     """
 
     def __init__(self, t, a, subsets, subset_weights, copier_logits, c, loss, stats=None,
-                 meta=None, data=None):
+                 meta=None, data=None, log_c=None):
         self.t = np.asarray(t, dtype=float)
         self.a = np.asarray(a, dtype=float)
         self.subsets = [tuple(int(h) for h in s) for s in subsets]
@@ -75,8 +76,7 @@ class InductionTrajectory(SolverOutput):
         self.copier_logits = None if copier_logits is None else np.asarray(copier_logits,
                                                                            dtype=float)
         self.c = np.asarray(c, dtype=float)
-        with np.errstate(divide="ignore"):
-            self.log_c = np.log(np.abs(self.c))
+        self.log_c = log_magnitude(self.c) if log_c is None else np.asarray(log_c, float)
         self.loss = np.asarray(loss, dtype=float)
         self.stats = dict(stats or {})
         self.meta = dict(meta or {})
@@ -195,18 +195,15 @@ class InductionTrajectory(SolverOutput):
                                       f"{arrays[name].shape}; expected {shape}")
         if np.any(np.diff(t) <= 0):
             raise ValidationError("path", f"{where}: the times 't' are not increasing")
-        out = cls(t, arrays["a"], subsets, arrays["subset_weights"],
-                  arrays.get("copier_logits"), arrays["c"], arrays["loss"],
-                  stats=metadata["stats"], meta=metadata["meta"], data=data)
+        log_c = None
         if "log_c" in arrays:
             log_c = np.where(arrays["log_c"] == ZERO_LOG_C, -np.inf, arrays["log_c"])
-            with np.errstate(under="ignore"):
-                same = np.isclose(np.exp(log_c), np.abs(out.c), rtol=1e-9, atol=0.0)
-            if not np.all(same):
+            if log_magnitude_mismatches(log_c, arrays["c"]).size:
                 raise ValidationError("path", f"{where}: 'log_c' is not ln|c| of 'c'; the "
                                       "file is damaged")
-            out.log_c = log_c
-        return out
+        return cls(t, arrays["a"], subsets, arrays["subset_weights"],
+                   arrays.get("copier_logits"), arrays["c"], arrays["loss"],
+                   stats=metadata["stats"], meta=metadata["meta"], data=data, log_c=log_c)
 
 
 def log_spaced_indices(t: np.ndarray, rows: int) -> np.ndarray:

@@ -57,6 +57,7 @@ import numpy as np
 from odeflow.data.checks import as_real_array, validate_finite
 from odeflow.errors import ValidationError
 from odeflow.fields.base import Field
+from odeflow.numerics import log_magnitude, log_magnitude_mismatches
 
 #: Parameter groups of the flat vector, in their order.
 GROUPS = ("c", "w", "a")
@@ -219,9 +220,7 @@ class InductionField(Field):
 
     def _check_log_c(self, start_log_c, c) -> np.ndarray:
         if start_log_c is None:
-            with np.errstate(divide="ignore"):
-                arr = np.log(np.abs(c))
-            return self._check_scale(arr, "start")
+            return self._check_scale(log_magnitude(c), "start")
         arr = as_real_array(start_log_c, "start_log_c").ravel()
         if arr.shape != c.shape:
             raise ValidationError("start_log_c", f"must hold {c.size} numbers (one per "
@@ -236,10 +235,9 @@ class InductionField(Field):
             raise ValidationError("start_log_c", "every coefficient is zero (-inf): p_S = "
                                   "c_S^2 / sum c^2 is undefined")
         # the magnitudes must be those of start's c wherever c is a double (0 where e^l is)
-        with np.errstate(under="ignore"):
-            magnitude = np.exp(arr)
-        if not np.allclose(magnitude, np.abs(c), rtol=1e-9, atol=0.0):
-            i = int(np.argmax(~np.isclose(magnitude, np.abs(c), rtol=1e-9, atol=0.0)))
+        bad = log_magnitude_mismatches(arr, c)
+        if bad.size:
+            i = int(bad[0])
             raise ValidationError("start_log_c", f"entry {i} ({arr[i]:g}) is not ln|c| of "
                                   f"start's c ({c[i]:g}); give start's c as sign * e^l")
         return self._check_scale(arr, "start_log_c")
@@ -334,11 +332,10 @@ class InductionField(Field):
         out = {"flow": self.name, "loss": self.loss_name, "rates": dict(self.rates),
                "groups": list(self.groups), "start": self._start.tolist()}
         c = self._start[self.slices["c"]]
-        with np.errstate(divide="ignore"):
-            if not np.array_equal(self._log_c0[self._alive], np.log(np.abs(c[self._alive]))):
-                # magnitudes beyond the range of doubles (None: a zero coefficient)
-                out["start_log_c"] = [float(v) if a else None
-                                      for v, a in zip(self._log_c0, self._alive, strict=True)]
+        if not np.array_equal(self._log_c0[self._alive], log_magnitude(c[self._alive])):
+            # magnitudes beyond the range of doubles (None: a zero coefficient)
+            out["start_log_c"] = [float(v) if a else None
+                                  for v, a in zip(self._log_c0, self._alive, strict=True)]
         return out
 
     def trajectory(self, t, states, stats):
@@ -354,12 +351,10 @@ class InductionField(Field):
         losses = np.array([self.loss(self._model_point(row)[0]) for row in states])
         meta = {**self.parameters(), "schedule": [{"rates": dict(self.rates),
                                                    "t_span": [float(t[0]), float(t[-1])]}]}
-        out = InductionTrajectory(np.asarray(t, float), theta[:, self.slices["a"]][:, 0],
-                                  self.subsets, self.selector_weights(states), w,
-                                  theta[:, self.slices["c"]], losses, stats=stats,
-                                  meta=meta, data=self.data)
-        out.log_c = self.log_c(states)
-        return out
+        return InductionTrajectory(np.asarray(t, float), theta[:, self.slices["a"]][:, 0],
+                                   self.subsets, self.selector_weights(states), w,
+                                   theta[:, self.slices["c"]], losses, stats=stats,
+                                   meta=meta, data=self.data, log_c=self.log_c(states))
 
     @classmethod
     def join(cls, parts):
@@ -392,8 +387,7 @@ class InductionField(Field):
         meta.pop("start", None)
         out = InductionTrajectory(cat("t"), cat("a"), first.subsets, cat("subset_weights"),
                                   cat("copier_logits"), cat("c"), cat("loss"), stats=stats,
-                                  meta=meta, data=first.data)
-        out.log_c = cat("log_c")
+                                  meta=meta, data=first.data, log_c=cat("log_c"))
         y = np.concatenate([p.y[:, k] for p, k in zip(parts, keep, strict=True)], axis=1)
         out.attach_solution(y)
         return out
