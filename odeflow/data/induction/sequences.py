@@ -66,8 +66,8 @@ class InductionSequences:
 
 
 def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
-                     alpha: float | None = None, kernel=None,
-                     seed: int = 0) -> InductionSequences:
+                     alpha: float | None = None, kernel=None, seed: int = 0,
+                     count_field: str = "count") -> InductionSequences:
     """Sample ``count`` sequences ``x_1 .. x_{L+1}`` of an ``n``-gram chain (spec section 10).
 
     Exactly one of ``alpha`` (a fresh kernel per sequence, every context row
@@ -90,12 +90,14 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
         The point-mass prior's kernel.
     seed : int
         Seed of :func:`numpy.random.default_rng`; the sample is a function of it.
+    count_field : str
+        The name ``count`` has in the caller's errors (e.g. ``"sequences"``).
 
     Returns
     -------
     InductionSequences
     """
-    count = check_count(count, "count")
+    count = check_count(count, count_field)
     length = check_count(length, "length")
     d = check_count(vocab_size, "vocab_size", minimum=2)
     n = check_count(n_gram, "n_gram", minimum=2)
@@ -103,11 +105,11 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
     if length + 1 < n:
         raise ValidationError("length", f"must be >= n_gram - 1 = {n - 1}, got {length}")
     rows = d ** (n - 1)
-    for what, entries in (("tokens count * (length + 1)", count * (length + 1)),
-                          ("kernel entries count * d**n", count * rows * d if kernel is None
-                           else 0)):
+    for what, entries in ((f"tokens {count_field} * (length + 1)", count * (length + 1)),
+                          (f"kernel entries {count_field} * d**n",
+                           count * rows * d if kernel is None else 0)):
         if entries > MAX_SAMPLE_ENTRIES:
-            raise ValidationError("count", f"{what} = {entries:,} exceeds "
+            raise ValidationError(count_field, f"{what} = {entries:,} exceeds "
                                   f"{MAX_SAMPLE_ENTRIES:,} (about 400 MB)")
     if (alpha is None) == (kernel is None):
         raise ValidationError("alpha", "give exactly one of alpha (Dirichlet prior) and "
@@ -136,13 +138,15 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
 
 
 def sample_for(data, count: int = PAPER_SEQUENCES, length: int = PAPER_LENGTH,
-               seed: int = 0) -> InductionSequences:
+               seed: int = 0, count_field: str = "count") -> InductionSequences:
     """:func:`sample_sequences` under the prior of an :class:`odeflow.InductionData`
-    (its fixed kernel for a point-mass prior, else Dirichlet(``alpha``) per sequence)."""
+    (its fixed kernel for a point-mass prior, else Dirichlet(``alpha``) per sequence;
+    ``count_field`` names ``count`` in errors)."""
     if not isinstance(data, InductionData):
         raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
     if data.prior == "point":
         return sample_sequences(count, length, vocab_size=data.vocab_size,
-                                n_gram=data.n_gram, kernel=data.kernel, seed=seed)
+                                n_gram=data.n_gram, kernel=data.kernel, seed=seed,
+                                count_field=count_field)
     return sample_sequences(count, length, vocab_size=data.vocab_size, n_gram=data.n_gram,
-                            alpha=data.alpha, seed=seed)
+                            alpha=data.alpha, seed=seed, count_field=count_field)

@@ -66,7 +66,6 @@ import numpy as np
 
 from odeflow.data.checks import check_count, check_seed
 from odeflow.data.induction.sequences import (
-    MAX_SAMPLE_ENTRIES,
     PAPER_LENGTH,
     PAPER_SEQUENCES,
     InductionSequences,
@@ -426,12 +425,10 @@ class FiniteLengthFlow(InductionField):
                                   f"2H - 1 tokens before it), got {length}")
         self.length = length
         self.sequences = check_count(sequences, "sequences")
-        if self.sequences * (length + 1) > MAX_SAMPLE_ENTRIES:
-            raise ValidationError("sequences", f"sequences * (length + 1) = "
-                                  f"{self.sequences * (length + 1):,} tokens exceed "
-                                  f"{MAX_SAMPLE_ENTRIES:,} (about 400 MB)")
         self.seed = check_seed(seed)
-        sample = sample_for(data, self.sequences, self.length, seed=self.seed)
+        # the sampler bounds the sample's size (MAX_SAMPLE_ENTRIES), naming sequences
+        sample = sample_for(data, self.sequences, self.length, seed=self.seed,
+                            count_field="sequences")
         self.model = EmpiricalInduction(sample, self.heads, self.subsets, loss=self.loss_name)
         if self.loss_name == "nll" and self.model.unseen_targets:
             raise ValidationError("loss", f"'nll' is infinite on this sample: "
