@@ -18,7 +18,9 @@ Prints
 Run: ``PYTHONPATH=$PWD python benchmarks/bench_induction.py [--quick]``.
 Wall times depend on the machine's load; CPU times less so; nfev not at all.
 ``--n-pi N`` solves with ``N`` kernels instead of the preset's; ``--goal R`` only times
-the goal's solve (``odeflow.solve`` with its defaults) ``R`` times; ``--tolerances`` prices
+the goal's solve (``odeflow.solve`` with its defaults) ``R`` times; ``--methods [LEVEL ...]``
+prices each integrator at the default tolerances against a tight solve (the choice of
+``method="auto"``); ``--tolerances`` prices
 looser tolerances than the defaults: CPU time, nfev and the largest error against a
 tight solve (``rtol = 1e-10``, ``atol = 1e-12``) on ``ih-paper`` and on ``ih-point``
 (whose ``c_(1,2)`` dips to about ``1e-17`` and recovers), side by side in one run.
@@ -226,7 +228,8 @@ TOLERANCES = ((1e-8, 1e-10), (1e-7, 1e-9), (1e-6, 1e-8), (1e-6, 1e-10), (1e-5, 1
 def tolerance_cost() -> None:
     """CPU seconds, nfev, njev and the largest errors (relative in ``a``, absolute in
     ``p_S`` and the loss, over the default output times) of each :data:`TOLERANCES`
-    against a tight solve, for ``ih-paper`` and ``ih-point`` to ``t = 1e4`` (BDF)."""
+    against a tight solve, for ``ih-paper`` and ``ih-point`` to ``t = 1e4`` (the default
+    method)."""
     for name in ("ih-paper", "ih-point"):
         data = InductionData.preset(name)
         ref = odeflow.solve(data, flow="population", t_span=(0.0, 1e4), rtol=1e-10,
@@ -250,6 +253,61 @@ def tolerance_cost() -> None:
                   f"  {traj.subset_weights[-1, last[top]]:.6f}", flush=True)
 
 
+#: Integrators priced by ``--methods`` at the solve's default tolerances.
+METHODS = ("LSODA", "BDF", "RK45", "Radau")
+
+
+def method_cost(levels) -> None:
+    """CPU seconds, nfev, njev and the largest errors (as :func:`tolerance_cost`) of each
+    of :data:`METHODS` at the default tolerances, for each level in ``levels`` on
+    ``ih-paper`` and ``ih-point`` to ``t = 1e4`` (joint flow from the preset's init) and
+    for the staged schedule ``c -> w -> a`` (2000, 100, 1000) of the population flow.
+    The reference is Radau at ``rtol = 1e-11`` (``finite_l``: BDF at ``1e-10``, a Radau
+    solve of 9000 sequences costs minutes); ``finite_l`` uses ``loss="code"`` (the
+    protocol's sample has sequences of infinite nll)."""
+    from odeflow.fields.induction import Schedule
+    from odeflow.solver import solve_schedule
+
+    cases = []
+    for level in levels:
+        for name in ("ih-paper", "ih-point"):
+            options = {"loss": "code"} if level == "finite_l" else {}
+            cases.append((f"{level} {name}", name, level, None, options))
+    if "population" in levels:
+        for name in ("ih-paper", "ih-point"):
+            cases.append((f"staged {name}", name, "population",
+                          Schedule.staged(2000.0, 100.0, 1000.0), {}))
+    def run(case, method, rtol=1e-8, atol=1e-10):
+        _, name, level, schedule, options = case
+        data = InductionData.preset(name)
+        if schedule is not None:
+            return solve_schedule(data, schedule, flow=level, method=method, rtol=rtol,
+                                  atol=atol, progress=False, **options)
+        return odeflow.solve(data, flow=level, t_span=(0.0, 1e4), method=method,
+                             rtol=rtol, atol=atol, progress=False, **options)
+
+    for case in cases:
+        label, level = case[0], case[2]
+        tight = ("BDF", 1e-10, 1e-12) if level == "finite_l" else ("Radau", 1e-11, 1e-13)
+        ref = run(case, *tight)
+        print(f"{label}: reference {tight[0]} rtol {tight[1]:.0e} nfev {ref.stats['nfev']}, "
+              f"a(1e4) {ref.a[-1]:.8f}")
+        print("  method   CPU s   nfev njev  max rel err a  max err p_S  max err loss")
+        for method in METHODS:
+            cpu = time.process_time()
+            try:
+                traj = run(case, method)
+            except odeflow.SolveError as exc:
+                print(f"  {method:6s} stopped: {str(exc)[:100]}", flush=True)
+                continue
+            cpu = time.process_time() - cpu
+            err_a = np.max(np.abs(traj.a - ref.a) / np.abs(ref.a))
+            err_p = np.max(np.abs(traj.subset_weights - ref.subset_weights))
+            err_loss = np.max(np.abs(traj.loss - ref.loss))
+            print(f"  {method:6s} {cpu:7.2f} {traj.stats['nfev']:6d} {traj.stats['njev']:4d} "
+                  f"{err_a:14.2e} {err_p:12.2e} {err_loss:13.2e}", flush=True)
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer methods and sizes")
@@ -258,9 +316,15 @@ if __name__ == "__main__":
                         help="only time the goal's solve (the defaults), R times")
     parser.add_argument("--tolerances", action="store_true",
                         help="only price looser tolerances against a tight solve")
+    parser.add_argument("--methods", nargs="*", metavar="LEVEL", default=None,
+                        choices=("population", "copier", "finite_l"),
+                        help="only price each integrator at the defaults against a tight "
+                             "solve (levels: population copier by default; finite_l too)")
     args = parser.parse_args()
     with threadpool_limits(limits=1, user_api="blas"):
-        if args.tolerances:
+        if args.methods is not None:
+            method_cost(args.methods or ("population", "copier"))
+        elif args.tolerances:
             tolerance_cost()
         elif args.goal:
             goal_solve(args.goal, args.n_pi)

@@ -412,8 +412,9 @@ class FiniteLengthFlow(InductionField):
     """
 
     name = "finite_l"
-    #: As the population flow's: the selector's rates grow like ``a / sum c^2``.
-    preferred_method = "BDF"
+    #: As the population flow's: LSODA, stiff only in places (about half BDF's right-hand
+    #: sides at a smaller error; ``benchmarks/bench_induction.py --methods``).
+    preferred_method = "LSODA"
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None,
                  length: int = PAPER_LENGTH, sequences: int = PAPER_SEQUENCES,
