@@ -95,7 +95,7 @@ def test_infinite_nll_on_the_sample_is_refused_by_name(data):
 
 
 def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
-    from odeflow.training.induction import agreement, compare, rows
+    from odeflow.training.induction import agreement, compare, rows, worst_agreement
 
     data = InductionData.preset("ih-point")      # small: d = 2, H = 2
     comp = compare(data, seeds=[0, 2], steps=10, count=200, length=24, progress=False)
@@ -119,6 +119,29 @@ def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
                                                                r["loss_finite_l"]))
         assert r["loss_abs_err_at_length"] == pytest.approx(abs(r["loss_run"] -
                                                                 r["loss_flow_at_length"]))
+    # the goal over its interval: every recorded step in [5, 10], not only the table's two
+    worst = {r["level"]: r for r in worst_agreement(comp, 5, 10)}
+    assert set(worst) == {"population", "population at L", "finite_l"}
+    table_by_step = {r["step"]: r for r in table}
+    inside = [table_by_step[k] for k in range(5, 11)]
+    for level, a_key, loss_key in (("population", "a_flow", "loss_flow"),
+                                   ("population at L", "a_flow", "loss_flow_at_length"),
+                                   ("finite_l", "a_finite_l", "loss_finite_l")):
+        r = worst[level]
+        assert r["times"] == 6 and (r["t_from"], r["t_to"]) == (5.0, 10.0)
+        to_level = [abs(x["a_run"] - x[a_key]) / abs(x[a_key]) for x in inside]
+        to_run = [abs(x["a_run"] - x[a_key]) / abs(x["a_run"]) for x in inside]
+        loss_err = [abs(x["loss_run"] - x[loss_key]) for x in inside]
+        assert r["a_rel_err"] == pytest.approx(max(to_level), rel=1e-12)
+        assert r["a_rel_err_to_run"] == pytest.approx(max(to_run), rel=1e-12)
+        assert r["a_rel_err_t"] == inside[int(np.argmax(to_level))]["step"]
+        assert r["loss_abs_err"] == pytest.approx(max(loss_err), rel=1e-12)
+        assert r["loss_abs_err_t"] == inside[int(np.argmax(loss_err))]["step"]
+        assert r["a_misses"] == sum(e > 0.15 for e in to_level)
+        assert r["loss_misses"] == sum(e > 0.01 for e in loss_err)
+    with pytest.raises(ValidationError) as err:
+        worst_agreement(comp, 50, 100)
+    assert err.value.field == "t_from"
     plain = compare(data, seeds=1, steps=2, count=100, length=24, progress=False,
                     finite_l=False)
     assert plain.finite_l is None and "a_finite_l" not in rows(plain)[0]

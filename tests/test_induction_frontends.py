@@ -98,7 +98,8 @@ def test_reproduce_induction_writes_run_beside_flow(tmp_path, capsys, monkeypatc
                             "--out", out, "--no-progress")
     assert code == 0, err
     assert sorted(p.name for p in out.iterdir()) == ["induction.csv", "induction.png",
-                                                     "induction_agreement.csv"]
+                                                     "induction_agreement.csv",
+                                                     "induction_worst.csv"]
     import csv
 
     with open(out / "induction.csv", encoding="utf-8") as fh:
@@ -112,6 +113,11 @@ def test_reproduce_induction_writes_run_beside_flow(tmp_path, capsys, monkeypatc
         goal = list(csv.DictReader(fh))
     assert [int(r["t"]) for r in goal] == [5]
     assert "goal (a within 15%" in stdout
+    with open(out / "induction_worst.csv", encoding="utf-8") as fh:
+        worst = list(csv.DictReader(fh))
+    assert [r["level"] for r in worst] == ["population", "population at L", "finite_l"]
+    assert all(int(r["times"]) == 1 and float(r["t_from"]) == 5.0 for r in worst)
+    assert "every recorded step from t = 5 to 5 (1 step)" in stdout
 
 
 def test_plot_induction_figures_from_the_cli(tmp_path, capsys):

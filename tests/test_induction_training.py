@@ -252,45 +252,70 @@ def test_finite_length_loss_approaches_the_population_loss_of_the_point_mass_mod
 def protocol_comparison():
     """The authors' protocol (ih-paper, 9000 x 100, joint GD at lr 1 from the code's init,
     1e4 steps, loss 'code') beside the population flow and the finite-L level (its own
-    sample, seed 1). Minutes: the run about 1.5 min, the population flow several."""
-    from odeflow.training.induction import agreement, compare
+    sample, seed 1). Minutes: the run about 1.5 min, the flows about half a minute.
+    Returns the goal table (t = 5, 10, 100, 1e3, 1e4) and the worst errors over every
+    recorded step from t = 5 to 1e4, by level (the goal's interval)."""
+    from odeflow.training.induction import agreement, compare, worst_agreement
 
-    table = agreement(compare(seeds=1, steps=10_000, progress=False))
+    comp = compare(seeds=1, steps=10_000, progress=False)
+    table = agreement(comp)
     assert [row["t"] for row in table] == [5, 10, 100, 1000, 10000]
-    return table
+    worst = {row["level"]: row for row in worst_agreement(comp)}
+    assert all(row["times"] == 52 for row in worst.values())
+    return table, worst
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): a(t) agrees within 15% "
-                   "at every time, but the loss differs by 0.024 at t = 5 and 0.019 at t = 10 "
-                   "(0.022 already at t = 0, the same parameters): goal not met there")
-def test_protocol_training_beside_the_population_flow_meets_the_goal(protocol_comparison):
-    """Issue 23's goal for the population flow: a(t) within 15% and the loss within 0.01
-    at t = 5, 10, 100, 1e3, 1e4."""
-    assert all(row["a_ok"] and row["loss_ok"] for row in protocol_comparison), \
-        protocol_comparison
+def test_protocol_population_flow_a_within_the_goal_at_every_step(protocol_comparison):
+    """Issue 23's a(t) goal for the population flow, read over every recorded step from
+    t = 5 to 1e4: within 15% of the flow's value (measured 13.6% at worst, at t = 5;
+    relative to the run's value it is 15.7% there, docs/induction.md)."""
+    table, worst = protocol_comparison
+    assert all(row["a_ok"] for row in table), table
+    assert worst["population"]["a_misses"] == 0, worst["population"]
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): the population flow's "
+                   "own loss (L -> infinity) differs from the run's by 0.022 already at t = 0 "
+                   "(the same parameters) and by more than 0.01 at every recorded step from "
+                   "t = 5 to 19 (0.030 at worst, t = 14): goal not met there")
+def test_protocol_training_beside_the_population_flow_meets_the_loss_goal(protocol_comparison):
+    """Issue 23's loss goal for the population flow: within 0.01 at every recorded step
+    from t = 5 to 1e4."""
+    _, worst = protocol_comparison
+    assert worst["population"]["loss_misses"] == 0, worst["population"]
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): within 0.0021 at the "
+                   "table's five times, but 0.014 at t = 14, where the run's selector "
+                   "oscillates (gradient descent at lr 1; its loss rises from step 12 to 14)")
 def test_protocol_population_flow_parameters_predict_the_runs_loss_at_its_length(
         protocol_comparison):
-    """The population flow's a(t) within 15%, and its parameters, scored by the finite-L
-    loss the run reports (L = 100, on an independent sample), within 0.01 of the run's
-    loss at every goal time (measured 0.0021 at worst, docs/induction.md)."""
-    assert all(row["a_ok"] and row["loss_ok_at_length"] for row in protocol_comparison), \
-        protocol_comparison
+    """The population flow's parameters, scored by the finite-L loss the run reports (L =
+    100, on an independent sample), within 0.01 of the run's loss at every recorded step
+    from t = 5 to 1e4."""
+    _, worst = protocol_comparison
+    assert worst["population at L"]["loss_misses"] == 0, worst["population at L"]
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): within 0.0064 at the "
+                   "table's five times, but 0.0225 at t = 14, where the run's selector "
+                   "oscillates (gradient descent at lr 1; its loss rises from step 12 to 14)")
 def test_protocol_training_beside_the_finite_length_level_loss(protocol_comparison):
     """The finite-L level on an independent sample predicts the run's loss within 0.01 at
-    every goal time (measured 0.0064 at worst, docs/induction.md)."""
-    assert all(row["loss_ok_finite_l"] for row in protocol_comparison), protocol_comparison
+    every recorded step from t = 5 to 1e4."""
+    _, worst = protocol_comparison
+    assert worst["finite_l"]["loss_misses"] == 0, worst["finite_l"]
 
 
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): the finite-L level's "
-                   "a(t) is 22% above the run's at t = 5 (gradient descent at lr 1 is not a "
-                   "small-step scheme for the selector at the init), within 15% from t = 10")
+                   "a(t) is more than 15% above the run's at t = 5 to 8 (22% at t = 5: gradient "
+                   "descent at lr 1 is not a small-step scheme for the selector at the "
+                   "init), within 15% from t = 9")
 def test_protocol_training_beside_the_finite_length_level_a(protocol_comparison):
-    assert all(row["a_ok_finite_l"] for row in protocol_comparison), protocol_comparison
+    _, worst = protocol_comparison
+    assert worst["finite_l"]["a_misses"] == 0, worst["finite_l"]

@@ -14,6 +14,9 @@ finite-``L`` level (``flow="finite_l"``, its own sample of 9000 sequences, seed
   and sd over ``--seeds``) and of the flow;
 - ``induction_agreement.csv``: the goal table (``a`` within 15%, loss within
   0.01) at t = 5, 10, 100, 1e3, 1e4 (those reached);
+- ``induction_worst.csv``: the goal over its interval, one row per level: the worst
+  errors over every recorded step from t = 5 to 1e4 (those reached), where they occur
+  and how many steps miss (:func:`~odeflow.training.induction.worst_agreement`);
 - ``induction.png``: ``a(t)``, loss, ``p_S(t)`` and copier logits, run beside flow.
 
 A full-batch step on 9000 x 100 takes about 7 ms on one core
@@ -31,7 +34,7 @@ from pathlib import Path
 from odeflow.errors import ValidationError
 
 #: Stems of the files written into ``--out``.
-OUTPUTS = ("induction", "induction_agreement")
+OUTPUTS = ("induction", "induction_agreement", "induction_worst")
 
 
 def check_out(out) -> Path:
@@ -39,7 +42,8 @@ def check_out(out) -> Path:
     from odeflow.io import writable_folder, writable_target
 
     folder = writable_folder(out, "out", what="--out (the CSV and PNG files go into it)")
-    for name in ("induction.csv", "induction.png", "induction_agreement.csv"):
+    for name in ("induction.csv", "induction.png", "induction_agreement.csv",
+                 "induction_worst.csv"):
         writable_target(folder / name, "out")
     return folder
 
@@ -63,6 +67,8 @@ def run(args) -> int:
     comp = induction_flow.compare(seeds=args.seeds, steps=args.steps, progress=progress)
     table = induction_flow.rows(comp)
     goal = induction_flow.agreement(comp)
+    reached = [int(k) for k in comp.steps if int(k) >= induction_flow.GOAL_TIMES[0]]
+    worst = induction_flow.worst_agreement(comp) if reached else []
     others = ({} if comp.finite_l is None else
               {f"finite-L level (own sample, seed {comp.finite_l_seed})": comp.finite_l})
     fig = plot_run_beside_flow(comp.mean_run, comp.flow,
@@ -72,6 +78,9 @@ def run(args) -> int:
     written = write_outputs(out, "induction", table, fig)
     if goal:
         written.append(atomic_write_text(out / "induction_agreement.csv", csv_text(goal),
+                                         field="out"))
+    if worst:
+        written.append(atomic_write_text(out / "induction_worst.csv", csv_text(worst),
                                          field="out"))
     print_table(table, ["step", "a_run", "a_flow", "loss_run", "loss_flow"],
                 every=max(1, len(table) // 12))
@@ -94,6 +103,15 @@ def run(args) -> int:
             print(f"finite-L level (seed {comp.finite_l_seed}): a met at "
                   f"{sum(r['a_ok_finite_l'] for r in goal)}/{len(goal)} times, loss at "
                   f"{sum(r['loss_ok_finite_l'] for r in goal)}/{len(goal)}")
+    if worst:
+        print()
+        print_table(worst, ["level", "times", "a_rel_err", "a_rel_err_t", "a_rel_err_to_run",
+                            "a_misses", "loss_abs_err", "loss_abs_err_t", "loss_misses"])
+        print(f"the goal over every recorded step from t = {worst[0]['t_from']:g} to "
+              f"{worst[0]['t_to']:g} ({worst[0]['times']} step"
+              f"{'' if worst[0]['times'] == 1 else 's'}): "
+              + "; ".join(f"{r['level']}: a misses at {r['a_misses']}, loss at "
+                          f"{r['loss_misses']}" for r in worst))
     seconds = time.perf_counter() - start
     for path in written:
         print(f"wrote {path}")

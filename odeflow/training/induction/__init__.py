@@ -6,11 +6,17 @@
   full-batch gradient descent, joint (:func:`joint`) or staged with the family's
   :class:`~odeflow.fields.induction.base.Schedule` of :class:`Stage` (:func:`train`).
 - :mod:`~odeflow.training.induction.beside_flow`: the authors' protocol beside
-  the population flow (:func:`compare`, :func:`agreement`), for
+  the population flow (:func:`compare`, :func:`agreement`, :func:`worst_agreement`), for
   ``odeflow reproduce induction``.
 """
 
-from odeflow.training.induction.beside_flow import Comparison, agreement, compare, rows
+from odeflow.training.induction.beside_flow import (
+    Comparison,
+    agreement,
+    compare,
+    rows,
+    worst_agreement,
+)
 from odeflow.training.induction.finite_length import (
     GROUPS,
     LOSSES,
@@ -33,4 +39,4 @@ from odeflow.training.induction.finite_length import (
 __all__ = ["GROUPS", "LOSSES", "PAPER_LENGTH", "PAPER_RATE", "PAPER_SEQUENCES", "Comparison",
            "EmpiricalInduction", "InductionRun", "InductionSequences", "Schedule", "Stage",
            "agreement", "compare", "initial_parameters", "joint", "log_spaced_steps", "rows",
-           "sample_for", "sample_sequences", "train"]
+           "sample_for", "sample_sequences", "train", "worst_agreement"]
