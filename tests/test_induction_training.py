@@ -290,7 +290,7 @@ def test_protocol_training_beside_the_population_flow_meets_the_loss_goal(protoc
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): within 0.0021 at the "
                    "table's five times, but 0.014 at t = 14, where the run's selector "
-                   "oscillates (gradient descent at lr 1; its loss rises from step 12 to 14)")
+                   "oscillates (gradient descent at lr 1; its loss rises at step 13)")
 def test_protocol_population_flow_parameters_predict_the_runs_loss_at_its_length(
         protocol_comparison):
     """The population flow's parameters, scored by the finite-L loss the run reports (L =
@@ -303,7 +303,7 @@ def test_protocol_population_flow_parameters_predict_the_runs_loss_at_its_length
 @pytest.mark.slow
 @pytest.mark.xfail(strict=True, reason="measured (docs/induction.md): within 0.0064 at the "
                    "table's five times, but 0.0225 at t = 14, where the run's selector "
-                   "oscillates (gradient descent at lr 1; its loss rises from step 12 to 14)")
+                   "oscillates (gradient descent at lr 1; its loss rises at step 13)")
 def test_protocol_training_beside_the_finite_length_level_loss(protocol_comparison):
     """The finite-L level on an independent sample predicts the run's loss within 0.01 at
     every recorded step from t = 5 to 1e4."""
