@@ -199,6 +199,10 @@ class EmpiricalInduction:
     keys has ``y_target = 0`` and an infinite loss; the empirical mean is then
     infinite and :meth:`loss_and_gradient` refuses it (naming ``loss``) instead
     of returning ``inf``/``nan``. :attr:`unseen_targets` counts such sequences.
+
+    The model keeps work arrays over its merged key entries (reused by every
+    evaluation, as the population flow's :class:`WindowLaws` does): one instance
+    must not be evaluated from two threads at once.
     """
 
     def __init__(self, sequences: InductionSequences, heads: int, subsets, loss: str = "nll"):
@@ -226,6 +230,15 @@ class EmpiricalInduction:
         self._flat = k.seq * d + k.value                                        # (E,)
         self._match = k.value == k.target[k.seq]
         self.unseen_targets = int(self.count - np.unique(k.seq[self._match]).size)
+        # work arrays over the merged entries, reused by every call: fresh arrays of
+        # this size cost page faults, about 40 % of a step on the protocol's sample
+        # (benchmarks/bench_induction_training.py); overwritten by the next call
+        E = k.seq.size
+        self._cos = np.empty((H, E))
+        self._prods = np.empty((len(self.subsets), E))
+        self._dcos = np.empty((H, E))
+        self._entry = {name: np.empty(E) for name in ("K", "u", "ex", "alpha", "g", "dK",
+                                                      "spread", "term")}
 
     # ---- layout ------------------------------------------------------------
     @property
@@ -299,10 +312,11 @@ class EmpiricalInduction:
         p = c * c / U
         s, unit, norm, cos_table = self._tables(w)
         T = cos_table.shape[1]
-        cos = np.empty(self._pair.shape)                      # (H, E)
+        work = self._entry
+        cos = self._cos                                       # (H, E)
         for h in range(H):
             np.take(cos_table[h].ravel(), self._pair[h], out=cos[h])
-        prods = np.empty((len(self.subsets), cos.shape[1]))  # (#S, E)
+        prods = self._prods                                   # (#S, E)
         for i, members in enumerate(self._members):
             heads_in = np.flatnonzero(members)
             if heads_in.size == 0:
@@ -311,12 +325,15 @@ class EmpiricalInduction:
                 prods[i] = cos[heads_in[0]]
                 for h in heads_in[1:]:
                     prods[i] *= cos[h]
-        K = np.einsum("s,se->e", p, prods)      # einsum, not BLAS: no thread wake-ups
-        u = a * K + k.log_count
+        K = np.einsum("s,se->e", p, prods, out=work["K"])  # not BLAS: no thread wake-ups
+        u = np.multiply(K, a, out=work["u"])
+        u += k.log_count
         peak = np.maximum.reduceat(u, k.starts)
-        ex = np.exp(u - peak[k.seq])
+        spread = np.take(peak, k.seq, out=work["spread"])     # per entry, its sequence's
+        ex = np.subtract(u, spread, out=work["ex"])
+        np.exp(ex, out=ex)
         Z = np.add.reduceat(ex, k.starts)
-        alpha = ex / Z[k.seq]
+        alpha = np.divide(ex, np.take(Z, k.seq, out=spread), out=work["alpha"])
         log_z = np.log(Z) + peak                              # log sum_l exp(a K_l)
         y = np.bincount(self._flat, weights=alpha, minlength=N * d).reshape(N, d)
         return dict(c=c, w=w, a=a, U=U, p=p, s=s, unit=unit, norm=norm, cos_table=cos_table,
@@ -352,16 +369,19 @@ class EmpiricalInduction:
             r = np.exp(y - lse[:, None])
             r[rows, k.target] -= 1.0                          # d loss_n / d y
             ry = (r * y).sum(axis=1)
-            g = alpha * (r.ravel()[self._flat] - ry[k.seq])
-        g = g / N
+            g = np.take(r.ravel(), self._flat, out=self._entry["g"])
+            g -= np.take(ry, k.seq, out=self._entry["spread"])
+            g *= alpha
+        g = np.divide(g, N, out=self._entry["g"])
         a, p, c, U = f["a"], f["p"], f["c"], f["U"]
         grad_a = float(np.einsum("e,e->", g, f["K"]))
-        dK = a * g
+        dK = np.multiply(g, a, out=self._entry["dK"])
         grad_p = np.einsum("se,e->s", f["prods"], dK)
         grad_c = 2.0 * c / U * (grad_p - p @ grad_p)
         # d loss / d cos_h(e): sum over subsets containing h of p_S * the other factors
         cos = f["cos"]
-        dcos = np.zeros_like(cos)                             # (H, E)
+        dcos = self._dcos                                     # (H, E)
+        dcos.fill(0.0)
         for i, members in enumerate(self._members):
             heads_in = np.flatnonzero(members)
             for h in heads_in:
@@ -369,7 +389,7 @@ class EmpiricalInduction:
                 if not others:
                     dcos[h] += p[i]
                     continue
-                term = p[i] * cos[others[0]]
+                term = np.multiply(cos[others[0]], p[i], out=self._entry["term"])
                 for h2 in others[1:]:
                     term *= cos[h2]
                 dcos[h] += term
