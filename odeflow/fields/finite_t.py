@@ -37,6 +37,10 @@ from odeflow.errors import ValidationError
 from odeflow.fields.classes import ClassTable
 from odeflow.fields.exact import ExactFlow
 
+#: Largest work arrays :meth:`FiniteTFlow.gradients` keeps between calls (bytes); above it
+#: (e.g. per-sequence gradients of a whole sample) they are made afresh at each call.
+WORK_BYTES = 64 * 2**20
+
 
 def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
     """The table of sub-classes of a sample: one entry per sampled sequence.
@@ -191,6 +195,7 @@ class FiniteTFlow(ExactFlow):
         self.sample = sample
         self._blocks = None  # ClassBlocks of gradients(), made at its first call
         self._rate = None
+        self._work = (None, None)  # (P, work arrays) of the last gradients() call
 
     def gradient(self, y: np.ndarray) -> np.ndarray:
         """``grad J_T`` on the flat state (per class block with ``storage="blocked"``)."""
@@ -232,26 +237,29 @@ class FiniteTFlow(ExactFlow):
         Y = np.asarray(states, dtype=float)
         P, C, R = Y.shape[0], self.C, self.R
         ny = C * R
+        work = self._work_arrays(P)
         Yt = Y[:, :ny].reshape(P, C, R)
-        Yc = Yt[:, b.column]                                  # (P, K, s, R)
-        F = b.log_probs + Y[:, ny:][:, b.logit][:, :, None, :]  # (P, K, N, s)
+        Yc = np.take(Yt, b.column, axis=1, out=work["Yc"])  # (P, K, s, R)
+        F = np.add(b.log_probs, Y[:, ny:][:, b.logit][:, :, None, :],
+                   out=work["F"])                            # (P, K, N, s)
         F -= F.max(axis=-1, keepdims=True)
         np.exp(F, out=F)
         F /= np.sqrt(np.einsum("pkns,pkns->pkn", F, F))[..., None]
-        E = F @ Yc                                           # (P, K, N, R)
+        E = np.matmul(F, Yc, out=work["E"])                  # (P, K, N, R)
         E -= E.max(axis=-1, keepdims=True)
         np.exp(E, out=E)
         E *= -1.0 / (E @ self.multiplicity)[..., None]
         K = b.own.size
         E[:, np.arange(K), :, b.own] += 1.0
         D = E                                                # e_own - alpha
-        weighted = D if b.unit_multiplicity else D * self.multiplicity
-        G = weighted @ np.swapaxes(Yc, -1, -2)               # (P, K, N, s)
-        G -= F * np.einsum("pkns,pkns->pkn", F, G)[..., None]
+        weighted = (D if b.unit_multiplicity else
+                    np.multiply(D, self.multiplicity, out=work["weighted"]))
+        G = np.matmul(weighted, np.swapaxes(Yc, -1, -2), out=work["G"])  # (P, K, N, s)
+        G -= np.multiply(F, np.einsum("pkns,pkns->pkn", F, G)[..., None], out=work["FG"])
         G *= F
         if weights is None:
             dz = G.sum(axis=2) * b.weight                    # (P, K, s)
-            dYc = np.swapaxes(F, -1, -2) @ D                 # (P, K, s, R)
+            dYc = np.matmul(np.swapaxes(F, -1, -2), D, out=work["dYc"])  # (P, K, s, R)
             dYc *= b.weight[..., None]
         else:
             per = self._check_weights(weights, P)[..., None]    # (Q, K, N, 1)
@@ -263,6 +271,24 @@ class FiniteTFlow(ExactFlow):
         out[:, :ny] = np.moveaxis(dY.reshape(C, P, R), 1, 0).reshape(P, ny)
         out[:, ny:] = (b.to_logits @ dz.reshape(P, -1).T).T
         return out
+
+    def _work_arrays(self, P: int) -> dict:
+        """Work arrays of :meth:`gradients` for ``P`` states, kept for the next call with the
+        same ``P`` while they take at most :data:`WORK_BYTES`: fresh arrays of this size
+        fault in their pages at every call (about a third of a right-hand side on
+        syn-medium-10, ``benchmarks/bench_reproduce.py``). Overwritten by the next call."""
+        if self._work[0] == P:
+            return self._work[1]
+        b = self._blocks
+        K, N, s = b.log_probs.shape
+        R = self.R
+        shapes = {"Yc": (P, K, s, R), "F": (P, K, N, s), "E": (P, K, N, R),
+                  "weighted": (P, K, N, R) if not b.unit_multiplicity else (0,),
+                  "G": (P, K, N, s), "FG": (P, K, N, s), "dYc": (P, K, s, R)}
+        work = {name: np.empty(shape) for name, shape in shapes.items()}
+        if sum(a.nbytes for a in work.values()) <= WORK_BYTES:
+            self._work = (P, work)
+        return work
 
     def _check_weights(self, weights, states: int) -> np.ndarray:
         """``weights`` as a float array (Q, K, N) that pairs with ``states`` rows."""
