@@ -230,6 +230,9 @@ class FiniteTFlow(ExactFlow):
         for the per-sequence gradients whose covariance is the minibatch noise.
         Row ``q`` goes with state ``q`` (``P == Q``) or with the one state
         (``P == 1``); the result has ``max(P, Q)`` rows.
+
+        The field keeps its work arrays between calls (:meth:`_work_arrays`), so one
+        field must not be evaluated from two threads at once.
         """
         if self._blocks is None:
             self._blocks = class_blocks(self)
@@ -275,8 +278,9 @@ class FiniteTFlow(ExactFlow):
     def _work_arrays(self, P: int) -> dict:
         """Work arrays of :meth:`gradients` for ``P`` states, kept for the next call with the
         same ``P`` while they take at most :data:`WORK_BYTES`: fresh arrays of this size
-        fault in their pages at every call (about a third of a right-hand side on
-        syn-medium-10, ``benchmarks/bench_reproduce.py``). Overwritten by the next call."""
+        could fault in their pages at every call (about a third of a right-hand side on
+        syn-medium-10 in a tight loop; ``docs/benchmarks.md``, "Work arrays and the
+        integrator, priced again"). Overwritten by the next call."""
         if self._work[0] == P:
             return self._work[1]
         b = self._blocks
