@@ -255,19 +255,21 @@ def protocol_comparison():
     sample, seed 1). Minutes: the run about 1.5 min, the flows about half a minute.
     Returns the goal table (t = 5, 10, 100, 1e3, 1e4) and the worst errors over every
     recorded step from t = 5 to 1e4, by level (the goal's interval)."""
-    from odeflow.training.induction import agreement, compare, worst_agreement
+    from odeflow.training.induction import agreement, compare, rows, worst_agreement
 
     comp = compare(seeds=1, steps=10_000, progress=False)
     table = agreement(comp)
     assert [row["t"] for row in table] == [5, 10, 100, 1000, 10000]
     worst = {row["level"]: row for row in worst_agreement(comp)}
     assert all(row["times"] == 52 for row in worst.values())
-    return table, worst
+    return table, worst, rows(comp)
 
 
 def measured_miss(reason: str):
-    """A goal a level misses, as measured and explained in docs/induction.md."""
-    return pytest.mark.xfail(strict=True, reason=f"measured (docs/induction.md): {reason}")
+    """A goal a level misses, as measured and explained in docs/induction.md (the miss
+    itself, an AssertionError; any other error fails the test)."""
+    return pytest.mark.xfail(strict=True, raises=AssertionError,
+                             reason=f"measured (docs/induction.md): {reason}")
 
 
 #: Issue 23's goal per level and quantity, over every recorded step from t = 5 to 1e4:
@@ -289,9 +291,9 @@ GOAL_OVER_THE_INTERVAL = [
         "within 0.0064 at the table's five times, but 0.0225 at t = 14, where the run's "
         "selector oscillates (gradient descent at lr 1; its loss rises at step 13)")),
     pytest.param("finite_l", "a_misses", id="finite-l-a", marks=measured_miss(
-        "the finite-L level's a(t) is more than 15% above the run's at t = 5 to 8 (22% at "
-        "t = 5: gradient descent at lr 1 is not a small-step scheme for the selector at the "
-        "init), within 15% from t = 9")),
+        "the finite-L level's a(t) is above the run's by more than 15% of its own value at "
+        "t = 5 to 8 (22%; 29% of the run's value, at t = 5: gradient descent at lr 1 is not "
+        "a small-step scheme for the selector at the init), within 15% from t = 9")),
 ]
 
 
@@ -301,7 +303,37 @@ def test_protocol_level_meets_the_goal_over_its_interval(protocol_comparison, le
     """Issue 23's goal (a within 15% of the level's value, the loss within 0.01), level by
     level, at every recorded step from t = 5 to 1e4 (the goal table's five times are a
     subset: checked for the population flow's a as well)."""
-    table, worst = protocol_comparison
+    table, worst, _ = protocol_comparison
     if (level, misses) == ("population", "a_misses"):
         assert all(row["a_ok"] for row in table), table
     assert worst[level][misses] == 0, worst[level]
+
+
+@pytest.mark.slow
+def test_protocol_goal_misses_stay_where_measured(protocol_comparison):
+    """The misses the strict xfails above record stay where docs/induction.md says they
+    are, so that a level getting worse elsewhere fails: the finite-L level's loss and the
+    population flow's parameters scored at L = 100 within 0.01 at every recorded step but
+    the run's oscillation (steps 13-16; recorded: 14), and at the goal table's five times;
+    the population flow's loss within 0.01 from t = 20 on; the finite-L level's a within
+    15% of its value from t = 9 on."""
+    table, _, steps = protocol_comparison
+    assert all(r["loss_ok_finite_l"] and r["loss_ok_at_length"] for r in table), table
+
+    def missed(quantity, level_key, tolerance):
+        out = []
+        for r in steps:
+            if not 5 <= r["step"] <= 10_000:
+                continue
+            if quantity == "a":
+                err = abs(r["a_run"] - r[level_key]) / abs(r[level_key])
+            else:
+                err = abs(r["loss_run"] - r[level_key])
+            if err > tolerance:
+                out.append(r["step"])
+        return out
+
+    for key in ("loss_finite_l", "loss_flow_at_length"):
+        assert all(13 <= k <= 16 for k in missed("loss", key, 0.01)), key
+    assert all(k < 20 for k in missed("loss", "loss_flow", 0.01))
+    assert all(k < 9 for k in missed("a", "a_finite_l", 0.15))

@@ -274,7 +274,8 @@ class PopulationFlow(InductionField):
     name = "population"
     groups = ("c", "w", "a")
     #: Integrator of ``method="auto"``. With the selector in log coordinates the flow is
-    #: stiff only in places (on ih-point, while a losing ``c_S`` recovers): LSODA's
+    #: stiff only in places (on ih-point from about t = 4e3, while ``p_(2)`` decays; not
+    #: while ``c_(1,2)`` recovers, near t = 41): LSODA's
     #: Adams mode takes ih-paper to t = 1e4 at rtol 1e-8 in 589 right-hand sides (BDF
     #: 1292, RK45 644, Radau 3116) with the smallest error in ``a`` but Radau's, and it
     #: switches to BDF where the flow turns stiff (ih-point: 1349 against BDF's 2392;
