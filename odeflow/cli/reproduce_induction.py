@@ -33,7 +33,7 @@ from pathlib import Path
 
 from odeflow.errors import ValidationError
 
-#: Stems of the files written into ``--out``.
+#: Stems of the CSV files written into ``--out`` (and ``induction.png``).
 OUTPUTS = ("induction", "induction_agreement", "induction_worst")
 
 
@@ -42,8 +42,7 @@ def check_out(out) -> Path:
     from odeflow.io import writable_folder, writable_target
 
     folder = writable_folder(out, "out", what="--out (the CSV and PNG files go into it)")
-    for name in ("induction.csv", "induction.png", "induction_agreement.csv",
-                 "induction_worst.csv"):
+    for name in [f"{stem}.csv" for stem in OUTPUTS] + ["induction.png"]:
         writable_target(folder / name, "out")
     return folder
 
@@ -67,7 +66,7 @@ def run(args) -> int:
     comp = induction_flow.compare(seeds=args.seeds, steps=args.steps, progress=progress)
     table = induction_flow.rows(comp)
     goal = induction_flow.agreement(comp)
-    reached = [int(k) for k in comp.steps if int(k) >= induction_flow.GOAL_TIMES[0]]
+    reached = any(k >= induction_flow.GOAL_TIMES[0] for k in comp.steps)
     worst = induction_flow.worst_agreement(comp) if reached else []
     others = ({} if comp.finite_l is None else
               {f"finite-L level (own sample, seed {comp.finite_l_seed})": comp.finite_l})

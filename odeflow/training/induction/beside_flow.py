@@ -202,19 +202,31 @@ def subset_name(subset) -> str:
     return "S_" + "".join(str(h) for h in subset)
 
 
+def a_error(a_run, a):
+    """The goal's error of ``a``: ``|a_run - a| / |a|``, relative to the level's value
+    (within :data:`A_TOLERANCE` meets it); elementwise."""
+    return np.abs(a_run - a) / np.abs(a)
+
+
+def loss_error(loss_run, loss):
+    """The goal's error of the loss: ``|loss_run - loss|`` (within :data:`LOSS_TOLERANCE`
+    meets it); elementwise."""
+    return np.abs(loss_run - loss)
+
+
 def _a_columns(name: str, value, a_run, suffix: str) -> dict:
-    """``{name: a, a_rel_err<suffix>: |a_run - a| / |a|, a_ok<suffix>: within A_TOLERANCE}``."""
+    """``{name: a, a_rel_err<suffix>: a_error, a_ok<suffix>: within A_TOLERANCE}``."""
     value = float(value)
-    rel = abs(a_run - value) / abs(value)
+    rel = a_error(a_run, value)
     return {name: value, f"a_rel_err{suffix}": float(rel),
             f"a_ok{suffix}": bool(rel <= A_TOLERANCE)}
 
 
 def _loss_columns(name: str, value, loss_run, suffix: str) -> dict:
-    """``{name: loss, loss_abs_err<suffix>: |loss_run - loss|, loss_ok<suffix>: within
+    """``{name: loss, loss_abs_err<suffix>: loss_error, loss_ok<suffix>: within
     LOSS_TOLERANCE}``."""
     value = float(value)
-    err = abs(loss_run - value)
+    err = loss_error(loss_run, value)
     return {name: value, f"loss_abs_err{suffix}": float(err),
             f"loss_ok{suffix}": bool(err <= LOSS_TOLERANCE)}
 
@@ -286,9 +298,9 @@ def worst_agreement(comp: Comparison, t_from: float = GOAL_TIMES[0],
     out = []
     for name, a, loss in levels:
         a, loss = np.asarray(a)[keep], np.asarray(loss)[keep]
-        to_level = np.abs(a_run - a) / np.abs(a)
+        to_level = a_error(a_run, a)
         to_run = np.abs(a_run - a) / np.abs(a_run)
-        loss_err = np.abs(loss_run - loss)
+        loss_err = loss_error(loss_run, loss)
         out.append({"level": name, "t_from": float(t[0]), "t_to": float(t[-1]),
                     "times": int(t.size),
                     "a_rel_err": float(to_level.max()),
