@@ -221,6 +221,15 @@ def goal_solve(repeats: int, n_pi=None) -> None:
               f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
+def errors_against(traj, ref) -> str:
+    """The largest errors of ``traj`` against ``ref`` over their output times, as printed:
+    relative in ``a``, absolute in ``p_S`` and in the loss."""
+    err_a = np.max(np.abs(traj.a - ref.a) / np.abs(ref.a))
+    err_p = np.max(np.abs(traj.subset_weights - ref.subset_weights))
+    err_loss = np.max(np.abs(traj.loss - ref.loss))
+    return f"{err_a:14.2e} {err_p:12.2e} {err_loss:13.2e}"
+
+
 #: (rtol, atol) pairs priced by ``--tolerances``; the first is the solve's default.
 TOLERANCES = ((1e-8, 1e-10), (1e-7, 1e-9), (1e-6, 1e-8), (1e-6, 1e-10), (1e-5, 1e-7))
 
@@ -245,11 +254,8 @@ def tolerance_cost() -> None:
             traj = odeflow.solve(data, flow="population", t_span=(0.0, 1e4), rtol=rtol,
                                  atol=atol, progress=False)
             cpu = time.process_time() - cpu
-            err_a = np.max(np.abs(traj.a - ref.a) / np.abs(ref.a))
-            err_p = np.max(np.abs(traj.subset_weights - ref.subset_weights))
-            err_loss = np.max(np.abs(traj.loss - ref.loss))
             print(f"  {rtol:.0e} {atol:.0e} {cpu:7.2f} {traj.stats['nfev']:6d} "
-                  f"{traj.stats['njev']:4d} {err_a:14.2e} {err_p:12.2e} {err_loss:13.2e}"
+                  f"{traj.stats['njev']:4d} {errors_against(traj, ref)}"
                   f"  {traj.subset_weights[-1, last[top]]:.6f}", flush=True)
 
 
@@ -301,11 +307,8 @@ def method_cost(levels) -> None:
                 print(f"  {method:6s} stopped: {str(exc)[:100]}", flush=True)
                 continue
             cpu = time.process_time() - cpu
-            err_a = np.max(np.abs(traj.a - ref.a) / np.abs(ref.a))
-            err_p = np.max(np.abs(traj.subset_weights - ref.subset_weights))
-            err_loss = np.max(np.abs(traj.loss - ref.loss))
             print(f"  {method:6s} {cpu:7.2f} {traj.stats['nfev']:6d} {traj.stats['njev']:4d} "
-                  f"{err_a:14.2e} {err_p:12.2e} {err_loss:13.2e}", flush=True)
+                  f"{errors_against(traj, ref)}", flush=True)
 
 
 if __name__ == "__main__":
