@@ -71,8 +71,11 @@ ADAM_VARIANTS = [
     ("spec rates 1 - b, from the limits", {"modified": False, "start": "limit"}),
     ("spec rates 1 - b, first step exact", {"modified": False, "start": "first_step"}),
     ("matched rates -ln b, from the limits", {"modified": True, "start": "limit"}),
-    ("matched rates -ln b, first step exact (default)", {"modified": True,
-                                                        "start": "first_step"}),
+    ("matched rates -ln b, first step exact", {"modified": True, "start": "first_step"}),
+    ("matched rates, first step exact, offset 1/2", {"modified": True, "offset": 0.5}),
+    ("matched rates, exact steps auto, offset 0", {"modified": True, "exact_steps": "auto"}),
+    ("matched rates, exact steps auto, offset 1/2 (default)",
+     {"modified": True, "exact_steps": "auto", "offset": 0.5}),
 ]
 
 
@@ -89,9 +92,10 @@ def cases(samples: int):
     def level_e(ey, ez):
         return lambda: ExactFlow(data, ey, ez), {"flow": "exact", "eta_y": ey, "eta_z": ez}
 
-    def level_t(ey, ez):
-        return (lambda: FiniteTFlow(data, ey, ez, z0=z0, y0=y0, **t_opts),
-                {"flow": "finite_t", "eta_y": ey, "eta_z": ez, "z0": z0, "y0": y0, **t_opts})
+    def level_t(ey, ez, zero=False):
+        start = {} if zero else {"z0": z0, "y0": y0}
+        return (lambda: FiniteTFlow(data, ey, ez, **start, **t_opts),
+                {"flow": "finite_t", "eta_y": ey, "eta_z": ez, **start, **t_opts})
 
     return data, [
         ("E, zero start, eta 1/1", *level_e(1.0, 1.0), "momentum"),
@@ -99,6 +103,8 @@ def cases(samples: int):
         ("T, uniform start, eta 10/1", *level_t(10.0, 1.0), "momentum"),
         ("E, zero start, eta 1/0.1", *level_e(1.0, 0.1), "adam"),
         ("T, uniform start, eta 1/0.1", *level_t(1.0, 0.1), "adam"),
+        ("T, zero start, eta 1/0.1", *level_t(1.0, 0.1, zero=True), "adam"),
+        ("T, zero start, eta 1/1", *level_t(1.0, 1.0, zero=True), "adam"),
     ]
 
 
@@ -190,6 +196,8 @@ def main(argv=None):
                         help="the Fig. 6 grid table instead (module docstring)")
     parser.add_argument("--out", default="docs/optimisers_grid.csv",
                         help="CSV of --grid's rows")
+    parser.add_argument("--kind", choices=("momentum", "adam"), default=None,
+                        help="only the cases of this optimiser")
     args = parser.parse_args(argv)
     if args.grid:
         from pathlib import Path
@@ -206,6 +214,8 @@ def main(argv=None):
     print("| case | ODE, start, reading | param | loss | log-loss | ODE rhs | s |")
     print("|---|---|---|---|---|---|---|")
     for label, make_level, options, kind in measured:
+        if args.kind not in (None, kind):
+            continue
         variants = MOMENTUM_VARIANTS if kind == "momentum" else ADAM_VARIANTS
         for name, opts in variants:
             opt = odeflow.Momentum(0.9, **opts) if kind == "momentum" else odeflow.Adam(**opts)

@@ -197,13 +197,64 @@ def test_adam_exact_steps_follow_the_recursion_then_the_ode(data):
     n = field.size
     np.testing.assert_allclose(traj.y[:n, 1], theta0 + field.rate_vector * g0 / (np.abs(g0) + 1e-8),
                                rtol=1e-12, atol=1e-15)
-    one = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
-                        optimizer=Adam(exact_steps=1), t_span=(0, 8), t_eval=np.arange(9.0))
+    auto = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
+                         optimizer=Adam(exact_steps="auto", offset=0.5), t_span=(0, 8),
+                         t_eval=np.arange(9.0))
     default = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, progress=False,
                             optimizer=Adam(), t_span=(0, 8), t_eval=np.arange(9.0))
-    np.testing.assert_array_equal(one.y, default.y)
-    assert traj.optimizer["exact_steps"] == k and default.optimizer["exact_steps"] == 1
+    np.testing.assert_array_equal(auto.y, default.y)
+    assert traj.optimizer["exact_steps"] == k and default.optimizer["exact_steps"] == "auto"
+    assert default.optimizer["offset"] == 0.5 and traj.optimizer["offset"] == 0.5
     assert traj.stats["exact_until"] == k and traj.stats["nfev"] > 0
+    assert default.stats["exact_until"] == 3  # zero start: Y's first step 1, Z's 2, then one
+
+
+def test_adam_auto_exact_steps_take_every_first_step_and_one_more(data):
+    """``exact_steps="auto"``: the recursion until a step is no entry's first, ODE after."""
+    zero = OptimizerFlow(ExactFlow(data, 1.0, 0.1), Adam(exact_steps="auto"))
+    states = zero.exact_states()
+    n = zero.n
+    moment2 = states[:, 2 * n:]
+    on = moment2 > 0  # entries whose gradient has been nonzero by each step
+    # from zero the attention gradient is exactly 0 at step 0 (Y = 0): its entries start
+    # at step 2, so steps 1 and 2 are first steps and step 3 is the first regular one
+    assert zero.exact_steps == 3 and states.shape[0] == 4
+    assert on[1].any() and (on[2] & ~on[1]).any() and not (on[3] & ~on[2]).any()
+    assert not on[1, zero.inner.size - zero.inner.n_logits:].any()
+    y0, z0 = training_start(data, 0)  # a random start: every gradient is on at step 0
+    rand = OptimizerFlow(ExactFlow(data, 1.0, 0.1, y0=y0, z0=z0), Adam(exact_steps="auto"))
+    assert rand.exact_steps == 2
+    # the ODE starts half a step before step k, at the midpoint of the last exact step
+    start = rand.ode_start_state()
+    ex, n = rand.exact_states(), rand.n
+    np.testing.assert_allclose(start[:n], 0.5 * (ex[1, :n] + ex[2, :n]), rtol=1e-15)
+    np.testing.assert_allclose(start[n:], ex[2, n:], rtol=1e-14, atol=1e-300)
+    assert rand.ode_start == 1.5
+
+
+def test_adam_staggered_reading_is_second_order(data):
+    """CF7 item 6: read staggered (offset 1/2) the step-h Adam recursion is the ODE's
+    midpoint rule (order 2); read forward it is first order. The exact steps cover a
+    fixed time (1), where the bias corrections have settled on the step scale."""
+    y0, z0 = training_start(data, 0)
+    betas, eta, T = (0.9, 0.999), 0.05, 4.0
+    orders = {}
+    for offset in (0.0, 0.5):
+        errors = []
+        for h in (0.5, 0.25, 0.125):
+            K = int(round(T / h))
+            opt = Adam((betas[0] ** h, betas[1] ** h), exact_steps=int(round(1 / h)),
+                       offset=offset)
+            field = ExactFlow(data, eta * h, eta * h, y0=y0, z0=z0)
+            disc = optimizer_steps(field, opt, K, record_every=K)
+            flow = odeflow.solve(data, flow="exact", eta_y=eta * h, eta_z=eta * h, y0=y0, z0=z0,
+                                 optimizer=opt, t_span=(0, K), t_eval=[K], rtol=1e-12,
+                                 atol=1e-14, progress=False)
+            errors.append(np.linalg.norm(flow.y[: field.size, -1] - disc.y[: field.size, -1]))
+        orders[offset] = np.log2(np.array(errors[:-1]) / errors[1:])
+        print(f"offset {offset}: errors {np.array(errors)}, orders {orders[offset]}")
+    assert np.all(np.abs(orders[0.0] - 1.0) < 0.2), orders
+    assert np.all(orders[0.5] > 1.8), orders
 
 
 def test_adam_exact_steps_dense_output_and_a_span_inside_them(data):
@@ -263,6 +314,8 @@ def test_levels_whose_state_is_not_the_parameters_are_refused(data):
     (lambda: Adam(exact_steps=0), "exact_steps"), (lambda: Adam(exact_steps=2.5), "exact_steps"),
     (lambda: Adam(exact_steps=True), "exact_steps"),
     (lambda: Adam(start="limit", exact_steps=3), "exact_steps"),
+    (lambda: Adam(exact_steps="all"), "exact_steps"), (lambda: Adam(offset=1.0), "offset"),
+    (lambda: Adam(offset=-0.5), "offset"), (lambda: Adam(start="limit", offset=0.5), "offset"),
 ])
 def test_invalid_optimizers_name_the_field(make, field):
     with pytest.raises(ValidationError) as err:

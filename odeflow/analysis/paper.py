@@ -107,17 +107,17 @@ def optimizer_of(protocol: Protocol):
     :mod:`odeflow.fields.optimizers`: the heavy-ball ODE with the matched rates
     from rest, step ``k`` read at step time ``k + 1/2``, chosen in
     ``docs/optimisers.md`` against the discrete heavy ball); Adam ->
-    ``Adam(betas, eps, start="first_step")``: the first Adam step taken exactly,
-    the ODE from step 1 (spec section 9's first option). From the paper's zero
-    start the attention gradient is exactly zero at step 0, so the recursion
-    leaves ``Z`` alone at step 1, while the ODE from the limits at ``s = 0``
-    moves ``Z`` by about ``eta_Z`` within the first unit of step time, where ``Y``
-    is already nonzero (a normalised step is full-size for any nonzero
-    gradient); on syn-small this put the entropy 0.01-0.1 nats away from the
-    deterministic discrete Adam on Level T within one step
-    (``docs/which_level.md``). The choice is made against that recursion, not
-    against the runs; nothing is fitted. Weight decay is not part of the
-    optimiser flows (0 in the paper): refused.
+    ``Adam(betas, eps, start="first_step")`` with its defaults: the recursion's
+    own steps while some entry takes its first Adam step, and one more
+    (``exact_steps="auto"``), then the ODE read half a step later (``offset=1/2``,
+    the staggered reading that makes the recursion the ODE's midpoint rule, CF7
+    item 6). From the paper's zero start the attention gradient is exactly zero at
+    step 0, so the recursion leaves ``Z`` alone at step 1 and takes its first,
+    sign-like attention step at step 2, which no ODE resolves; the ODE from the
+    limits at ``s = 0`` put the entropy 0.01-0.1 nats away from the deterministic
+    discrete Adam on Level T within one step. The choice is made against that
+    recursion (``docs/optimisers.md``), not against the runs; nothing is fitted.
+    Weight decay is not part of the optimiser flows (0 in the paper): refused.
     """
     if protocol.weight_decay:
         raise ValidationError("weight_decay", "the optimiser flows (spec section 9) have no "

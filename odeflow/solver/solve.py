@@ -606,11 +606,13 @@ class _ExactThenDense:
 def _after_exact_steps(field, head: float, t_end: float, t_eval: np.ndarray, run) -> tuple:
     """``(sol, stats)`` of a field whose first ``head`` steps are exact (an Adam flow's
     ``exact_steps``): their states copied at the output times up to ``head``, the ODE
-    integrated by ``run`` from the exact state at ``head`` (events only there)."""
+    integrated by ``run`` from the field's ODE start (:attr:`OptimizerFlow.ode_start`: the
+    exact state at ``head``, or half a step before it for a staggered reading; events only
+    there)."""
     pre = t_eval[t_eval <= head]
     if t_end > head:
-        sol, stats = run(t0=head, t_end=t_end, t_eval=t_eval[t_eval > head],
-                         y0=field.exact_state_at([head])[0])
+        sol, stats = run(t0=field.ode_start, t_end=t_end, t_eval=t_eval[t_eval > head],
+                         y0=field.ode_start_state())
         t_ode, y_ode, dense = sol.t, sol.y, sol.sol
         events = (getattr(sol, "t_events", None), getattr(sol, "y_events", None))
     else:  # the exact steps reach t_end: nothing to integrate
