@@ -69,11 +69,15 @@ MOMENTUM_VARIANTS = [  # (label, Momentum options)
 ]
 ADAM_VARIANTS = [
     ("spec rates 1 - b, from the limits", {"modified": False, "start": "limit"}),
-    ("spec rates 1 - b, first step exact", {"modified": False, "start": "first_step"}),
+    ("spec rates 1 - b, first step exact", {"modified": False, "exact_steps": 1,
+                                            "offset": 0.0}),
     ("matched rates -ln b, from the limits", {"modified": True, "start": "limit"}),
-    ("matched rates -ln b, first step exact", {"modified": True, "start": "first_step"}),
-    ("matched rates, first step exact, offset 1/2", {"modified": True, "offset": 0.5}),
-    ("matched rates, exact steps auto, offset 0", {"modified": True, "exact_steps": "auto"}),
+    ("matched rates -ln b, first step exact", {"modified": True, "exact_steps": 1,
+                                               "offset": 0.0}),
+    ("matched rates, first step exact, offset 1/2", {"modified": True, "exact_steps": 1,
+                                                     "offset": 0.5}),
+    ("matched rates, exact steps auto, offset 0", {"modified": True, "exact_steps": "auto",
+                                                   "offset": 0.0}),
     ("matched rates, exact steps auto, offset 1/2 (default)",
      {"modified": True, "exact_steps": "auto", "offset": 0.5}),
 ]
