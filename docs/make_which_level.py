@@ -82,10 +82,12 @@ def adam_start_section(rows5: list[dict], starts: list[dict]) -> str:
     for ez in dict.fromkeys(float(r["eta_z"]) for r in starts):
         sub5 = [r for r in rows5 if float(r["eta_z"]) == ez]
         twin = {int(float(r["step"])): float(r["discrete_T_entropy"]) for r in sub5}
-        for key in dict.fromkeys((str(r["exact_steps"]), float(r["offset"])) for r in starts):
-            mine = [r for r in starts if float(r["eta_z"]) == ez
-                    and (str(r["exact_steps"]), float(r["offset"])) == key]
-            k = int(float(mine[0]["exact_until"]))
+        def key_of(r):  # (exact_steps as written, offset); files before offset: 0
+            return str(r["exact_steps"]), float(r.get("offset", 0.0))
+
+        for key in dict.fromkeys(key_of(r) for r in starts):
+            mine = [r for r in starts if float(r["eta_z"]) == ez and key_of(r) == key]
+            k = int(float(mine[0].get("exact_until", mine[0]["exact_steps"])))
             flow = {int(float(r["step"])): float(r["entropy"]) for r in mine}
             rows = [{**r, "adam_start": flow[int(float(r["step"]))]} for r in sub5]
             g = fig5_goal(rows, "adam_start")[ez]

@@ -122,15 +122,26 @@ def test_which_level_page_shows_the_adam_start_study_from_its_csv(tmp_path, monk
     (tmp_path / "fig5.csv").write_text(csv_text(rows5), encoding="utf-8")
     module.build(tmp_path, tmp_path)
     assert "exact steps before the ODE" not in (tmp_path / "which_level.md").read_text()
-    # exact_steps 1: 0.1 off at step 4 (5 sd); exact_steps 3: on the runs' mean
-    starts = [{"eta_z": ez, "exact_steps": k, "step": i, "entropy": 2.1 if (k, i) == (1, 4)
-               else 2.0, "nfev": 10} for ez in (0.1, 1.0) for k in (1, 3) for i in range(5)]
+    # exact_steps 1: 0.1 off at step 4 (5 sd); exact_steps 3 and "auto" (resolved to 2),
+    # read half a step later: on the runs' mean
+    starts = [{"eta_z": ez, "exact_steps": k, "offset": off, "exact_until": until, "step": i,
+               "entropy": 2.1 if (k, i) == (1, 4) else 2.0, "nfev": 10}
+              for ez in (0.1, 1.0) for k, off, until in ((1, 0.0, 1), (3, 0.5, 3), ("auto", 0.5, 2))
+              for i in range(5)]
     (tmp_path / "fig5_adam_starts.csv").write_text(csv_text(starts), encoding="utf-8")
     module.build(tmp_path, tmp_path)
     page = " ".join((tmp_path / "which_level.md").read_text(encoding="utf-8").split())
     assert "exact steps before the ODE" in page
-    assert "| 0.1 | 1 | 5 | 4 | 5.00 | 5.00 | 9.00e-02 |" in page
-    assert "| 1 | 3 | 0 | 0 | 0.00 | 0.00 | 1.00e-02 |" in page
+    assert "| 0.1 | 1 | 0 | 5 | 4 | 5.00 | 5.00 | 5.00 | 9.00e-02 |" in page
+    assert "| 1 | 3 | 0.5 | 0 | 0 | 0.00 | 0.00 | 0.00 | 1.00e-02 |" in page
+    assert "| 1 | auto (2), the default | 0.5 | 0 | 0 | 0.00 | 0.00 | 0.00 | 1.00e-02 |" in page
+    # a file written before the offset column: read as offset 0, exact_until = exact_steps
+    old = [{k: v for k, v in r.items() if k not in ("offset", "exact_until")}
+           for r in starts if r["exact_steps"] != "auto"]
+    (tmp_path / "fig5_adam_starts.csv").write_text(csv_text(old), encoding="utf-8")
+    module.build(tmp_path, tmp_path)
+    page = " ".join((tmp_path / "which_level.md").read_text(encoding="utf-8").split())
+    assert "| 1 | 3 | 0 | 0 | 0 | 0.00 | 0.00 | 0.00 | 1.00e-02 |" in page
 
 
 # ------------------------------------------------------------ the command writes the columns
