@@ -174,11 +174,74 @@ def test_adam_ode_against_discrete_adam_at_small_steps(data):
 
 def test_adam_first_step_start_is_the_exact_first_step(data):
     field = ExactFlow(data, 1.0, 0.1)
-    traj = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, optimizer=Adam(),
-                         t_span=(0, 3), progress=False)
-    disc = optimizer_steps(field, Adam(), 1)
+    one = Adam(exact_steps=1, offset=0.0)
+    traj = odeflow.solve(data, flow="exact", eta_y=1.0, eta_z=0.1, optimizer=one,
+                         t_span=(0, 5), progress=False)
+    disc = optimizer_steps(field, one, 1)
     np.testing.assert_allclose(traj.y[:, 1], disc.y[:, 1], rtol=1e-7, atol=1e-9)
     assert traj.flow_time is None and traj.optimizer["kind"] == "adam"
+    assert traj.stats["nfev"] > 0  # steps 2-5 are the ODE's
+
+
+def test_adam_events_watch_the_trajectory_after_the_exact_steps(data):
+    """With the staggered reading the ODE starts half a step before the last exact step;
+    events watch only the trajectory past it (the recursion's own states before)."""
+    y0, z0 = training_start(data, 0)  # "auto": 2 exact steps, the ODE from step 1.5
+    kw = {"flow": "exact", "eta_y": 1.0, "eta_z": 0.1, "y0": y0, "z0": z0, "progress": False,
+          "optimizer": Adam(), "t_span": (0, 8), "t_eval": np.arange(9.0)}
+
+    def early(t, y):
+        return t - 1.75
+
+    def late(t, y):
+        return t - 4.25
+
+    plain = odeflow.solve(data, **kw)
+    both = odeflow.solve(data, events=[early, late], **kw)
+    assert both.stats["exact_until"] == 2.0
+    assert both.t_events[0].size == 0  # t = 1.75 is inside the exact steps
+    np.testing.assert_allclose(both.t_events[1], [4.25])
+    np.testing.assert_allclose(both.y, plain.y, rtol=1e-6, atol=1e-8)
+
+    def stop(t, y):
+        return t - 2.5
+
+    stop.terminal = True  # before the first output time after the exact steps (3)
+    short = odeflow.solve(data, events=[stop], **kw)
+    np.testing.assert_array_equal(short.steps, [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(short.t_events[0], [2.5])
+
+
+def test_ensemble_refuses_auto_exact_steps_that_differ_between_starts():
+    from odeflow.fields.ensemble import StartEnsemble
+    from odeflow.solver.solve import _check_common_exact_steps
+
+    class Toy(ConstantField):
+        """``g = (1 - a, a (2 - b))``: entry 1's gradient is 0 while ``a = 0``."""
+
+        def __init__(self, start):
+            super().__init__(np.zeros(2), np.full(2, 0.1))
+            self.start, self.data = np.asarray(start, float), None
+
+        def initial_state(self):
+            return self.start.copy()
+
+        def gradients(self, Y):
+            return np.stack([1.0 - Y[:, 0], Y[:, 0] * (2.0 - Y[:, 1])], axis=1)
+
+        def gradient(self, y):
+            return self.gradients(y[None])[0]
+
+    late, early = Toy([0.0, 0.0]), Toy([0.5, 0.0])
+    flows = [OptimizerFlow(m, Adam()) for m in (late, early)]
+    assert [f.exact_steps for f in flows] == [3, 2]
+    with pytest.raises(ValidationError) as err:
+        _check_common_exact_steps(Adam(), flows)
+    assert err.value.field == "exact_steps" and "[2, 3]" in str(err.value)
+    _check_common_exact_steps(Adam(exact_steps=3), flows)  # a number: one for all
+    same = [OptimizerFlow(m, Adam()) for m in (early, Toy([0.2, 1.0]))]
+    _check_common_exact_steps(Adam(), same)
+    assert OptimizerFlow(StartEnsemble([late, early]), Adam()).exact_steps == 3
 
 
 def test_adam_exact_steps_follow_the_recursion_then_the_ode(data):
@@ -315,6 +378,8 @@ def test_levels_whose_state_is_not_the_parameters_are_refused(data):
     (lambda: Adam(exact_steps=True), "exact_steps"),
     (lambda: Adam(start="limit", exact_steps=3), "exact_steps"),
     (lambda: Adam(exact_steps="all"), "exact_steps"), (lambda: Adam(offset=1.0), "offset"),
+    (lambda: Adam(exact_steps=np.array([1, 2])), "exact_steps"),
+    (lambda: Adam(start="limit", exact_steps="auto"), "exact_steps"),
     (lambda: Adam(offset=-0.5), "offset"), (lambda: Adam(start="limit", offset=0.5), "offset"),
 ])
 def test_invalid_optimizers_name_the_field(make, field):
@@ -340,8 +405,9 @@ def test_analytic_jacobian_matches_finite_differences(data, optimizer):
     y = flow.initial_state() + 0.3 * rng.standard_normal(flow.size)
     if optimizer.kind == "adam":
         y[2 * flow.n:] = np.abs(y[2 * flow.n:]) + 0.05  # second moments are >= 0
-    t = 2.3
+    t = 4.3  # past the exact steps of any start (Adam's default takes 3 from zero)
     J = flow.jacobian(t, y)
+    assert np.count_nonzero(J) > flow.size  # the ODE's Jacobian, not the exact steps' zero
     fd = np.empty_like(J)
     for i in range(flow.size):
         e = np.zeros(flow.size)

@@ -310,15 +310,15 @@ class Adam:
             exact_steps = DEFAULT_EXACT_STEPS if first else 1
         if offset is None:
             offset = DEFAULT_OFFSET if first else 0.0
-        if exact_steps != "auto" and (isinstance(exact_steps, bool)
-                                      or not isinstance(exact_steps, (int, np.integer))
-                                      or exact_steps < 1):
+        auto = isinstance(exact_steps, str) and exact_steps == "auto"
+        if not auto and (isinstance(exact_steps, bool)
+                         or not isinstance(exact_steps, (int, np.integer)) or exact_steps < 1):
             raise ValidationError("exact_steps", f"must be an integer >= 1 or 'auto', got "
                                   f"{exact_steps!r:.40}")
-        if self.start == "limit" and exact_steps != 1:
+        if self.start == "limit" and (auto or exact_steps != 1):
             raise ValidationError("exact_steps", "takes exact steps before the ODE: it needs "
                                   "start='first_step'")
-        self.exact_steps = "auto" if exact_steps == "auto" else int(exact_steps)
+        self.exact_steps = "auto" if auto else int(exact_steps)
         off = as_real_number(offset, "offset", "in [0, 1)")
         if not 0.0 <= off < 1.0:
             raise ValidationError("offset", f"must be in [0, 1), got {offset!r}")
@@ -399,10 +399,15 @@ class OptimizerFlow(Field):
 
     Notes
     -----
-    The solve runs from :attr:`start_step` (``-offset``; 0 for Adam) with the
-    optimiser at rest, so that step ``k`` is the ODE at ``k + offset`` on its own
-    clock (:func:`odeflow.solve` does this); the state at step 0 is then not
-    exactly the level's start for ``offset > 0``.
+    The solve runs from :attr:`start_step` (``-offset``) with the optimiser at rest,
+    so that step ``k`` is the ODE at ``k + offset`` on its own clock
+    (:func:`odeflow.solve` does this); for the heavy ball the state at step 0 is then
+    not exactly the level's start for ``offset > 0``. Adam with
+    ``start="first_step"`` copies its exact steps and integrates from
+    :attr:`ode_start` (``exact_steps - offset``). The optimiser's state is read at
+    the same clock as ``theta``: with the staggered reading, step ``k``'s velocity
+    or moments are the ODE's at ``s = k + offset``, half a step after the
+    recursion's ``u_k`` or ``m_k, v_k`` (which sit at ``s = k``).
     Flat state: the inner field's state ``theta`` (``n`` entries), then the
     velocity ``u = eta v`` (heavy ball) or the moments ``m``, ``v`` (Adam), each
     in the inner field's state layout. ``t`` is the step time ``s``. The result
@@ -539,7 +544,8 @@ class OptimizerFlow(Field):
         """The step up to which the solution is the recursion's own states, copied (not
         integrated): ``exact_steps`` for Adam with ``start="first_step"``; None otherwise
         (the heavy ball's first step sits on the ODE's offset clock and is integrated).
-        :func:`odeflow.solve` starts the ODE there from :meth:`exact_state_at`."""
+        :func:`odeflow.solve` starts the ODE at :attr:`ode_start` from
+        :meth:`ode_start_state`."""
         if self.optimizer.kind == "adam" and self.exact_steps > 0:
             return float(self.exact_steps)
         return None

@@ -451,13 +451,17 @@ class Trajectory(SolverOutput):
     @property
     def velocity(self) -> np.ndarray:
         """A heavy-ball flow's velocity ``u = eta v``, shape (n, state size), in the
-        level's flat state layout (the field's ``split``)."""
+        level's flat state layout (the field's ``split``); at step ``k`` the ODE's at
+        ``s = k + offset``, as the parameters (the recursion's ``u_k`` sits half a step
+        earlier on the staggered grid)."""
         return self._optimizer_series("velocity")
 
     @property
     def moments(self) -> tuple[np.ndarray, np.ndarray]:
         """An Adam flow's moments ``(m, v)`` (not bias-corrected), each (n, state
-        size), in the level's flat state layout."""
+        size), in the level's flat state layout; past the exact steps, at step ``k``
+        the ODE's at ``s = k + offset``, as the parameters (the recursion's ``m_k, v_k``
+        sit half a step earlier on the staggered grid)."""
         return self._optimizer_series("moment1"), self._optimizer_series("moment2")
 
     def _optimizer_series(self, name: str) -> np.ndarray:

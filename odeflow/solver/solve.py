@@ -607,13 +607,26 @@ def _after_exact_steps(field, head: float, t_end: float, t_eval: np.ndarray, run
     """``(sol, stats)`` of a field whose first ``head`` steps are exact (an Adam flow's
     ``exact_steps``): their states copied at the output times up to ``head``, the ODE
     integrated by ``run`` from the field's ODE start (:attr:`OptimizerFlow.ode_start`: the
-    exact state at ``head``, or half a step before it for a staggered reading; events only
-    there)."""
+    exact state at ``head``, or half a step before it for a staggered reading). Events watch
+    the trajectory after ``head`` only: with a staggered reading the half step before it is
+    integrated first without them (its right-hand sides and statistics added)."""
     pre = t_eval[t_eval <= head]
     if t_end > head:
-        sol, stats = run(t0=field.ode_start, t_end=t_end, t_eval=t_eval[t_eval > head],
-                         y0=field.ode_start_state())
-        t_ode, y_ode, dense = sol.t, sol.y, sol.sol
+        t0, y0, lead = field.ode_start, field.ode_start_state(), None
+        if t0 < head and run.keywords["kwargs"].get("events"):
+            quiet = {**run.keywords, "dense_output": False,
+                     "kwargs": {k: v for k, v in run.keywords["kwargs"].items()
+                                if k != "events"}}
+            lead, lead_stats = run.func(*run.args, **quiet, t0=t0, t_end=head, t_eval=None,
+                                        y0=y0)
+            t0, y0 = head, lead.y[:, -1]
+        sol, stats = run(t0=t0, t_end=t_end, t_eval=t_eval[t_eval > head], y0=y0)
+        if lead is not None:
+            for key in ("nfev", "njev", "nlu", "wall_time"):
+                stats[key] += lead_stats[key]
+        # no output time reached (a terminal event before the first one): no columns
+        t_ode, dense = sol.t, sol.sol
+        y_ode = np.asarray(sol.y, dtype=float).reshape(field.size, -1)
         events = (getattr(sol, "t_events", None), getattr(sol, "y_events", None))
     else:  # the exact steps reach t_end: nothing to integrate
         t_ode, y_ode, dense, events = np.empty(0), np.empty((field.size, 0)), None, (None, None)
@@ -628,6 +641,19 @@ def _after_exact_steps(field, head: float, t_end: float, t_eval: np.ndarray, run
                           y_events=events[1],
                           sol=None if dense is None else _ExactThenDense(field, head, dense))
     return out, stats
+
+
+def _check_common_exact_steps(optimizer, wrapped) -> None:
+    """Refuse ``Adam(exact_steps="auto")`` for an ensemble whose members it would resolve
+    differently: the stacked solve takes one number of exact steps for all of them."""
+    if getattr(optimizer, "exact_steps", None) != "auto" or optimizer.start != "first_step":
+        return
+    steps = [flow.exact_steps for flow in wrapped]
+    if len(set(steps)) > 1:
+        raise ValidationError("exact_steps", f"'auto' takes {sorted(set(steps))} exact steps "
+                              "for different starts of this ensemble, and one stacked solve "
+                              "takes one number for all; give exact_steps as a number, or "
+                              "solve the starts one by one")
 
 
 def _solve_scheduled(data, flow, t_span, schedule, **options):
@@ -846,6 +872,7 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     if optimizer is not None:
         field = optimizer_flow(stack, optimizer, t0)
         wrapped = [optimizer_flow(m, optimizer, t0) for m in members]
+        _check_common_exact_steps(optimizer, wrapped)
         if t_eval is None:
             t_eval = field.default_steps(t0, t_end)
         t0 = field.start_step
