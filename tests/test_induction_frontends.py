@@ -118,6 +118,13 @@ def test_reproduce_induction_writes_run_beside_flow(tmp_path, capsys, monkeypatc
     assert [r["level"] for r in worst] == ["population", "population at L", "finite_l"]
     assert all(int(r["times"]) == 1 and float(r["t_from"]) == 5.0 for r in worst)
     assert "every recorded step from t = 5 to 5 (1 step)" in stdout
+    # again into the same folder, short of the first goal time: the goal tables of the
+    # run above would describe another run, so they go
+    code, stdout, err = cli(capsys, "reproduce", "induction", "--steps", "2", "--seeds", "1",
+                            "--out", out, "--no-progress")
+    assert code == 0, err
+    assert sorted(p.name for p in out.iterdir()) == ["induction.csv", "induction.png"]
+    assert stdout.count("an earlier run's") == 2
 
 
 def test_plot_induction_figures_from_the_cli(tmp_path, capsys):

@@ -19,6 +19,9 @@ finite-``L`` level (``flow="finite_l"``, its own sample of 9000 sequences, seed
   and how many steps miss (:func:`~odeflow.training.induction.worst_agreement`);
 - ``induction.png``: ``a(t)``, loss, ``p_S(t)`` and copier logits, run beside flow.
 
+A run short of t = 5 writes no goal tables and removes an earlier run's from ``--out``
+(they would describe that run).
+
 A full-batch step on 9000 x 100 takes about 7 ms on one core
 (``benchmarks/bench_induction_training.py``: 139 steps per second on a busy
 2-core machine), so the goal table to ``t = 1e4`` is
@@ -75,12 +78,14 @@ def run(args) -> int:
                                          f"{'s' if len(comp.seeds) > 1 else ''})",
                                others=others)
     written = write_outputs(out, "induction", table, fig)
-    if goal:
-        written.append(atomic_write_text(out / "induction_agreement.csv", csv_text(goal),
-                                         field="out"))
-    if worst:
-        written.append(atomic_write_text(out / "induction_worst.csv", csv_text(worst),
-                                         field="out"))
+    for stem, rows in (("induction_agreement", goal), ("induction_worst", worst)):
+        path = out / f"{stem}.csv"
+        if rows:
+            written.append(atomic_write_text(path, csv_text(rows), field="out"))
+        elif path.exists():  # an earlier run's goal table: it does not describe this run
+            path.unlink()
+            print(f"removed {path}: an earlier run's; this run (--steps {args.steps}) reaches "
+                  f"no goal time (t >= {induction_flow.GOAL_TIMES[0]:g})")
     print_table(table, ["step", "a_run", "a_flow", "loss_run", "loss_flow"],
                 every=max(1, len(table) // 12))
     if goal:
