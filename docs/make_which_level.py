@@ -4,13 +4,14 @@ Every table is computed from the CSV files of ``odeflow reproduce`` in the
 reproduce folder (``fig4.csv``, ``fig5.csv``, ``fig6.csv``, and
 ``cost.csv`` written by ``benchmarks/bench_reproduce.py`` when present);
 nothing runs here unless asked: ``--study`` measures the missed Fig. 6 cells again
-(``fig6_misses.csv``), ``--adam-starts`` solves the Fig. 5 Adam flow with
-``exact_steps`` = 1, 2, 3, 4, 5, 10, 20 read forward and staggered, and the default
-(``fig5_adam_starts.csv``). The goal functions are those of
-:mod:`odeflow.analysis.paper` (``fig4_goal``, ``fig5_goal``, ``fig6_goal``).
+(``fig6_misses.csv``), ``--discrete`` runs the discrete heavy ball on Level T from
+the runs' starts over the Fig. 6 grid (``fig6_discrete.csv``), ``--adam-starts``
+solves the Fig. 5 Adam flow with ``exact_steps`` = 1, 2, 3, 4, 5, 10, 20 read forward
+and staggered, and the default (``fig5_adam_starts.csv``). The goal functions are those
+of :mod:`odeflow.analysis.paper` (``fig4_goal``, ``fig5_goal``, ``fig6_goal``).
 
 Usage: ``python docs/make_which_level.py [--csv docs/reproduce] [--docs docs] [--study]
-[--adam-starts]``.
+[--discrete] [--adam-starts]``.
 """
 
 from __future__ import annotations
@@ -177,7 +178,42 @@ def miss_reason(cell: dict, row: dict, study: dict | None) -> str:
     return "; ".join(words) if words else "(not studied)"
 
 
-def fig6_section(rows6: list[dict], study: list[dict]) -> tuple[str, dict]:
+def with_discrete(rows6: list[dict], discrete: list[dict]) -> list[dict]:
+    """``rows6`` with the columns of ``fig6_discrete.csv`` (the discrete heavy ball from the
+    runs' starts) added to each cell they cover."""
+    by_key = {(r["preset"], r["eta_z"], r["ratio"]): r for r in discrete}
+    out = []
+    for r in rows6:
+        extra = by_key.get((r["preset"], r["eta_z"], r["ratio"]), {})
+        out.append({**r, **{k: v for k, v in extra.items() if k.startswith("discrete_")}})
+    return out
+
+
+def discrete_text(rows6: list[dict], goal: dict) -> str:
+    """What the discrete heavy ball's row says of the goal (empty without its columns)."""
+    if "discrete_T_mean" not in rows6[0]:
+        return ""
+    g = fig6_goal(rows6, "discrete_T_mean")
+    gap = max(abs(r["optflow_T_mean"] - r["discrete_T_mean"]) / r["sgd_std"]
+              for r in rows6 if r["sgd_std"] > 0)
+    both = sum(a <= FIG6_GOAL_SD and b <= FIG6_GOAL_SD
+               for a, b in zip(goal["distance"], g["distance"], strict=True))
+    return f"""
+The deterministic discrete heavy ball on Level T from the same starts (the runs' own
+recursion without minibatch noise, the process the flow approximates; `python
+docs/make_which_level.py --discrete`, {{download}}`fig6_discrete.csv
+<reproduce/fig6_discrete.csv>`) is within one sd in **{g['hits']} of {g['cells']}** cells
+({both} of them with the flow), and the flow is at most {gap:.2f} seed sd from it in any
+cell: a deterministic flow of the parameters that followed the recursion exactly would
+score {g['hits']}, not {FIG6_GOAL_CELLS}. What the runs have and the recursion lacks is
+their minibatch noise (below).
+"""
+
+
+def fig6_section(rows6: list[dict], study: list[dict],
+                 discrete: list[dict] | None = None) -> tuple[str, dict]:
+    if discrete and len(discrete) == len(rows6):
+        rows6 = with_discrete(rows6, discrete)
     if "optflow_T_mean" not in rows6[0]:
         return ("\n## Fig. 6\n\n`fig6.csv` has no optimiser-flow columns yet: run "
                 "`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` and "
@@ -186,6 +222,8 @@ def fig6_section(rows6: list[dict], study: list[dict]) -> tuple[str, dict]:
     goal = fig6_goal(rows6)
     presets = list(dict.fromkeys(r["preset"] for r in rows6))
     columns = [("optflow_T_mean", "heavy-ball flow, Level T (runs' starts)"),
+               ("discrete_T_mean", "discrete heavy ball, Level T (runs' starts, no "
+                                   "minibatch noise)"),
                ("optflow_E_mean", "heavy-ball flow, Level E (runs' starts)"),
                ("level_T", "first-order Level T, warm-up map"),
                ("level_E", "first-order Level E, warm-up map")]
@@ -244,7 +282,7 @@ The first-order rows are the levels of {{doc}}`reproduce` at the warm-up map
 Goal: the heavy-ball flow on Level T within one sd in at least {FIG6_GOAL_CELLS} of 64 cells:
 measured **{goal['hits']} of {goal['cells']}** ({verdict(goal['hits'] >= FIG6_GOAL_CELLS)});
 median distance {median:.2f} sd, largest {max(d) if d else float('nan'):.2f} sd.
-
+{discrete_text(rows6, goal)}
 The flows' spread over the seeds' starts is a median {spread_hit:.2f} of the runs' sd in
 the cells within one sd and {spread_miss:.2f} in the cells outside; in {above} of the
 {len(goal['misses'])} cells outside, the flows' entropy lies above the runs' (the runs are
@@ -493,7 +531,9 @@ def build(csv_dir: Path, docs: Path) -> dict:
     cost = read_csv(cost_path) if cost_path.exists() else []
     study_path = csv_dir / "fig6_misses.csv"
     study = read_csv(study_path) if study_path.exists() else []
-    s6, g6 = fig6_section(rows6, study)
+    discrete_path = csv_dir / "fig6_discrete.csv"
+    discrete = read_csv(discrete_path) if discrete_path.exists() else []
+    s6, g6 = fig6_section(rows6, study, discrete)
     s6 += noise_section(rows6)
     s4, g4 = fig4_section(rows4)
     s5, g5 = fig5_section(rows5)
@@ -557,10 +597,21 @@ def main(argv=None) -> int:
                              "(odeflow.analysis.paper.miss_study: the runs at batch 1024 and "
                              "the discrete heavy ball on Level T) into fig6_misses.csv (slow)")
     parser.add_argument("--seeds", type=int, default=10, help="seeds of --study (10)")
+    parser.add_argument("--discrete", action="store_true",
+                        help="first solve the discrete heavy ball on Level T from the runs' "
+                             "starts over the Fig. 6 grid (odeflow.analysis.paper."
+                             "fig6_discrete_rows) into fig6_discrete.csv (a few minutes)")
     parser.add_argument("--adam-starts", action="store_true",
                         help="first solve the Fig. 5 Adam flow with each (exact_steps, "
                              "offset) of ADAM_STARTS into fig5_adam_starts.csv (a minute)")
     args = parser.parse_args(argv)
+    if args.discrete:
+        from odeflow.analysis.paper import fig6_discrete_rows
+        from odeflow.cli.reproduce import csv_text
+
+        atomic_write_text(args.csv / "fig6_discrete.csv",
+                          csv_text(fig6_discrete_rows(seeds=args.seeds)))
+        print(f"wrote {args.csv / 'fig6_discrete.csv'}")
     if args.adam_starts:
         from odeflow.cli.reproduce import csv_text
 

@@ -111,6 +111,57 @@ def test_which_level_page_is_built_from_the_csvs(tmp_path, monkeypatch):
     assert "**64 of 64** (**met**)" in page
 
 
+def test_which_level_page_shows_the_discrete_heavy_ball_beside_the_flow(tmp_path, monkeypatch):
+    from odeflow.cli.reproduce import csv_rows, csv_text
+
+    module = load_script("make_which_level", monkeypatch)
+    _write_small_csvs(tmp_path)
+    module.build(tmp_path, tmp_path)
+    assert "discrete heavy ball, Level T" not in (tmp_path / "which_level.md").read_text()
+    # the recursion misses the four cells the flow misses and two more (syn-medium-1,
+    # ratio 1, eta_Z 0.5 and 1: 1.5 sd off)
+    rows = [{"preset": r["preset"], "eta_z": r["eta_z"], "ratio": r["ratio"],
+             "eta_y": r["eta_y"], "seeds": 10, "steps": 100,
+             "discrete_T_mean": r["optflow_T_mean"] + (0.15 if r["preset"] == "syn-medium-1"
+                                                      and r["ratio"] == 1.0
+                                                      and r["eta_z"] <= 1.0 else 0.01),
+             "discrete_T_std": 0.07, "discrete_T_seconds": 1.0}
+            for r in csv_rows(tmp_path / "fig6.csv")]
+    (tmp_path / "fig6_discrete.csv").write_text(csv_text(rows), encoding="utf-8")
+    assert module.build(tmp_path, tmp_path)["fig6_hits"] == 60  # the goal is the flow's
+    page = " ".join((tmp_path / "which_level.md").read_text(encoding="utf-8").split())
+    assert ("| discrete heavy ball, Level T (runs' starts, no minibatch noise) | 14/16 | 16/16 "
+            "| 16/16 | 12/16 | 58/64 |") in page
+    assert "within one sd in **58 of 64** cells (58 of them with the flow)" in page
+    assert "at most 1.50 seed sd from it" in page
+
+
+def test_fig6_discrete_rows_are_the_recursion_from_the_runs_starts():
+    """One small cell: the columns, and the recursion's entropy against a hand loop over
+    the seeds' starts (odeflow.training.optimizer_steps on Level T)."""
+    import numpy as np
+
+    import odeflow
+    from odeflow.analysis.measures import distinct_entropy
+    from odeflow.fields import FiniteTFlow
+
+    rows = paper.fig6_discrete_rows(seeds=2, steps=3, sizes=(1,), eta_zs=(1.0,),
+                                    ratios=(2.0,))
+    assert len(rows) == 1 and rows[0]["eta_y"] == 2.0 and rows[0]["seeds"] == 2
+    data = odeflow.DataModel.preset("syn-medium-1")
+    protocol = paper.FIG6.replace(eta_z=1.0, eta_y=2.0, steps=3)
+    options = paper.OPTFLOWS["T"][1]
+    final = []
+    for seed in (0, 1):
+        y0, z0 = odeflow.training_start(data, seed, "uniform")
+        field = FiniteTFlow(data, 2.0, 1.0, y0=y0, z0=z0, seq_len=protocol.seq_len, **options)
+        tr = odeflow.optimizer_steps(field, paper.optimizer_of(protocol), 3, progress=False)
+        final.append(distinct_entropy(data, tr.z_active)[-1])
+    assert rows[0]["discrete_T_mean"] == pytest.approx(np.mean(final), rel=1e-12)
+    assert rows[0]["discrete_T_std"] == pytest.approx(np.std(final), rel=1e-9)
+    assert final[0] != final[1]
+
+
 def test_which_level_page_shows_the_adam_start_study_from_its_csv(tmp_path, monkeypatch):
     from odeflow.cli.reproduce import csv_rows, csv_text
 

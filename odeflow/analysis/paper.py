@@ -205,6 +205,54 @@ def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=N
     return entropy, seconds
 
 
+def discrete_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=None) -> tuple:
+    """The deterministic discrete optimiser from each seed's own start (:func:`discrete_twins`
+    per start of :func:`optflow_ensemble`): the runs without minibatch noise, the process the
+    optimiser flows approximate.
+
+    Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token entropy
+    of each seed's recursion at ``steps``, and ``{name: wall seconds}``.
+    """
+    entropy, seconds = {}, {}
+    starts = [training_start(data, s, protocol.init) for s in seeds]
+    steps = np.asarray(steps)
+    for name, spec in (OPTFLOWS if levels is None else levels).items():
+        began = time.perf_counter()
+        per_seed = []
+        for y0, z0 in starts:
+            twin, keep = discrete_twins(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
+            per_seed.append(distinct_entropy(data, twin.z_active[keep]))
+        entropy[name] = np.array(per_seed)
+        seconds[name] = time.perf_counter() - began
+    return entropy, seconds
+
+
+def fig6_discrete_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z,
+                       ratios=FIG6_RATIO, levels=None) -> list[dict]:
+    """The Fig. 6 grid for the deterministic discrete heavy ball (:func:`discrete_ensemble`,
+    Level T by default) from the runs' starts (seeds ``0 .. seeds - 1``, the runs' own):
+    one row per cell, ``preset, eta_z, ratio, eta_y, seeds, steps``, and per level
+    ``discrete_<level>_mean``, ``discrete_<level>_std`` (over the seeds, at ``steps``) and
+    ``discrete_<level>_seconds``. No training: the runs' columns are in ``fig6.csv``."""
+    levels = {"T": OPTFLOWS["T"]} if levels is None else levels
+    rows = []
+    for size in sizes:
+        name = f"syn-medium-{size}"
+        data = DataModel.preset(name)
+        for eta_z in eta_zs:
+            for ratio in ratios:
+                p = FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
+                H, seconds = discrete_ensemble(data, p, range(seeds), [0, steps], levels)
+                row = {"preset": name, "eta_z": eta_z, "ratio": ratio, "eta_y": p.eta_y,
+                       "seeds": seeds, "steps": steps}
+                for level, values in H.items():
+                    row[f"discrete_{level}_mean"] = float(values[:, -1].mean())
+                    row[f"discrete_{level}_std"] = float(values[:, -1].std())
+                    row[f"discrete_{level}_seconds"] = seconds[level]
+                rows.append(row)
+    return rows
+
+
 @dataclass
 class Experiment:
     """One training ensemble with its measures and the levels beside it.
