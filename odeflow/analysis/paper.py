@@ -236,21 +236,29 @@ def fig6_discrete_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_z
     ``discrete_<level>_seconds``. No training: the runs' columns are in ``fig6.csv``."""
     levels = {"T": OPTFLOWS["T"]} if levels is None else levels
     rows = []
+    for name, data, eta_z, ratio, p in fig6_cells(steps, sizes, eta_zs, ratios):
+        H, seconds = discrete_ensemble(data, p, range(seeds), [0, steps], levels)
+        row = {"preset": name, "eta_z": eta_z, "ratio": ratio, "eta_y": p.eta_y,
+               "seeds": seeds, "steps": steps}
+        for level, values in H.items():
+            row[f"discrete_{level}_mean"] = float(values[:, -1].mean())
+            row[f"discrete_{level}_std"] = float(values[:, -1].std())
+            row[f"discrete_{level}_seconds"] = seconds[level]
+        rows.append(row)
+    return rows
+
+
+def fig6_cells(steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z, ratios=FIG6_RATIO):
+    """The cells of the Fig. 6 grid in order: ``(preset name, DataModel, eta_Z,
+    eta_Y/eta_Z, Protocol)`` for ``syn-medium-N x eta_Z x eta_Y/eta_Z`` (the :data:`FIG6`
+    protocol at those rates)."""
     for size in sizes:
         name = f"syn-medium-{size}"
         data = DataModel.preset(name)
         for eta_z in eta_zs:
             for ratio in ratios:
-                p = FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
-                H, seconds = discrete_ensemble(data, p, range(seeds), [0, steps], levels)
-                row = {"preset": name, "eta_z": eta_z, "ratio": ratio, "eta_y": p.eta_y,
-                       "seeds": seeds, "steps": steps}
-                for level, values in H.items():
-                    row[f"discrete_{level}_mean"] = float(values[:, -1].mean())
-                    row[f"discrete_{level}_std"] = float(values[:, -1].std())
-                    row[f"discrete_{level}_seconds"] = seconds[level]
-                rows.append(row)
-    return rows
+                yield (name, data, eta_z, ratio,
+                       FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps))
 
 
 @dataclass
@@ -415,35 +423,30 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
     ``optflow_<level>_seconds``) and ``time_map`` (the map of ``flow_time``).
     """
     rows = []
-    for size in sizes:
-        name = f"syn-medium-{size}"
-        data = DataModel.preset(name)
-        for eta_z in eta_zs:
-            for ratio in ratios:
-                p = FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
-                exp = experiment(data, p, seeds, progress=progress, same_start=same_start,
-                                 optflows=optflows, optflow_steps=[0, steps])
-                final = exp.entropy[:, -1]
-                row = {"preset": name, "M": data.vocab_size, "eta_z": eta_z, "ratio": ratio,
-                       "eta_y": p.eta_y, "steps": steps, "flow_time": float(exp.t[-1]),
-                       "seeds": len(exp.run.seeds), "levels_from": "run start" if
-                       exp.seconds["same_start"] else "zero",
-                       "sgd_mean": float(final.mean()),
-                       "sgd_std": float(final.std()),
-                       "initial_mean": float(exp.entropy[:, 0].mean())}
-                for level, H in exp.level_entropy.items():
-                    row[f"level_{level}"] = float(H[-1])
-                for level, H in exp.optflow_members.items():
-                    row[f"optflow_{level}_mean"] = float(H[:, -1].mean())
-                    row[f"optflow_{level}_std"] = float(H[:, -1].std())
-                recall = recall_curve(data, exp.run.z_active[:, -1], RECALL_THRESHOLDS)
-                row["recall"] = recall.mean(axis=0).tolist()
-                row["train_seconds"] = exp.seconds["train"]
-                row["flow_seconds"] = exp.seconds["flows"]
-                for level in exp.optflow_members:
-                    row[f"optflow_{level}_seconds"] = exp.seconds[f"optflow_{level}"]
-                row["time_map"] = p.time_map     # of flow_time and the level_* columns
-                rows.append(row)
+    for name, data, eta_z, ratio, p in fig6_cells(steps, sizes, eta_zs, ratios):
+        exp = experiment(data, p, seeds, progress=progress, same_start=same_start,
+                         optflows=optflows, optflow_steps=[0, steps])
+        final = exp.entropy[:, -1]
+        row = {"preset": name, "M": data.vocab_size, "eta_z": eta_z, "ratio": ratio,
+               "eta_y": p.eta_y, "steps": steps, "flow_time": float(exp.t[-1]),
+               "seeds": len(exp.run.seeds), "levels_from": "run start" if
+               exp.seconds["same_start"] else "zero",
+               "sgd_mean": float(final.mean()),
+               "sgd_std": float(final.std()),
+               "initial_mean": float(exp.entropy[:, 0].mean())}
+        for level, H in exp.level_entropy.items():
+            row[f"level_{level}"] = float(H[-1])
+        for level, H in exp.optflow_members.items():
+            row[f"optflow_{level}_mean"] = float(H[:, -1].mean())
+            row[f"optflow_{level}_std"] = float(H[:, -1].std())
+        recall = recall_curve(data, exp.run.z_active[:, -1], RECALL_THRESHOLDS)
+        row["recall"] = recall.mean(axis=0).tolist()
+        row["train_seconds"] = exp.seconds["train"]
+        row["flow_seconds"] = exp.seconds["flows"]
+        for level in exp.optflow_members:
+            row[f"optflow_{level}_seconds"] = exp.seconds[f"optflow_{level}"]
+        row["time_map"] = p.time_map     # of flow_time and the level_* columns
+        rows.append(row)
     return rows
 
 
