@@ -192,15 +192,22 @@ def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=N
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
     entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.
     """
+    def member(name, spec, y0, z0):
+        return optimizer_flows(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name].z_active
+
+    return _per_start_entropy(data, protocol, seeds, levels, member)
+
+
+def _per_start_entropy(data: DataModel, protocol: Protocol, seeds, levels, member) -> tuple:
+    """``({name: ndarray (S, n)}, {name: wall seconds})``: the distinct-token entropy of
+    ``member(name, spec, y0, z0)`` (its ``z_active`` at the recorded steps) from each seed's
+    own start, per level of ``levels`` (:data:`OPTFLOWS` by default), timed per level."""
     entropy, seconds = {}, {}
     starts = [training_start(data, s, protocol.init) for s in seeds]
     for name, spec in (OPTFLOWS if levels is None else levels).items():
         began = time.perf_counter()
-        per_seed = []
-        for y0, z0 in starts:
-            tr = optimizer_flows(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
-            per_seed.append(distinct_entropy(data, tr.z_active))
-        entropy[name] = np.array(per_seed)
+        entropy[name] = np.array([distinct_entropy(data, member(name, spec, y0, z0))
+                                  for y0, z0 in starts])
         seconds[name] = time.perf_counter() - began
     return entropy, seconds
 
@@ -213,18 +220,13 @@ def discrete_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token entropy
     of each seed's recursion at ``steps``, and ``{name: wall seconds}``.
     """
-    entropy, seconds = {}, {}
-    starts = [training_start(data, s, protocol.init) for s in seeds]
     steps = np.asarray(steps)
-    for name, spec in (OPTFLOWS if levels is None else levels).items():
-        began = time.perf_counter()
-        per_seed = []
-        for y0, z0 in starts:
-            twin, keep = discrete_twins(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
-            per_seed.append(distinct_entropy(data, twin.z_active[keep]))
-        entropy[name] = np.array(per_seed)
-        seconds[name] = time.perf_counter() - began
-    return entropy, seconds
+
+    def member(name, spec, y0, z0):
+        twin, keep = discrete_twins(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
+        return twin.z_active[keep]
+
+    return _per_start_entropy(data, protocol, seeds, levels, member)
 
 
 def fig6_discrete_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z,
