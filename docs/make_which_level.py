@@ -80,12 +80,12 @@ def adam_start_section(rows5: list[dict], starts: list[dict]) -> str:
              "(sd) | from step 3 on (sd) | at the last step (sd) | largest abs(flow - "
              "discrete Adam), steps > `exact_steps` |",
              "|---|---|---|---|---|---|---|---|---|"]
+    def key_of(r):  # (exact_steps as written, offset); files before offset: 0
+        return str(r["exact_steps"]), float(r.get("offset", 0.0))
+
     for ez in dict.fromkeys(float(r["eta_z"]) for r in starts):
         sub5 = [r for r in rows5 if float(r["eta_z"]) == ez]
         twin = {int(float(r["step"])): float(r["discrete_T_entropy"]) for r in sub5}
-        def key_of(r):  # (exact_steps as written, offset); files before offset: 0
-            return str(r["exact_steps"]), float(r.get("offset", 0.0))
-
         for key in dict.fromkeys(key_of(r) for r in starts):
             mine = [r for r in starts if float(r["eta_z"]) == ez and key_of(r) == key]
             k = int(float(mine[0].get("exact_until", mine[0]["exact_steps"])))
@@ -178,13 +178,18 @@ def miss_reason(cell: dict, row: dict, study: dict | None) -> str:
     return "; ".join(words) if words else "(not studied)"
 
 
+def cell(row: dict) -> tuple:
+    """The Fig. 6 cell of a row of any of the Fig. 6 files: ``(preset, eta_z, ratio)``."""
+    return row["preset"], row["eta_z"], row["ratio"]
+
+
 def with_discrete(rows6: list[dict], discrete: list[dict]) -> list[dict]:
     """``rows6`` with the columns of ``fig6_discrete.csv`` (the discrete heavy ball from the
     runs' starts) added to each cell they cover."""
-    by_key = {(r["preset"], r["eta_z"], r["ratio"]): r for r in discrete}
+    by_key = {cell(r): r for r in discrete}
     out = []
     for r in rows6:
-        extra = by_key.get((r["preset"], r["eta_z"], r["ratio"]), {})
+        extra = by_key.get(cell(r), {})
         out.append({**r, **{k: v for k, v in extra.items() if k.startswith("discrete_")}})
     return out
 
@@ -243,26 +248,24 @@ def fig6_section(rows6: list[dict], study: list[dict],
                      + f" | {g['hits']}/{g['cells']} |")
     misses = ["| preset | `eta_Z` | `eta_Y/eta_Z` | `eta_Y` | runs (mean ± sd) | flow | "
               "distance (sd) | why |", "|---|---|---|---|---|---|---|---|"]
-    by_key = {(r["preset"], r["eta_z"], r["ratio"]): r for r in rows6}
-    studied = {(r["preset"], r["eta_z"], r["ratio"]): r for r in study}
+    by_key = {cell(r): r for r in rows6}
+    studied = {cell(r): r for r in study}
     for m in goal["misses"]:
-        key = (m["preset"], m["eta_z"], m["ratio"])
+        key = cell(m)
         row = by_key[key]
         misses.append(f"| {m['preset']} | {m['eta_z']:g} | {m['ratio']:g} | {m['eta_y']:g} | "
                       f"{m['sgd_mean']:.4f} ± {m['sgd_std']:.4f} | {m['prediction']:.4f} | "
                       f"{m['distance']:.2f} | {miss_reason(m, row, studied.get(key))} |")
     d = sorted(goal["distance"])
     median = d[len(d) // 2] if d else float("nan")
-    missed = {(m["preset"], m["eta_z"], m["ratio"]) for m in goal["misses"]}
+    missed = {cell(m) for m in goal["misses"]}
 
     def spread_ratio(rows):
         vals = sorted(r["optflow_T_std"] / r["sgd_std"] for r in rows if r["sgd_std"] > 0)
         return vals[len(vals) // 2] if vals else float("nan")
 
-    spread_miss = spread_ratio([r for r in rows6 if (r["preset"], r["eta_z"], r["ratio"])
-                                in missed])
-    spread_hit = spread_ratio([r for r in rows6 if (r["preset"], r["eta_z"], r["ratio"])
-                               not in missed])
+    spread_miss = spread_ratio([r for r in rows6 if cell(r) in missed])
+    spread_hit = spread_ratio([r for r in rows6 if cell(r) not in missed])
     above = sum(m["prediction"] > m["sgd_mean"] for m in goal["misses"])
     seeds, steps = int(rows6[0]["seeds"]), int(rows6[0]["steps"])
     text = f"""
@@ -289,7 +292,7 @@ the cells within one sd and {spread_miss:.2f} in the cells outside; in {above} o
 sharper).
 
 Cells outside one sd ({len(goal['misses'])}). "Why" gives, for the
-{len([m for m in goal['misses'] if (m['preset'], m['eta_z'], m['ratio']) in studied])} of
+{len([m for m in goal['misses'] if cell(m) in studied])} of
 them in `fig6_misses.csv`, what `odeflow.analysis.paper.miss_study` measured (`python
 docs/make_which_level.py --study` computes it for every cell that misses; its numbers do
 not depend on the flow, only on the cell): the same runs (same seeds, hence the same starts,
