@@ -80,22 +80,34 @@ def _momentum_branch(expr):
     return expr
 
 
-def _taylor(theta0, u0, f, gam, order):
-    """Taylor coefficients in ``s`` of ``theta(s), u(s)``: ``theta' = u, u' = f(theta) - gam u``."""
-    th, uu = sp.symbols("theta_, u_")
-    field = {th: uu, uu: f(th) - gam * uu}
-
+def _lie_derivative(field):
+    """``expr -> d expr / ds`` along the autonomous ODE ``var' = field[var]``."""
     def d(expr):
         return sum(sp.diff(expr, var) * rate for var, rate in field.items())
 
-    out = []
-    for var in (th, uu):
+    return d
+
+
+def _taylor_coefficients(field, point, variables, order):
+    """``{var: [c_0 .. c_order]}``: Taylor coefficients in ``s`` of the solution of ``var' =
+    field[var]`` through ``point`` (``var(s) = sum_n c_n s^n``), for each of ``variables``."""
+    d = _lie_derivative(field)
+    out = {}
+    for var in variables:
         terms, expr = [], var
         for n in range(order + 1):
-            terms.append(expr / sp.factorial(n))
+            terms.append((expr / sp.factorial(n)).subs(point))
             expr = d(expr)
-        out.append([term.subs({th: theta0, uu: u0}) for term in terms])
+        out[var] = terms
     return out
+
+
+def _taylor(theta0, u0, f, gam, order):
+    """Taylor coefficients in ``s`` of ``theta(s), u(s)``: ``theta' = u, u' = f(theta) - gam u``."""
+    th, uu = sp.symbols("theta_, u_")
+    coeffs = _taylor_coefficients({th: uu, uu: f(th) - gam * uu}, {th: theta0, uu: u0},
+                                  (th, uu), order)
+    return [coeffs[th], coeffs[uu]]
 
 
 def _series(coeffs, x):
@@ -116,18 +128,8 @@ def _adam_defects(order: int = 2) -> dict:
     g, G, U = sp.Function("g"), sp.Function("G"), sp.Function("U")
     th, m, v, c = sp.symbols("theta_ m_ v_ c_")
     field = {th: U(m, v, c), m: k_1 * (g(th) - m), v: k_2 * (G(th) - v), c: sp.Integer(1)}
-
-    def d(expr):
-        return sum(sp.diff(expr, var) * rate for var, rate in field.items())
-
     point = {th: theta0, m: m0, v: v0, c: sigma}
-    coeffs = {}
-    for var in (th, m, v):
-        terms, expr = [], var
-        for n in range(order + 1):
-            terms.append((expr / sp.factorial(n)).subs(point))
-            expr = d(expr)
-        coeffs[var] = terms
+    coeffs = _taylor_coefficients(field, point, (th, m, v), order)
 
     def at(var, x):
         return _series(coeffs[var], x)
@@ -148,7 +150,7 @@ def _adam_defects(order: int = 2) -> dict:
     out["fwd_m"] = trunc(m_new - (b_1 * m0 + (1 - b_1) * g(theta0)))
     out["fwd_theta"] = trunc(at(th, h) - (theta0 + h * U(m_new, v_new, sigma + h)))
     # d/ds U along the ODE at the point, for the forward defect's coefficient
-    out["dU"] = d(U(m, v, c)).subs(point)
+    out["dU"] = _lie_derivative(field)(U(m, v, c)).subs(point)
     out["k_1"] = k_1
     out["dg"] = sp.diff(g(th), th).subs(point) * U(m, v, c).subs(point)
     return out
