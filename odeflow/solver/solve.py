@@ -646,7 +646,7 @@ def _after_exact_steps(field, head: float, t_end: float, t_eval: np.ndarray, run
 def _check_common_exact_steps(optimizer, wrapped) -> None:
     """Refuse ``Adam(exact_steps="auto")`` for an ensemble whose members it would resolve
     differently: the stacked solve takes one number of exact steps for all of them."""
-    if getattr(optimizer, "exact_steps", None) != "auto" or optimizer.start != "first_step":
+    if getattr(optimizer, "exact_steps", None) != "auto":  # Adam refuses it with "limit"
         return
     steps = [flow.exact_steps for flow in wrapped]
     if len(set(steps)) > 1:
