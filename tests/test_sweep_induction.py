@@ -4,8 +4,9 @@ API and the CLI; each point equals a direct :func:`odeflow.solve` at its setting
 
 from __future__ import annotations
 
+import contextlib
+import io
 import subprocess
-import sys
 from dataclasses import replace
 
 import numpy as np
@@ -15,6 +16,7 @@ xr = pytest.importorskip("xarray")
 pytest.importorskip("zarr")
 
 import odeflow  # noqa: E402
+from odeflow.cli import main  # noqa: E402
 from odeflow.data.induction import POINT_KERNEL, InductionData  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
 from odeflow.sweep import TASKS, make_spec, open_store, register, sweep  # noqa: E402
@@ -67,8 +69,11 @@ def point_model(w_plus: float) -> InductionData:
 
 
 def run_cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "odeflow", *args], capture_output=True,
-                          text=True, cwd=cwd)
+    """``odeflow ARGS`` in-process in the folder ``cwd``: its exit code and output."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="module")
