@@ -3,16 +3,16 @@
 - :mod:`odeflow.data.checks`: the number and text checks every layer and
   every model family uses (shared).
 - :mod:`odeflow.data.model`: :class:`SequenceClass` and :class:`DataModel`
-  (spec section 1, paper Sec. 3.2).
-- :mod:`odeflow.data.generator`: the paper's synthetic data generator (spec
-  section 7, :func:`sequence_classes`).
-- :mod:`odeflow.data.presets`: the built-in data models (spec section 7).
+  (Scan and Snap, Sec. 3.2; ``docs/model.md``).
+- :mod:`odeflow.data.generator`: the paper's synthetic data generator (the
+  authors' ``Dataset2``, :func:`sequence_classes`).
+- :mod:`odeflow.data.presets`: the built-in data models (``docs/model.md``).
 - :mod:`odeflow.data.config`: TOML configuration files (a data model and a
   ``[run]`` table).
 - :mod:`odeflow.data.sampling`: seeded samples of finite-length sequences as
-  count vectors (spec section 8, Level T).
+  count vectors (Level T, ``docs/fidelity.md``).
 - :mod:`odeflow.data.induction`: the induction-head family's n-gram Markov data
-  (:class:`InductionData`, spec section 10).
+  (:class:`InductionData`; ``docs/induction.md``).
 """
 
 from odeflow.data.checks import (

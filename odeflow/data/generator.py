@@ -1,4 +1,4 @@
-"""The paper's synthetic data generator (spec section 7; the authors' ``Dataset2``).
+"""The paper's synthetic data generator (the authors' ``Dataset2``; ``docs/model.md``).
 
 One generator builds every synthetic set of Sec. 8 of the paper:
 
@@ -45,7 +45,7 @@ def _count(value, field_name: str, minimum: int) -> int:
 def sequence_classes(num_last: int, num_next_per_last: int, num_common: int,
                      num_common_per_last: int, num_unique_per_next: int,
                      unique_min: float = 0.1, unique_max: float = 1.0) -> DataModel:
-    """Build the data model of the authors' generator (spec section 7).
+    """Build the data model of the authors' generator (``docs/model.md``, "Data").
 
     Parameters
     ----------

@@ -4,7 +4,7 @@ A *sequence class* is indexed by its next token ``n``; it fixes the query token
 ``m = psi(n)`` and the distribution ``c_{l|n}`` of contextual tokens. A
 :class:`DataModel` holds the vocabulary size ``M``, the classes and their
 weights ``pi_n`` and derives the token groups ``G(l)``, the distinct tokens of
-each class and the common tokens (spec section 1).
+each class and the common tokens (Scan and Snap, Sec. 3.2; ``docs/model.md``).
 
 Every invalid input raises :class:`odeflow.errors.ValidationError` (a
 ``ValueError``) naming the field and the offending value. Nothing is
@@ -192,7 +192,7 @@ class DataModel(TomlForm):
 
     Notes
     -----
-    Derived sets follow spec section 1: ``G(l) = {n : c_{l|n} > 0}``; ``l`` is
+    Derived sets follow the paper's Sec. 3.2: ``G(l) = {n : c_{l|n} > 0}``; ``l`` is
     *distinct* for ``n`` if ``G(l) = {n}`` and *common* if ``|G(l)| > 1``.
     """
 
@@ -302,7 +302,7 @@ class DataModel(TomlForm):
     def output_multiplicity(self) -> np.ndarray:
         """How many decoder outputs each row of the lumped decoder stands for.
 
-        The lumped decoder (spec section 3) keeps one row per next token, in
+        The lumped decoder of Level E (``docs/model.md``) keeps one row per next token, in
         class order, then, when ``M > K``, one row shared by the ``M - K``
         outputs that are never a next token. Shape ``(K,)`` or ``(K + 1,)``.
         """
@@ -467,7 +467,7 @@ class DataModel(TomlForm):
 
     @classmethod
     def preset_table(cls) -> dict:
-        """The built-in data models (spec section 7): :data:`PRESETS`."""
+        """The built-in data models (``docs/model.md``): :data:`PRESETS`."""
         return PRESETS
 
 

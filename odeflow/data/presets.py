@@ -1,4 +1,4 @@
-"""Built-in data models (spec section 7).
+"""Built-in data models (the paper's Figs. 4 and 6, Sec. 6; ``docs/model.md``).
 
 The paper's synthetic sets (Sec. 8) come from the authors' generator,
 :func:`odeflow.data.generator.sequence_classes` (token ids: common tokens,
@@ -18,7 +18,7 @@ tokens; distinct weights ``linspace(0.1, 1.0, 10)`` before normalisation):
     (1-10 and 11-20), next tokens 22 and 23; ``M = 24``. ``flow="snap"`` and the
     scan-snap plot accept it.
 
-Two earlier models, not the paper's, keep their own names:
+Two models that are not the paper's:
 
 ``shared-query-small``
     ``M = 30``; two classes (next tokens 1 and 2) sharing query token 0; tokens

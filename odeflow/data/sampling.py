@@ -1,7 +1,7 @@
-"""Seeded samples of finite-length sequences as count vectors (spec section 8).
+"""Seeded samples of finite-length sequences as count vectors (Level T, ``docs/fidelity.md``).
 
 A sequence of class ``n`` has ``T - 1`` contextual tokens drawn i.i.d. from
-``c_{.|n}`` (spec section 6). The finite-``T`` model sees a sequence only
+``c_{.|n}`` (the paper's Sec. 3.2). The finite-``T`` model sees a sequence only
 through the counts ``k_l`` of its contextual tokens:
 ``f(x)_l = k_l exp(z_{m,l}) / sum_l' k_l' exp(z_{m,l'})``. So a sequence is a
 count vector over its class's support, drawn from a multinomial with ``T - 1``
@@ -28,7 +28,7 @@ MAX_COUNT = 2**62 - 1
 
 @dataclass(frozen=True, eq=False)
 class CountSample:
-    """``N`` sampled sequences per class, as count vectors (spec section 8).
+    """``N`` sampled sequences per class, as count vectors (Level T).
 
     Attributes
     ----------
@@ -78,7 +78,7 @@ class CountSample:
     def active_log_probs(self) -> np.ndarray:
         """``log(k_l / (T - 1))`` over the active tokens (``-inf`` where ``k_l = 0``), (K N, L).
 
-        The "probabilities" of each sequence as a sub-class (spec section 8).
+        The "probabilities" of each sequence as a sub-class of Level T.
         """
         with np.errstate(divide="ignore"):
             return np.log(self.active_counts()) - np.log(self.seq_len - 1)
@@ -86,7 +86,7 @@ class CountSample:
 
 def sample_counts(data: DataModel, seq_len: int, samples_per_class: int,
                   seed: int = 0) -> CountSample:
-    """Draw ``N`` sequences of length ``T`` per class as count vectors (spec section 8).
+    """Draw ``N`` sequences of length ``T`` per class as count vectors (Level T).
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Data model of the induction-head family (spec section 10; Chen, Sheen, Wang, Yang 2024).
+"""Data model of the induction-head family (Chen, Sheen, Wang, Yang 2024; ``docs/induction.md``).
 
 :class:`InductionData` describes the n-gram Markov data of "Unveiling Induction
 Heads" and the model it trains: vocabulary ``d``, n-gram order ``n``, number of
@@ -6,7 +6,7 @@ copier heads ``H``, selector degree ``D``, the prior over transition kernels
 (a seeded Dirichlet sample or one fixed kernel) and the initial parameters
 ``w+, w-, c0, a0``. The chain's laws live in :mod:`odeflow.data.induction.markov`.
 
-Layout of the family (``notes/INDUCTION_CONTRACT``): tokens ``0..d-1``;
+Layout of the family: tokens ``0..d-1``;
 kernel arrays ``(N_pi, d**(n-1), d)`` with context index
 ``r = sum_m x_{i-m} d**(n-1-m)``; subsets of heads from :func:`subsets`.
 """
@@ -40,9 +40,8 @@ MAX_CHAIN_ENTRIES = 2**24
 #: Most kernels ``N_pi`` in a Dirichlet sample (each is stored with its window laws).
 MAX_KERNELS = 100_000
 #: Kernels drawn for the ``ih-paper`` preset: the smallest sample size whose halving
-#: keeps the loss within about 0.01 (benchmarks/bench_induction.py, seed 2024, loss at
-#: the init / t = 1e2 / t = 1e4 states: 0.010 / 0.009 / 0.006 from 256 to 128 kernels,
-#: 0.063 / 0.019 / 0.001 from 128 to 64). The population flow's cost grows linearly in it.
+#: changes the loss by about 0.01 at most (``benchmarks/bench_induction.py``). The
+#: population flow's cost grows linearly in it.
 PAPER_NUM_KERNELS = 256
 #: Seed of the ``ih-paper`` kernel sample.
 PAPER_SEED = 2024
@@ -58,7 +57,7 @@ def subsets(H: int, D: int) -> list[tuple]:
 
     Ordered by size, then lexicographically, as tuples of head numbers (the
     family's convention): ``subsets(3, 2) == [(), (1,), (2,), (3,), (1, 2), (1, 3),
-    (2, 3)]``. One selector coefficient ``c_S`` per subset (spec section 10).
+    (2, 3)]``. One selector coefficient ``c_S`` per subset (``docs/induction.md``, "Model").
     """
     return [s for k in range(int(D) + 1) for s in itertools.combinations(range(1, int(H) + 1), k)]
 
@@ -117,7 +116,7 @@ class InductionData(TomlForm):
     seed : int
         Seed of the kernel sample (Dirichlet prior).
     kernel : array_like of shape (d**(n-1), d)
-        The kernel of a point-mass prior; rows sum to 1 (spec section 10).
+        The kernel of a point-mass prior; rows sum to 1 (``docs/induction.md``, "Data").
     w_plus, w_minus : float
         Initial copier logits: ``w[h-1, 0] = w+``, ``w[h-1, j] = w-`` for ``j > 0``.
     c0 : float

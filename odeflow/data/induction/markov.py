@@ -1,6 +1,6 @@
-"""n-gram Markov chains of the induction-head family (spec section 10; pure numpy).
+"""n-gram Markov chains of the induction-head family (``docs/induction.md``; pure numpy).
 
-Conventions (``notes/INDUCTION_CONTRACT``, fixed for the family):
+Conventions, fixed for the family:
 
 - tokens ``0..d-1``; an ``n``-gram chain: each token's parents are the tokens
   at offsets ``1..n-1`` before it;
@@ -29,7 +29,7 @@ def sample_dirichlet_kernels(vocab_size: int, n_gram: int, alpha: float, count: 
                              seed: int) -> np.ndarray:
     """A seeded sample of ``count`` transition kernels with Dirichlet rows.
 
-    Each row ``pi(. | ctx) ~ Dirichlet(alpha 1_d)`` independently (spec section 10,
+    Each row ``pi(. | ctx) ~ Dirichlet(alpha 1_d)`` independently (``docs/induction.md``,
     "Data").
 
     Random stream: ``numpy.random.default_rng(seed).dirichlet(alpha * ones(d),

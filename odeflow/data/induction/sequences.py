@@ -1,4 +1,4 @@
-"""Seeded samples of n-gram Markov sequences for the finite-``L`` model (spec section 10).
+"""Seeded samples of n-gram Markov sequences for the finite-``L`` model (``docs/induction.md``).
 
 The authors' protocol (``RPE/train_simplified.py`` of gszfwsb/Unveiling-Induction-Heads,
 read, not copied) trains on 9000 sequences of length ``L = 100``: per sequence a fresh
@@ -68,7 +68,7 @@ class InductionSequences:
 def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
                      alpha: float | None = None, kernel=None, seed: int = 0,
                      count_field: str = "count") -> InductionSequences:
-    """Sample ``count`` sequences ``x_1 .. x_{L+1}`` of an ``n``-gram chain (spec section 10).
+    """Sample ``count`` sequences ``x_1 .. x_{L+1}`` of an ``n``-gram chain.
 
     Exactly one of ``alpha`` (a fresh kernel per sequence, every context row
     ``~ Dirichlet(alpha 1_d)``) and ``kernel`` (one fixed kernel, shape
