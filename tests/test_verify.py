@@ -10,7 +10,7 @@ import pytest
 
 from odeflow import SolveError, ValidationError
 from odeflow.analysis import closed_forms as cf
-from odeflow.analysis.check_registry import registered_checks
+from odeflow.analysis.check_registry import CheckResult, VerificationReport, registered_checks
 from odeflow.analysis.verify import (
     CHECKS,
     DEFAULT_RTOL,
@@ -191,12 +191,58 @@ def test_loose_atol_spoils_small_quantities():
 def test_cli_table_and_exit_code(capsys):
     assert main(["verify", "--only", "cf2", "cf6"]) == 0
     out = capsys.readouterr().out
-    assert "paper eqn" in out and "max rel err" in out
+    assert "quantity: parameters" in out and "max rel err" in out
+    assert "CF2: t_0" in out and "CF6: z_c(t), B(t) (Thm 4, Eqns 13-14)" in out
     results = [line.split()[-1] for line in out.splitlines()
-               if line.strip()[:2].strip().isdigit() and "CF" in line]
+               if line[:2].strip().isdigit() and "checks," not in line]
     assert results == ["PASS"] * 9  # 3 rows of CF2, 6 of CF6
     assert "FAIL" not in out
     assert "all PASS" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
+
+
+def test_cli_wide_prints_one_row_per_check(capsys):
+    assert main(["verify", "--only", "CF6", "--wide", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "paper eqn" in out
+    rows = [line for line in out.splitlines() if line.endswith("PASS")]
+    assert len(rows) == 6 and all("CF6" in row and "Thm 4" in row for row in rows)
+
+
+def _report(errors_and_tolerances):
+    rows = [CheckResult(f"CF{i + 1}", "q", "Eqn 1", "p", err, tol)
+            for i, (err, tol) in enumerate(errors_and_tolerances)]
+    settings = {"method": "LSODA", "rtol": 1e-10, "atol": 1e-30, "t_min": 1e-3,
+                "t_max": 1e9, "points": 241}
+    return VerificationReport(rows, settings)
+
+
+def test_summary_ranks_rows_by_their_own_tolerance():
+    """A 1e-3 error under a 1e-2 tolerance is 0.1 of it; a 5e-8 error under 1e-7 is worse."""
+    summary = _report([(1e-3, 1e-2), (5e-8, 1e-7)]).summary()
+    assert "all PASS" in summary
+    assert "worst error 0.5 of its tolerance: row 2, CF2 q (5.00e-08, tol 1e-07)" in summary
+    assert "max rel error" not in summary
+
+
+def test_summary_names_failing_rows_and_a_row_without_error():
+    report = _report([(1e-3, 1e-2), (3e-7, 1e-7), (float("nan"), 1e-7)])
+    summary = report.summary()
+    assert "2 FAIL (rows 2, 3)" in summary
+    assert "worst: row 3, CF3 q (no error measured)" in summary
+    assert report.to_dict()["worst_row"] == 3
+
+
+def test_progress_goes_to_stderr_and_not_into_json(capsys):
+    assert main(["verify", "--only", "CF2", "CF3", "--json", "--t-max", "100"]) == 0
+    captured = capsys.readouterr()
+    json.loads(captured.out)
+    assert captured.err.splitlines() == [line for line in captured.err.splitlines()
+                                         if line.startswith("verify ")]
+    assert [line.split(":")[0] for line in captured.err.splitlines()] == \
+        ["verify 1/2", "verify 2/2"]
+    assert main(["verify", "--only", "CF2", "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_cli_json_parses(capsys):

@@ -12,6 +12,8 @@ checks (CF-IH1, CF-IH2, I_S) from :mod:`odeflow.analysis.induction.verify`.
 from __future__ import annotations
 
 import math
+import textwrap
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -115,19 +117,82 @@ class VerificationReport:
         errors = [row.max_rel_error for row in self.rows]
         return float(np.max(errors)) if errors else 0.0
 
+    @property
+    def worst(self) -> tuple[int, float] | None:
+        """``(index, error / tolerance)`` of the row closest to (or furthest past) its tolerance.
+
+        Each row has its own tolerance, so rows are ranked by their error as a
+        fraction of it; a row without an error (``nan``) ranks first, as ``inf``.
+        None for an empty report.
+        """
+        if not self.rows:
+            return None
+        ratios = [row.max_rel_error / row.tolerance if row.max_rel_error == row.max_rel_error
+                  else math.inf for row in self.rows]
+        index = int(np.argmax(ratios))
+        return index, float(ratios[index])
+
     def to_dict(self) -> dict:
-        """JSON-able form: settings, ``passed``, ``wall_time`` and the rows."""
+        """JSON-able form: settings, ``passed``, ``wall_time``, the worst row and the rows."""
+        worst = self.worst
         return jsonable({"settings": self.settings, "passed": self.passed,
-                         "max_rel_error": self.max_rel_error, "wall_time": self.wall_time,
+                         "max_rel_error": self.max_rel_error,
+                         "worst_error_to_tolerance": None if worst is None else worst[1],
+                         "worst_row": None if worst is None else worst[0] + 1,
+                         "wall_time": self.wall_time,
                          "rows": [row.to_dict() for row in self.rows]})
 
-    def format_table(self, notes: bool = True) -> str:
-        """The table printed by ``odeflow verify`` (plain text, one row per check)."""
+    def format_table(self, notes: bool = True, width: int | None = 100) -> str:
+        """The table printed by ``odeflow verify`` (plain text).
+
+        ``width``: largest line length; rows are grouped under a line naming the
+        check, quantity and equation, long parameters and notes wrap. None: one
+        row per check with every column on it (``odeflow verify --wide``).
+        """
+        lines = self._rows_wide() if width is None else self._rows_grouped(width)
+        if notes:
+            lines += ["", "notes:"]
+            lines += [_wrapped(f"  {i + 1:>2}. {r.note}", width, "      ")
+                      for i, r in enumerate(self.rows) if r.note]
+            lines.append(_wrapped("floors: R0 = max(f^_l(0)^2/f^_l'(0)^2, 1) (relative gain), "
+                                  "I0 = max_l 1/f^_l(0)^2 (Eqn 11 invariant); '-' = none "
+                                  "needed (quantity > 0 on the grid)", width, "  "))
+        lines.append(_wrapped(self.summary(), width, "  "))
+        return "\n".join(lines)
+
+    def summary(self) -> str:
+        """The closing line: verdict, the worst row against its own tolerance, settings."""
+        s = self.settings
+        failed = [i + 1 for i, r in enumerate(self.rows) if not r.passed]
+        verdict = "all PASS" if not failed else \
+            f"{len(failed)} FAIL (row{'s' if len(failed) > 1 else ''} " \
+            f"{', '.join(map(str, failed))})"
+        text = f"{len(self.rows)} checks, {verdict}; "
+        worst = self.worst
+        if worst is not None:
+            index, ratio = worst
+            r = self.rows[index]
+            what = f"row {index + 1}, {r.check} {r.quantity}"
+            if math.isinf(ratio):
+                text += f"worst: {what} (no error measured); "
+            else:
+                share = f"{ratio:.2g} of" if ratio <= 1 else f"{ratio:.3g} x"
+                text += (f"worst error {share} its tolerance: {what} "
+                         f"({r.max_rel_error:.2e}, tol {r.tolerance:.0e}); ")
+        text += (f"{s['method']} rtol={s['rtol']:g} atol={s['atol']:g}; t in "
+                 f"[{s['t_min']:g}, {s['t_max']:g}] ({s['points']} log-spaced points); "
+                 f"{self.wall_time:.1f} s")
+        return text
+
+    def _cells(self, r: CheckResult) -> tuple[str, str, str, str]:
+        return (f"{r.max_rel_error:.2e}", r.floor, f"{r.tolerance:.0e}",
+                "PASS" if r.passed else "FAIL")
+
+    def _rows_wide(self) -> list[str]:
         header = ("#", "check", "quantity", "paper eqn", "parameters", "max rel err", "floor",
                   "tol", "result")
-        body = [(str(i + 1), r.check, r.quantity, r.equation, r.parameters,
-                 f"{r.max_rel_error:.2e}", r.floor, f"{r.tolerance:.0e}",
-                 "PASS" if r.passed else "FAIL") for i, r in enumerate(self.rows)]
+        body = [(str(i + 1), r.check, r.quantity, r.equation, r.parameters, *self._cells(r))
+                for i, r in enumerate(self.rows)]
         widths = [max(len(line[j]) for line in (header, *body)) for j in range(len(header))]
         right = {0, 5, 7}
 
@@ -135,23 +200,55 @@ class VerificationReport:
             return "  ".join(cell.rjust(w) if j in right else cell.ljust(w)
                              for j, (cell, w) in enumerate(zip(line, widths, strict=True)))
 
-        lines = [fmt(header), "  ".join("-" * w for w in widths)]
-        lines += [fmt(line).rstrip() for line in body]
-        if notes:
-            lines.append("")
-            lines.append("notes:")
-            lines += [f"  {i + 1:>2}. {r.note}" for i, r in enumerate(self.rows) if r.note]
-            lines.append("floors: R0 = max(f^_l(0)^2/f^_l'(0)^2, 1) (relative gain), "
-                         "I0 = max_l 1/f^_l(0)^2 (Eqn 11 invariant); '-' = none needed "
-                         "(quantity > 0 on the grid)")
-        s = self.settings
-        n_fail = sum(not r.passed for r in self.rows)
-        verdict = "all PASS" if n_fail == 0 else f"{n_fail} FAIL"
-        lines.append(f"{len(self.rows)} checks, {verdict}; max rel error "
-                     f"{self.max_rel_error:.2e}; {s['method']} rtol={s['rtol']:g} "
-                     f"atol={s['atol']:g}; t in [{s['t_min']:g}, {s['t_max']:g}] "
-                     f"({s['points']} log-spaced points); {self.wall_time:.1f} s")
-        return "\n".join(lines)
+        return [fmt(header), "  ".join("-" * w for w in widths)] + \
+            [fmt(line).rstrip() for line in body]
+
+    def _rows_grouped(self, width: int) -> list[str]:
+        header = ("#", "quantity: parameters", "max rel err", "floor", "tol", "result")
+        groups: dict[str, list[int]] = {}
+        for i, r in enumerate(self.rows):
+            groups.setdefault(r.check, []).append(i)
+        body = {}
+        for members in groups.values():
+            rows = [self.rows[i] for i in members]
+            single = len({r.quantity for r in rows}) == 1  # named on the group's line
+            for i, r in zip(members, rows, strict=True):
+                what = r.parameters if single else f"{r.quantity}: {r.parameters}"
+                body[i] = (str(i + 1), what, *self._cells(r))
+        widths = [max(len(line[j]) for line in (header, *body.values()))
+                  for j in range(len(header))]
+        fixed = sum(w for j, w in enumerate(widths) if j != 1) + 2 * (len(header) - 1)
+        widths[1] = max(20, min(widths[1], width - fixed))
+        right = {0, 2, 4}
+
+        def fmt(line):
+            return "  ".join(cell.rjust(w) if j in right else cell.ljust(w)
+                             for j, (cell, w) in enumerate(zip(line, widths, strict=True)))
+
+        lines = [fmt(header).rstrip(), "  ".join("-" * w for w in widths)]
+        titles = check_titles()
+        for check, members in groups.items():
+            rows = [self.rows[i] for i in members]
+            quantities = list(dict.fromkeys(r.quantity for r in rows))
+            equations = list(dict.fromkeys(r.equation for r in rows))
+            title_q, title_eq = titles.get(check, (", ".join(quantities), equations[0]))
+            quantity = quantities[0] if len(quantities) == 1 else title_q
+            equation = equations[0] if len(equations) == 1 else title_eq
+            lines.append(_wrapped(f"{check}: {quantity} ({equation})", width, "  "))
+            for i in members:
+                line = body[i]
+                parts = textwrap.wrap(line[1], widths[1], subsequent_indent="  ") or [""]
+                lines.append(fmt((line[0], parts[0], *line[2:])).rstrip())
+                lines += [" " * (widths[0] + 2) + part for part in parts[1:]]
+        return lines
+
+
+def _wrapped(text: str, width: int | None, indent: str) -> str:
+    """``text`` wrapped at ``width`` with continuation lines indented (as is for None)."""
+    if width is None or len(text) <= width:
+        return text
+    return textwrap.fill(text, width=width, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
 
 
 def jsonable(value):
@@ -267,18 +364,25 @@ def check_titles() -> dict[str, tuple[str, str]]:
 
 
 def run_checks(selected, settings: CheckSettings,
-               caught: tuple[type[BaseException], ...]) -> list[CheckResult]:
+               caught: tuple[type[BaseException], ...],
+               progress: Callable[[str], None] | None = None) -> list[CheckResult]:
     """The rows of the ``selected`` checks; an exception of a ``caught`` type is a failing row.
 
     Each family's context is built only when one of its checks is selected.
+    ``progress``, when given, receives one short line per check as it ends
+    (``"verify 3/9: CF3 Gamma(t): 6 rows PASS, 1.2 s"``).
     """
     rows: list[CheckResult] = []
+    total = sum(name in selected for fam in _families() for name in fam.titles)
+    done = 0
     for fam in _families():
         names = [name for name in fam.titles if name in selected]
         if not names:
             continue
+        start = time.perf_counter()
         ctx = fam.context(settings)
         for name in names:
+            before = len(rows)
             try:
                 rows += fam.run(ctx, name)
             except caught as exc:
@@ -287,4 +391,13 @@ def run_checks(selected, settings: CheckSettings,
                                         settings.tolerance,
                                         note=f"error: {type(exc).__name__}: {exc}",
                                         conditions_met=False))
+            done += 1
+            if progress is not None:
+                new = rows[before:]
+                failed = sum(not r.passed for r in new)
+                progress(f"verify {done}/{total}: {name} {fam.titles[name][0]}: {len(new)} "
+                         f"row{'s' if len(new) != 1 else ''} "
+                         f"{'PASS' if not failed else f'{failed} FAIL'}, "
+                         f"{time.perf_counter() - start:.1f} s")
+            start = time.perf_counter()
     return rows

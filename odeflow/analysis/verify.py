@@ -50,6 +50,7 @@ from __future__ import annotations
 import importlib
 import math
 import time
+import sys
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -549,7 +550,8 @@ SCAN_SNAP_CHECKS = register_checks(CheckFamily(
 def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
            method: str = DEFAULT_METHOD, tolerance: float = DEFAULT_TOLERANCE,
            checks: Iterable[str] | None = None, t_min: float = T_MIN, t_max: float = T_MAX,
-           points_per_decade: int = POINTS_PER_DECADE, seed: int = 0) -> VerificationReport:
+           points_per_decade: int = POINTS_PER_DECADE, seed: int = 0,
+           progress: bool | Callable[[str], None] = False) -> VerificationReport:
     """Integrate the ODE behind each closed form (CF1-CF6 and every registered family) and compare.
 
     Parameters
@@ -572,6 +574,9 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
         Grid density.
     seed : int
         Seed of the random data model of CF4 (:func:`random_data_model`).
+    progress : bool or callable, default False
+        One short line per check as it ends: True prints it to stderr, a
+        callable receives it (``odeflow verify`` shows it unless ``--no-progress``).
 
     Returns
     -------
@@ -609,9 +614,14 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     settings = CheckSettings(rtol, atol, method, tolerance, t_min, t_max, points_per_decade,
                              int(seed))
     start = time.perf_counter()
-    rows = run_checks(selected, settings, (SolveError, ValueError, ArithmeticError))
+    report = _stderr_line if progress is True else (progress or None)
+    rows = run_checks(selected, settings, (SolveError, ValueError, ArithmeticError), report)
     grid = _time_grid(t_min, t_max, points_per_decade)
     report_settings = {"rtol": rtol, "atol": atol, "method": method, "tolerance": tolerance,
                        "t_min": t_min, "t_max": t_max, "points": int(grid.size),
                        "seed": int(seed), "checks": [c for c in available if c in selected]}
     return VerificationReport(rows, report_settings, time.perf_counter() - start)
+
+
+def _stderr_line(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)

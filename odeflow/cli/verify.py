@@ -2,7 +2,8 @@
 
 Prints one row per check (quantity, paper equation, parameters, largest
 relative error over log-spaced ``t in [1e-3, 1e9]``, floor, tolerance,
-PASS/FAIL) and exits 1 if any row fails. See :mod:`odeflow.analysis.verify`.
+PASS/FAIL; grouped by check within 100 columns, or one wide row each with
+``--wide``), one progress line per check on stderr, and exits 1 if any row fails. See :mod:`odeflow.analysis.verify`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from odeflow.analysis.verify import (
     T_MIN,
     verify,
 )
+from odeflow.cli.tables import add_wide_argument, width_of
 from odeflow.solver import METHODS
 
 #: Exit code when at least one check fails.
@@ -52,15 +54,18 @@ def register(sub) -> None:
                    help="seed of the random data model of CF4 (0)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-notes", action="store_true", help="print the table without notes")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress lines (one per check, on stderr)")
+    add_wide_argument(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     report = verify(rtol=args.rtol, atol=args.atol, method=args.method,
                     tolerance=args.tolerance, checks=args.only, t_max=args.t_max,
-                    seed=args.seed)
+                    seed=args.seed, progress=not args.no_progress)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2, allow_nan=False))
     else:
-        print(report.format_table(notes=not args.no_notes))
+        print(report.format_table(notes=not args.no_notes, width=width_of(args)))
     return 0 if report.passed else EXIT_FAIL

@@ -75,9 +75,9 @@ CLASSIFIER_ETA_A, CLASSIFIER_A0, CLASSIFIER_T_END = 1.0, 0.01, 1e12
 #: Largest |r - 1| and |slope - 1/2| the asymptote row accepts at t = CLASSIFIER_T_END.
 ASYMPTOTE_TOLERANCE = 1e-3
 
-TITLES = {"I_S": ("I_S, J_S (first order in a)", "spec 10, CF-IH1"),
-          "CF-IH1": ("p_S(t) (replicator)", "spec 10, CF-IH1"),
-          "CF-IH2": ("y, loss'(a), a(t) (stage 3)", "spec 10, CF-IH2")}
+TITLES = {"I_S": ("I_S, J_S (first order in a)", "stage 1, docs/derivations.md"),
+          "CF-IH1": ("p_S(t) (replicator)", "stage 1, docs/derivations.md"),
+          "CF-IH2": ("y, loss'(a), a(t) (stage 3)", "stage 3, docs/derivations.md")}
 
 
 def _load_preset(name: str):
@@ -269,7 +269,7 @@ def _check_information(ctx: _Context) -> list[CheckResult]:
             symbol = "I_S" if loss == "nll" else "J_S"
             best = max(table, key=table.get)
             rows.append(CheckResult(
-                "I_S", f"{symbol}, every |S| <= D", "spec 10, CF-IH1",
+                "I_S", f"{symbol}, every |S| <= D", "stage 1, docs/derivations.md",
                 f"{name}, loss={loss}", relative_error(numeric, closed, scale),
                 ctx.settings.tolerance, floor="max|I|",
                 note=f"{name} {symbol}: " + ", ".join(f"{_subset(s)} {table[s]:.4g}"
@@ -309,7 +309,7 @@ def _check_replicator(ctx: _Context) -> list[CheckResult]:
         closed = cf.replicator_weights(p0, info, k)
         best = int(np.argmax(info))
         rows.append(CheckResult(
-            "CF-IH1", "p_S(t), replicator ODE", "spec 10, CF-IH1",
+            "CF-IH1", "p_S(t), replicator ODE", "stage 1, docs/derivations.md",
             f"{name}, eta_c={REPLICATOR_ETA_C:g}, a(t)={REPLICATOR_A0:g}(1+sin/2), p(0) uniform",
             relative_error(p_num, closed, 1e-12), s.tolerance, floor="1e-12",
             note=f"{name}: kappa to {k[-1]:.3g} (kappa * spread of I = {k[-1] * spread:.3g}); "
@@ -355,7 +355,7 @@ def _check_population_first_order(ctx: _Context, name: str) -> CheckResult:
     low, high = FIRST_ORDER_RATIO
     best = max(table, key=table.get)
     return CheckResult(
-        "CF-IH1", f"p_S(t): population flow, a={FIRST_ORDER_A[0]:g}", "spec 10, CF-IH1",
+        "CF-IH1", f"p_S(t): population flow, a={FIRST_ORDER_A[0]:g}", "stage 1, docs/derivations.md",
         f"{name}, flow=population (w = w(0) fixed), eta_c={REPLICATOR_ETA_C:g}, a fixed",
         errors[0], FIRST_ORDER_A[0], floor="abs",
         conditions_met=bool(low <= ratio <= high and max(drifts) < 1e-8),
@@ -405,7 +405,7 @@ def _check_first_order(ctx: _Context, name: str, table: dict) -> CheckResult:
     low, high = FIRST_ORDER_RATIO
     best = int(np.argmax(info))
     return CheckResult(
-        "CF-IH1", f"p_S(t): full flow, a={FIRST_ORDER_A[0]:g}", "spec 10, CF-IH1",
+        "CF-IH1", f"p_S(t): full flow, a={FIRST_ORDER_A[0]:g}", "stage 1, docs/derivations.md",
         f"{name}, exact copier, eta_c={REPLICATOR_ETA_C:g}, c(0)=0.01, a fixed",
         errors[0], FIRST_ORDER_A[0], floor="abs",
         conditions_met=bool(low <= ratio <= high and max(drifts) < 1e-8),
@@ -434,7 +434,7 @@ def _check_classifier(ctx: _Context) -> list[CheckResult]:
             direct = window_sum_prediction(laws, subset, a)
             err = max(err, relative_error(direct, mixture[:, index]))
         rows.append(CheckResult(
-            "CF-IH2", "y(z_q): mixture vs window sum", "spec 10, CF-IH2",
+            "CF-IH2", "y(z_q): mixture vs window sum", "stage 3, docs/derivations.md",
             f"{name}, S*={_subset(subset)}, a in {list(MIXTURE_A)}", err, s.tolerance,
             note=f"{name}: every query window of every kernel ({len(laws)})"))
         # (2) analytic loss'(a) vs complex step of the window-sum loss
@@ -446,7 +446,7 @@ def _check_classifier(ctx: _Context) -> list[CheckResult]:
         value = cf.classifier_loss(data, grid, subset)
         direct = np.array([np.mean(window_sum_loss(laws, subset, a).real) for a in grid])
         rows.append(CheckResult(
-            "CF-IH2", "loss(a), loss'(a) vs window sum", "spec 10, CF-IH2",
+            "CF-IH2", "loss(a), loss'(a) vs window sum", "stage 3, docs/derivations.md",
             f"{name}, S*={_subset(subset)}, a in {grid}",
             max(relative_error(analytic, stepped), relative_error(value, direct)), s.tolerance,
             note=f"{name}: loss' by complex step (h = 1e-30) of the window-sum loss; "
@@ -477,7 +477,7 @@ def _check_stage3_flows(ctx: _Context) -> list[CheckResult]:
             label = f"flow=population, w+={SHARP_LOGIT:g}, w-=0"
         traj = _solve_flow(data, flow, {"a": CLASSIFIER_ETA_A}, start, t_eval, s)
         rows.append(CheckResult(
-            "CF-IH2", "a(t): flow vs 1-D ODE", "spec 10, CF-IH2",
+            "CF-IH2", "a(t): flow vs 1-D ODE", "stage 3, docs/derivations.md",
             f"{name}, {label}, p=delta_{_subset(subset)}, only a moves",
             relative_error(traj.a, one_d), s.tolerance,
             note=f"{name} {flow}: a from {one_d[0]:.3g} to {one_d[-1]:.4g} by t = "
@@ -507,7 +507,7 @@ def _check_asymptote(ctx: _Context) -> CheckResult:
                                       paper_t, rtol, 1e-12)
     paper_slope = np.diff(paper_a[1:]) / np.diff(np.log(paper_t[1:]))
     return CheckResult(
-        "CF-IH2", "a(t) asymptote of the 1-D ODE", "spec 10, CF-IH2",
+        "CF-IH2", "a(t) asymptote of the 1-D ODE", "stage 3, docs/derivations.md",
         f"ih-point, S*={_subset(subset)}, eta_a={CLASSIFIER_ETA_A:g}, a0={CLASSIFIER_A0:g}, "
         f"t to {CLASSIFIER_T_END:g}", error, ASYMPTOTE_TOLERANCE,
         note=f"ih-point: C = {constant:.4g}, loss_inf = {limit:.4g}; at t = "
