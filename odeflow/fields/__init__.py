@@ -1,23 +1,28 @@
-"""Vector-field layer: one module per level of the dynamics.
+"""Vector-field layer: one module per level of the dynamics, for both model families.
 
 - :mod:`odeflow.fields.classes`: :class:`ClassTable`, the table of (sub)classes
   a field is built from, and :class:`Supports`, its per-entry supports.
 - :mod:`odeflow.fields.exact`: Level E, the exact population gradient flow
   (Lemma 1, Eqns 3-4, 7), ``flow="exact"``.
 - :mod:`odeflow.fields.finite_t`: Level T, the gradient flow of the
-  sample-average finite-``T`` objective (spec section 8), ``flow="finite_t"``.
+  sample-average finite-``T`` objective (``docs/fidelity.md``), ``flow="finite_t"``.
 - :mod:`odeflow.fields.reduced`: Level R, the reduced flow of Theorem 1
   (Eqns 8-10, 44, 98), ``flow="reduced"``.
-- :mod:`odeflow.fields.induction`: the induction-head family (spec section 10):
-  ``flow="population"`` and ``flow="copier"`` of an
-  :class:`~odeflow.data.induction.InductionData`, registered at import.
+- :mod:`odeflow.fields.induction`: the induction-head family (Chen, Sheen, Wang,
+  Yang 2024; ``docs/induction.md``): ``flow="population"``, ``flow="copier"`` and
+  ``flow="finite_l"`` of an :class:`~odeflow.data.induction.InductionData`,
+  registered at import.
+- :mod:`odeflow.fields.optimizers`: optimiser flows (heavy-ball momentum, Adam)
+  in step time around a parameter-level field (``docs/optimisers.md``).
 - :mod:`odeflow.fields.snap`: the scalar system of Sec. 6 (Theorem 4, Eqns
   13-14), ``flow="snap"``; its result is a :class:`~odeflow.results.SnapResult`,
   not a :class:`~odeflow.results.Trajectory`.
 
-:data:`FLOWS` maps the ``flow=`` names of :func:`odeflow.solve` to the classes
-of the Scan and Snap family; :mod:`odeflow.fields.families` registers each model
-family (its data model type and flows) for the shared layers.
+:data:`FLOWS` maps the ``flow=`` names of the Scan and Snap family (Tian et al.
+2023) to their classes, :data:`odeflow.fields.induction.INDUCTION_FLOWS` those of
+the induction-head family; :mod:`odeflow.fields.families` registers each model
+family (its data model type and flows), and :func:`odeflow.solve` looks the flow
+up from the data model's family.
 """
 
 from odeflow.data import PRESETS, DataModel
@@ -51,4 +56,4 @@ SCAN_SNAP = register_family(Family("scan_snap", DataModel, FLOWS, default_flow="
 __all__ = ["FAMILIES", "FLOWS", "SCAN_SNAP", "ClassTable", "ExactFlow", "Family", "Field",
            "FiniteTFlow", "ReducedFlow", "SnapFlow", "StackedField", "Supports", "VectorField",
            "family_of", "find_preset", "preset_names", "register_family"]
-__all__ += ["INDUCTION"]  # the induction-head family (spec section 10)
+__all__ += ["INDUCTION"]  # the induction-head family (Chen, Sheen, Wang, Yang 2024)

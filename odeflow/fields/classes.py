@@ -5,7 +5,7 @@ query row, a weight and a support (index array of tokens with their
 log-probabilities). Several entries may share a next token and a query token:
 Level E on a data model has one entry per sequence class
 (:meth:`ClassTable.from_data_model`), while the finite-``T`` flow (Level T,
-spec section 8) is Level E on sampled sub-classes of weight ``pi_n / N`` with
+``docs/fidelity.md``) is Level E on sampled sub-classes of weight ``pi_n / N`` with
 probabilities ``k / (T - 1)``, built with :meth:`ClassTable.from_entries`.
 
 :class:`Supports` holds the table's supports in the storage that suits its
@@ -32,9 +32,8 @@ from odeflow.errors import ValidationError
 #: :class:`Supports`; above it the supports are stored as index arrays.
 DENSE_SUPPORT_LIMIT = 20_000
 #: Largest ``K x C`` for which :meth:`Supports.sample` in sparse storage forms the full
-#: ``(K, C)`` product and reads the support from it (one BLAS call; 5x faster than the
-#: gather on Level T of syn-medium-10 from a random start, K = 1280, C = 210, R = 240:
-#: 12 ms against 64 ms); above it, the gather in chunks (memory ~ support entries).
+#: ``(K, C)`` product and reads the support from it (one BLAS call, faster than the
+#: gather at this size); above it, the gather in chunks (memory ~ support entries).
 SAMPLE_PRODUCT_LIMIT = 4_000_000
 #: Elements of a gathered ``(support entries, rows)`` block processed at once by
 #: :meth:`Supports.sample` in sparse storage (bounds its temporary memory).
@@ -291,7 +290,7 @@ class Supports:
 
     def expand(self, v: np.ndarray) -> np.ndarray:
         """A per-entry value ``(..., K)`` broadcast onto the support."""
-        # np.repeat reads sequentially: ~20x faster than v[..., seg] at K = 1000
+        # np.repeat reads sequentially, unlike the fancy index v[..., seg]
         return v[..., None] if self.dense else np.repeat(v, self._counts, axis=-1)
 
     def features(self, z: np.ndarray) -> np.ndarray:

@@ -2,7 +2,7 @@
 
 :class:`StartEnsemble` stacks ``P`` fields of one flow, data model, learning
 rates and options (for Level T: one sample) that were started from different
-draws (``y0``, ``z0``; the Fig. 6 seeds, spec section 9 "Random start"). The
+draws (``y0``, ``z0``; the Fig. 6 seeds, ``docs/optimisers.md``). The
 right-hand side depends on the start only through the state, so one call of
 the first member's ``gradients`` (:meth:`ExactFlow.gradients
 <odeflow.fields.exact.ExactFlow.gradients>`, per class block for Level T)

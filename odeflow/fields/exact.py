@@ -7,7 +7,7 @@
         \\mathrm{diag}(\\hat f_n) P_n g_n,
 
 with :math:`g_n = Y^\\top (e_n - \\alpha_n)` and :math:`P_n = I - \\hat f_n \\hat f_n^\\top`
-(spec section 3). This is exactly :math:`\\eta \\nabla J` of Eqn 2.
+(Lemma 1, Eqns 3-4, 7). This is exactly :math:`\\eta \\nabla J` of Eqn 2.
 
 The field is built from a :class:`~odeflow.fields.classes.ClassTable` (one
 entry per class, or sampled sub-classes for Level T) and works on per-entry
@@ -20,7 +20,7 @@ supports (:class:`~odeflow.fields.classes.Supports`):
   attend (all other logits keep ``Z(0)``; ``dz_ml = 0`` off the supports).
 - *rows*: from a symmetric start (``Y(0) = 0``, or the rows of the outputs
   that are never a next token equal on the active columns) the decoder is
-  *lumped* exactly (spec section 3): one row per next token plus one row
+  *lumped* exactly (``docs/model.md``): one row per next token plus one row
   standing for the ``M - K`` other outputs (they stay equal; the row enters
   every softmax with multiplicity ``M - K``). A ``Y(0)`` that breaks the
   symmetry keeps all ``M`` output rows (restricted to the active columns).
@@ -228,7 +228,7 @@ class ExactFlow(VectorField):
         Lumped decoder rows hold the gradient of each of the rows they stand for
         (they are equal), not their sum. That is why a lumped state is valid under
         Adam (:class:`~odeflow.fields.optimizers.OptimizerFlow`), which acts per
-        entry: the lumped entries share their gradient exactly (spec section 9).
+        entry: the lumped entries share their gradient exactly (``docs/optimisers.md``).
         """
         return self.rates(y, 1.0, 1.0)
 

@@ -15,7 +15,9 @@ Families
     Tian et al. 2023 (sequence classes, :class:`~odeflow.data.DataModel`):
     flows ``exact``, ``finite_t``, ``reduced``, ``snap``.
 ``induction``
-    Chen, Sheen, Wang, Yang 2024 (n-gram Markov data; spec section 10).
+    Chen, Sheen, Wang, Yang 2024 (n-gram Markov data,
+    :class:`~odeflow.data.induction.InductionData`): flows ``population``,
+    ``copier``, ``finite_l`` (``docs/induction.md``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Level T: the gradient flow of the finite-sequence-length objective (spec section 8).
+"""Level T: the gradient flow of the finite-sequence-length objective (``docs/fidelity.md``).
 
 .. math::
 
@@ -47,7 +47,7 @@ def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
 
     Entry ``(k, s)`` has class ``k``'s next and query tokens, weight
     ``pi_k / N``, and support the tokens with ``k_l > 0`` with
-    log-probabilities ``log(k_l / (T - 1))`` (spec section 8).
+    log-probabilities ``log(k_l / (T - 1))``.
     """
     N, T = sample.samples_per_class, sample.seq_len
     next_token, query_token, supports, log_probs = [], [], [], []
@@ -204,7 +204,7 @@ class FiniteTFlow(ExactFlow):
         return super().gradient(y)
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
-        """``eta * grad J_T`` (spec section 8; per class block with ``storage="blocked"``)."""
+        """``eta * grad J_T`` (per class block with ``storage="blocked"``)."""
         if not self.blocked:
             return super().rhs(t, y)
         self.nfev += 1
@@ -278,9 +278,8 @@ class FiniteTFlow(ExactFlow):
     def _work_arrays(self, P: int) -> dict:
         """Work arrays of :meth:`gradients` for ``P`` states, kept for the next call with the
         same ``P`` while they take at most :data:`WORK_BYTES`: fresh arrays of this size
-        could fault in their pages at every call (about a third of a right-hand side on
-        syn-medium-10 in a tight loop; ``docs/benchmarks.md``, "Work arrays and the
-        integrator, priced again"). Overwritten by the next call."""
+        could fault in their pages at every call (``docs/benchmarks.md``, "Work arrays
+        and the integrator, priced again"). Overwritten by the next call."""
         if self._work[0] == P:
             return self._work[1]
         b = self._blocks

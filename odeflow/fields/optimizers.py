@@ -1,4 +1,4 @@
-"""Optimiser flows: heavy-ball momentum and Adam as ODEs in step time (spec section 9).
+"""Optimiser flows: heavy-ball momentum and Adam as ODEs in step time (``docs/optimisers.md``).
 
 A real run does not follow the gradient flow of its level: it follows its
 optimiser (SGD with momentum 0.9 in the paper's Figs. 4 and 6, Adam in Fig. 5).
@@ -6,7 +6,7 @@ An *optimiser flow* keeps the optimiser's state next to the parameters and runs
 in step time ``s`` (one unit per optimiser step). It wraps any
 *parameter-level* field, one whose flat state is the parameters themselves
 (Level E, Level T; the induction-head levels, whose solver state holds ``ln|c|``,
-refuse it for now: ``optimizer_flows = False``), through a two-part interface:
+refuse it: ``optimizer_flows = False``), through a two-part interface:
 
 ``inner.gradient(y)``
     ``g(theta)``, the raw gradient that the field follows, on its flat state
@@ -31,7 +31,7 @@ with ``u = eta v``,
 
     \\theta' = u, \\qquad u' = a F(\\theta) - b u,
 
-the spec's ODE (section 9) with ``a = 1, b = 1 - mu``, or (``modified=True``)
+the plain rates ``a = 1, b = 1 - mu``, or (``modified=True``)
 with the *matched* rates ``b = -ln mu``, ``a = b / (1 - mu)``. The recursion
 ``u_{k+1} = mu u_k + F(theta_k)``, ``theta_{k+1} = theta_k + u_{k+1}`` uses the
 *new* velocity: it is the symplectic, not the forward, Euler step of the ODE,
@@ -55,7 +55,7 @@ theta + eta m_hat / (sqrt(v_hat) + eps)``, bias-corrected), entrywise:
     m' = k_1 (g - m), \\quad v' = k_2 (g^2 - v), \\quad
     \\theta' = \\eta \\frac{m / (1 - b_1^s)}{\\sqrt{v / (1 - b_2^s)} + \\epsilon},
 
-with the spec's rates ``k_i = 1 - b_i`` or, ``modified=True``, the rates
+with the plain rates ``k_i = 1 - b_i`` or, ``modified=True``, the rates
 ``k_i = -ln b_i`` of the exact continuous twin of the moment recursions (a
 constant ``g`` then gives ``m(s) = (1 - b_1^s) g``, so ``m_hat = g`` at every
 ``s``, as in the recursion). The bias corrections are singular at ``s = 0``:
@@ -137,7 +137,7 @@ def _choice(value, name: str, choices) -> str:
 
 
 def warmup_flow_time(steps, mu: float) -> np.ndarray:
-    """Flow time of step ``k`` of heavy ball from rest (spec section 6):
+    """Flow time of step ``k`` of heavy ball from rest (the warm-up map, ``docs/optimisers.md``):
     ``t_k = [k - mu (1 - mu^k)/(1 - mu)] / (1 - mu)``, for real ``k >= 0`` too.
 
     ``k`` heavy-ball steps under a constant gradient move the parameters as
@@ -159,7 +159,7 @@ class Momentum:
     mu : float
         Momentum coefficient in ``[0, 1)`` (0.9 in the paper).
     start : {"rest", "first_step"}, default "rest"
-        ``"rest"``: ``u = 0`` at the ODE's start (spec section 9);
+        ``"rest"``: ``u = 0`` at the ODE's start;
         ``"first_step"``: the first heavy-ball step taken exactly on ``[0, 1]``
         of the ODE's clock (``theta_1 = theta_0 + F_0``, ``u_1 = F_0``; a straight
         line in between), the ODE from there.
@@ -167,15 +167,14 @@ class Momentum:
         Step ``k`` of the trajectory is the ODE at ``s = k + offset``, ``offset``
         in ``[0, 1]`` (module docstring; the half-step of the staggered reading).
     modified : bool, optional
-        The matched rates ``b = -ln mu``, ``a = b / (1 - mu)`` instead of the spec's
+        The matched rates ``b = -ln mu``, ``a = b / (1 - mu)`` instead of the plain
         ``a = 1``, ``b = 1 - mu`` (needs ``mu > 0``). Default: the matched rates
-        when ``mu > 0``, the spec's at ``mu = 0`` (where ``-ln mu`` has no value).
+        when ``mu > 0``, the plain ones at ``mu = 0`` (where ``-ln mu`` has no value).
         With the half-step reading the matched rates make the recursion the ODE's
         midpoint rule to second order under a constant force (CF7,
         ``derivations/heavy_ball_modified_equation.py``), and at the paper's unit
         steps they follow the deterministic discrete heavy ball closer than the
-        spec's rates: on all 64 Fig. 6 cells (final distinct-token entropy, median
-        distance 6.5e-4 against 7.1e-3) and in the Fig. 4 loss on a log scale
+        plain rates, on every Fig. 6 cell and in the Fig. 4 loss
         (``docs/optimisers.md``, ``python docs/make_optimisers.py --grid``).
 
     Raises
@@ -245,7 +244,7 @@ class Adam:
         ``s = exact_steps``.
     modified : bool, default True
         Moment rates ``-ln b_i`` (the exact continuous twin of the moment
-        recursions) instead of the spec's ``1 - b_i``.
+        recursions) instead of the plain ``1 - b_i``.
     exact_steps : int or "auto", default "auto"
         Steps taken by the recursion before the ODE (``start="first_step"``
         only), ``>= 1`` (1 with ``start="limit"``). From a zero start the
@@ -272,9 +271,8 @@ class Adam:
         ``derivations/heavy_ball_modified_equation.py``); ``offset = 0`` is first
         order (the heavy ball's :class:`Momentum` ``offset`` likewise).
         The defaults (``"auto"``, ``1/2``) follow the deterministic discrete Adam
-        closest in parameter distance and loss in every case measured (18-72 times
-        nearer than one exact step read forward, the default until then;
-        ``docs/optimisers.md``, ``python docs/make_optimisers.py --kind adam``),
+        closest in parameter distance and loss in every case measured
+        (``docs/optimisers.md``, ``python docs/make_optimisers.py --kind adam``),
         chosen against that recursion, never against training runs.
 
     Raises
@@ -348,7 +346,7 @@ class Adam:
         return 1.0 - b1, 1.0 - b2
 
     def flow_time(self, steps):
-        """None: Adam has no first-order time map (spec section 9)."""
+        """None: Adam has no first-order time map (``docs/optimisers.md``)."""
         return None
 
     def describe(self) -> dict:
@@ -376,10 +374,9 @@ def check_parameter_field(inner: Field) -> None:
         raise ValidationError("optimizer", f"wraps a Field, got {type(inner).__name__}")
     if not getattr(inner, "optimizer_flows", True):
         name = getattr(inner, "name", type(inner).__name__)
-        raise ValidationError("optimizer", f"flow {name!r} has no optimiser flow yet: spec "
-                              "section 9's optimiser flows wrap Scan and Snap's parameter "
-                              "levels ('exact', 'finite_t'); this family has its gradient "
-                              "flow only")
+        raise ValidationError("optimizer", f"flow {name!r} has no optimiser flow yet: "
+                              "optimiser flows wrap Scan and Snap's parameter levels "
+                              "('exact', 'finite_t'); this family has its gradient flow only")
     if not (callable(getattr(inner, "gradient", None)) and hasattr(inner, "rate_vector")):
         name = getattr(inner, "name", type(inner).__name__)
         raise ValidationError("optimizer", f"flow {name!r} has no optimiser flow: its "
@@ -388,7 +385,7 @@ def check_parameter_field(inner: Field) -> None:
 
 
 class OptimizerFlow(Field):
-    """An optimiser flow in step time around a parameter-level field (spec section 9).
+    """An optimiser flow in step time around a parameter-level field (``docs/optimisers.md``).
 
     Parameters
     ----------

@@ -131,12 +131,10 @@ class ReducedFlow(VectorField):
 
     name = "reduced"
     has_jacobian = True
-    #: Measured with ``benchmarks/bench_reduced.py`` (see ``docs/levels.md``):
-    #: the flow is not stiff, LSODA stays in its Adams mode and is the cheapest
-    #: method at equal accuracy on small states (RK45 needs ~0.9x its
-    #: right-hand sides at the same ``rtol`` but is 4x less accurate in ``h``).
-    #: :func:`odeflow.solver.choose_method` only keeps it while its dense
-    #: Jacobian fits the memory limit.
+    #: Integrator of ``method="auto"``: the flow is not stiff, LSODA stays in its Adams
+    #: mode and is the cheapest method at equal accuracy on small states
+    #: (``docs/levels.md``, "Integrators"). :func:`odeflow.solver.choose_method` only
+    #: keeps it while its dense Jacobian fits the memory limit.
     preferred_method = "LSODA"
 
     def __init__(self, data, eta_y, eta_z, z0=None, iota=1.0, beta=None, storage="auto"):

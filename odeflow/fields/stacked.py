@@ -35,11 +35,9 @@ class StackedField(VectorField):
 
     name = "stacked"
     sparse_jacobian = True
-    #: Explicit method of ``method="auto"`` for a stack too large for dense Jacobians.
-    #: The stacked solve runs at ``rtol / sqrt(P)`` (see ``solve_batch``), where the
-    #: 8th-order method takes fewer steps: on the 400-point syn-small grid of
-    #: ``benchmarks/bench_batch.py`` (one core) DOP853 took 2930 right-hand sides and
-    #: 2.6 s against RK45's 3830 and 3.2 s, both within 4e-7 of 400 separate solves.
+    #: Explicit method of ``method="auto"`` for a stack too large for dense Jacobians:
+    #: the stacked solve runs at ``rtol / sqrt(P)`` (see ``solve_batch``), where the
+    #: 8th-order method takes fewer steps (``docs/benchmarks.md``).
     large_state_method = "DOP853"
 
     def __init__(self, fields):

@@ -1,4 +1,4 @@
-"""Fields of the induction-head family (spec section 10), registered as a model family.
+"""Fields of the induction-head family (``docs/induction.md``), registered as a model family.
 
 - :mod:`odeflow.fields.induction.base`: :class:`InductionField` (flat parameter
   layout ``(c, w, a)``, per-group rates, ``loss``/``gradient``/``rate_vector``),

@@ -1,4 +1,4 @@
-"""Base of the induction-head levels (spec section 10): parameter layout, rates, stages.
+"""Base of the induction-head levels (``docs/induction.md``): parameter layout, rates, stages.
 
 The flat parameters of every induction-head field are the family's vector
 ``theta = concatenate(c (#S,), w.ravel() (H*H,), [a])`` (selector
@@ -141,7 +141,7 @@ class InductionField(Field):
     #: Parameter groups of this level's flat parameters (and state), in order.
     groups: tuple = GROUPS
 
-    #: Optimiser flows (spec section 9) wrap Scan and Snap's levels only so far.
+    #: Optimiser flows (``docs/optimisers.md``) wrap Scan and Snap's parameter levels only.
     optimizer_flows = False
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None, start_log_c=None):
@@ -418,7 +418,7 @@ class Stage:
 
 
 class Schedule(tuple):
-    """A sequence of :class:`Stage` run one after the other (spec section 10, schedules).
+    """A sequence of :class:`Stage` run one after the other (``docs/induction.md``, "Levels").
 
     ``Schedule.staged(t1, t2, t3)`` is the authors' ``c -> w -> a`` (rates 1, 1e5, 1
     by default); ``Schedule.joint(t)`` moves every group together at rate 1.

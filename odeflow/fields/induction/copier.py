@@ -1,4 +1,4 @@
-"""The exact-copier reduction, ``flow="copier"`` (spec section 10, levels).
+"""The exact-copier reduction, ``flow="copier"`` (``docs/induction.md``, "Levels").
 
 As ``w+ -> infinity`` each head copies exactly its own offset, ``v^_h = e_{x_{l-h}}``,
 and the kernel between a key window and the query window becomes
@@ -24,7 +24,7 @@ from odeflow.fields.induction.population import (
 
 
 class CopierFlow(InductionField):
-    """``flow="copier"``: gradient flow of ``(c, a)`` with the exact copier (spec section 10).
+    """``flow="copier"``: gradient flow of ``(c, a)`` with the exact copier.
 
     Parameters as :class:`~odeflow.fields.induction.base.InductionField`
     (``loss``, ``rates`` over the groups ``c`` and ``a``, ``start`` of length
@@ -33,8 +33,8 @@ class CopierFlow(InductionField):
 
     name = "copier"
     groups = ("c", "a")
-    #: As the population flow's: LSODA, stiff only in places (about half BDF's right-hand
-    #: sides at a smaller error; ``benchmarks/bench_induction.py --methods``).
+    #: As the population flow's: LSODA, the flow being stiff only in places
+    #: (``docs/benchmarks.md``).
     preferred_method = "LSODA"
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None, start_log_c=None):

@@ -1,6 +1,6 @@
 """The finite-``L`` model of the induction-head family and its level ``flow="finite_l"``.
 
-Spec section 10: the gradient flow of the finite-``L`` loss on a fixed sample.
+The gradient flow of the finite-``L`` loss on a fixed sample (``docs/induction.md``).
 
 The population flow (:mod:`~odeflow.fields.induction.population`) takes ``L -> infinity``:
 the classifier's attention average over a sequence's keys becomes a ratio of
@@ -230,9 +230,8 @@ class EmpiricalInduction:
         self._flat = k.seq * d + k.value                                        # (E,)
         self._match = k.value == k.target[k.seq]
         self.unseen_targets = int(self.count - np.unique(k.seq[self._match]).size)
-        # work arrays over the merged entries, reused by every call: fresh arrays of
-        # this size cost page faults, about 40 % of a step on the protocol's sample
-        # (benchmarks/bench_induction_training.py); overwritten by the next call
+        # work arrays over the merged entries, reused by every call (fresh arrays of
+        # this size cost page faults); overwritten by the next call
         E = k.seq.size
         self._cos = np.empty((H, E))
         self._prods = np.empty((len(self.subsets), E))
@@ -432,8 +431,8 @@ class FiniteLengthFlow(InductionField):
     """
 
     name = "finite_l"
-    #: As the population flow's: LSODA, stiff only in places (about half BDF's right-hand
-    #: sides at a smaller error; ``benchmarks/bench_induction.py --methods``).
+    #: As the population flow's: LSODA, the flow being stiff only in places
+    #: (``docs/benchmarks.md``).
     preferred_method = "LSODA"
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None,

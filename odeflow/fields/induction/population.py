@@ -1,4 +1,4 @@
-"""The population flow of the induction-head model, ``flow="population"`` (spec section 10).
+"""The population flow of the induction-head model, ``flow="population"`` (``docs/induction.md``).
 
 ``L -> infinity``: the key windows follow the chain's stationary law, so for a
 query window ``z_q`` (the ``2H - 1`` tokens before the query) the classifier's
@@ -264,7 +264,7 @@ def coefficient_gradient(c: np.ndarray, d_p: np.ndarray) -> np.ndarray:
 
 
 class PopulationFlow(InductionField):
-    """``flow="population"``: gradient flow of the ``L -> infinity`` loss (spec section 10).
+    """``flow="population"``: gradient flow of the ``L -> infinity`` loss.
 
     State ``theta = (c (#S,), w (H*H,), a)``. Parameters as
     :class:`~odeflow.fields.induction.base.InductionField` (``loss``, ``rates``,
@@ -273,13 +273,9 @@ class PopulationFlow(InductionField):
 
     name = "population"
     groups = ("c", "w", "a")
-    #: Integrator of ``method="auto"``. With the selector in log coordinates the flow is
-    #: stiff only in places (on ih-point from about t = 4e3, while ``p_(2)`` decays; not
-    #: while ``c_(1,2)`` recovers, near t = 41): LSODA's
-    #: Adams mode takes ih-paper to t = 1e4 at rtol 1e-8 in 589 right-hand sides (BDF
-    #: 1292, RK45 644, Radau 3116) with the smallest error in ``a`` but Radau's, and it
-    #: switches to BDF where the flow turns stiff (ih-point: 1349 against BDF's 2392;
-    #: DOP853 crawls there). ``python benchmarks/bench_induction.py --methods``.
+    #: Integrator of ``method="auto"``: with the selector in log coordinates the flow is
+    #: stiff only in places, and LSODA switches between its Adams mode and BDF there
+    #: (``docs/benchmarks.md``, "The integrator of ``method="auto"``: LSODA").
     preferred_method = "LSODA"
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None, start_log_c=None):
