@@ -281,7 +281,7 @@ def test_verify_lists_the_family_checks():
 def test_cli_runs_one_induction_check(capsys):
     from odeflow.cli import main
 
-    code = main(["verify", "--only", "CF-IH2", "--no-notes"])
+    code = main(["verify", "--only", "CF-IH2", "--no-notes", "--wide"])
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line[:3].strip().isdigit()]
     assert code == 0, out
