@@ -3,9 +3,10 @@
 - :mod:`odeflow.results.trajectory`: :class:`Trajectory`, the time series of a
   flow on the (lumped) state, with un-lumping accessors and save/load.
 - :mod:`odeflow.results.finite_t`: :class:`FiniteTTrajectory`, Level T's
-  trajectory (accessors over the sampled sequences, spec section 8).
+  trajectory (accessors over the sampled sequences, ``docs/fidelity.md``).
 - :mod:`odeflow.results.induction`: :class:`InductionTrajectory`, the series
-  of the induction-head flows (spec section 10).
+  of the induction-head flows (``population``, ``copier``, ``finite_l``;
+  ``docs/induction.md``).
 - :mod:`odeflow.results.snap`: :class:`SnapResult`, the series of the Sec. 6
   scalar system.
 

@@ -1,4 +1,4 @@
-"""The trajectory of Level T, the finite-sequence-length flow (spec section 8).
+"""The trajectory of Level T, the finite-sequence-length flow (``docs/fidelity.md``).
 
 Level T's state is the same as Level E's (lumped decoder, logits of the query
 tokens in use over the active tokens), so every :class:`Trajectory` accessor
@@ -8,7 +8,7 @@ applies; the ones that depend on the sequences read the seeded sample:
   the mean over the class's sampled sequences of ``f(x)`` and ``f^(x)``;
 - :attr:`FiniteTTrajectory.objective`: the sample-average objective ``J_T``;
 - :meth:`FiniteTTrajectory.population_attention`: the attention ``c_n`` that
-  the paper measures (spec section 6), a function of the logits alone.
+  the paper measures (Fig. 6), a function of the logits alone.
 
 The sample is regenerated from ``meta`` (``seq_len``, ``samples_per_class``,
 ``seed``), so a saved trajectory read back with :meth:`FiniteTTrajectory.load`
@@ -28,7 +28,7 @@ from odeflow.results.trajectory import Trajectory
 
 
 def population_attention(data, z_active: np.ndarray, next_token: int) -> np.ndarray:
-    """``c_n(l) ~ c_{l|n} exp(z_{m,l})`` over ``l in G_DT(n)``, normalised there (spec section 6).
+    """``c_n(l) ~ c_{l|n} exp(z_{m,l})`` over ``l in G_DT(n)``, normalised there (Fig. 6).
 
     Parameters
     ----------
@@ -57,7 +57,7 @@ def population_attention(data, z_active: np.ndarray, next_token: int) -> np.ndar
 
 
 class FiniteTTrajectory(Trajectory):
-    """A :class:`Trajectory` of ``flow="finite_t"`` (Level T, spec section 8).
+    """A :class:`Trajectory` of ``flow="finite_t"`` (Level T, ``docs/fidelity.md``).
 
     Same parameters as :class:`Trajectory`; ``meta`` must hold ``seq_len``,
     ``samples_per_class`` and ``seed``, from which :attr:`sample` is redrawn.
@@ -92,7 +92,7 @@ class FiniteTTrajectory(Trajectory):
         return self._dense(fh.mean(axis=1))
 
     def population_attention(self, next_token: int) -> np.ndarray:
-        """The attention ``c_n`` of spec section 6 over all ``M`` tokens, shape (n, M).
+        """The attention ``c_n`` the paper measures (Fig. 6) over all ``M`` tokens, shape (n, M).
 
         ``c_n(l) ~ c_{l|n} exp(z_{m,l})`` on the distinct tokens of ``n``,
         normalised over them, zero elsewhere: the paper's Fig. 6 measure.
@@ -104,7 +104,7 @@ class FiniteTTrajectory(Trajectory):
 
     @property
     def objective(self) -> np.ndarray:
-        """The sample-average finite-``T`` objective ``J_T(t)`` (spec section 8), shape (n,)."""
+        """The sample-average finite-``T`` objective ``J_T(t)``, shape (n,)."""
         Yl = self._require_decoder()
         data, sample = self.data, self.sample
         cls, log_c = sample.class_index, sample.active_log_probs()

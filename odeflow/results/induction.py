@@ -1,6 +1,6 @@
-"""Result of the induction-head flows (spec section 10): :class:`InductionTrajectory`.
+"""Result of the induction-head flows (``docs/induction.md``): :class:`InductionTrajectory`.
 
-What ``odeflow.solve(InductionData, flow="population" | "copier", ...)``
+What ``odeflow.solve(InductionData, flow="population" | "copier" | "finite_l", ...)``
 returns: the classifier weight ``a(t)``, the selector's subset weights
 ``p_S(t) = c_S^2 / sum c^2``, the copier logits ``w(t)`` and the loss, with the
 solver's statistics and the run's metadata; saved and loaded as an ``.npz``

@@ -402,7 +402,7 @@ class Trajectory(SolverOutput):
         return self._series("B")[:, self.data.class_index(next_token)]
 
     def xi(self, next_token: int) -> np.ndarray:
-        """``xi_n = sum_{n' != n} beta_{nn'} f^_n . f^_n'`` (spec section 4), shape (n,).
+        """``xi_n = sum_{n' != n} beta_{nn'} f^_n . f^_n'``, shape (n,) (``docs/levels.md``).
 
         ``beta`` is the one the flow used (``meta["beta"]``; ``1/(M-1)`` off the
         diagonal by default).
@@ -419,7 +419,7 @@ class Trajectory(SolverOutput):
     # ------------------------------------------------ optimiser flows (spec 9)
     @property
     def optimizer(self) -> dict | None:
-        """The optimiser of an optimiser flow (spec section 9) as a dict, e.g.
+        """The optimiser of an optimiser flow (``docs/optimisers.md``) as a dict, e.g.
         ``{"kind": "momentum", "mu": 0.9, "start": "rest", "modified": True}``;
         None for a gradient flow."""
         return self.meta.get("optimizer")
@@ -441,8 +441,8 @@ class Trajectory(SolverOutput):
         """First-order flow time of the samples.
 
         A heavy-ball flow: the warm-up map ``t_k = [k - mu (1 - mu^k)/(1 - mu)]
-        / (1 - mu)`` of its steps (spec section 6); an Adam flow: None (Adam
-        has no first-order time map, spec section 9); a gradient flow: ``t``.
+        / (1 - mu)`` of its steps; an Adam flow: None (Adam has no first-order
+        time map, ``docs/optimisers.md``); a gradient flow: ``t``.
         """
         if self.optimizer is None:
             return self.t

@@ -1,4 +1,4 @@
-"""Discrete-time training beside the flow (spec section 6; Lemma 5, Fig. 8, Sec. 8).
+"""Discrete-time training beside the flow (Lemma 5, Fig. 8, Sec. 8; ``docs/validation.md``).
 
 - :func:`gradient_ascent`: Euler steps of the Level E field (population
   gradient ascent; ``dt = 1`` is plain gradient ascent with rates ``eta_Y, eta_Z``).
@@ -10,9 +10,14 @@
   the warm-up time map ``t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)``.
 - :func:`sample_batch`, :func:`batch_loss`, :func:`batch_loss_gradient`: the
   finite-``T`` model, exposed so the sampled gradient can be checked.
+- :func:`optimizer_steps`, :func:`training_start`: the deterministic heavy ball
+  or Adam on a level's exact gradient, and a run's random start
+  (``docs/optimisers.md``).
 
-All of them work on the lumped state of :class:`odeflow.fields.ExactFlow` and
-return :class:`odeflow.Trajectory` objects (un-lumped by its accessors).
+These are the Scan and Snap family's: they work on the lumped state of
+:class:`odeflow.fields.ExactFlow` and return :class:`odeflow.Trajectory`
+objects (un-lumped by its accessors). The induction-head family's full-batch
+training is :mod:`odeflow.training.induction` (``docs/induction.md``).
 """
 
 from odeflow.training.batch import Batch, batch_loss, batch_loss_gradient, sample_batch
@@ -24,4 +29,4 @@ from odeflow.training.sgd import train_sgd
 __all__ = ["Batch", "Protocol", "SGDEnsemble", "TrainingRun", "batch_loss",
            "batch_loss_gradient", "gradient_ascent", "sample_batch", "sgd_ensemble", "train",
            "train_sgd"]
-__all__ += ["optimizer_steps", "training_start"]  # spec section 9
+__all__ += ["optimizer_steps", "training_start"]  # the optimiser flows' discrete twins

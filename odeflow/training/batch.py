@@ -1,4 +1,4 @@
-"""The finite-``T`` model on sampled sequences (spec section 6; Sec. 3.1 of the paper).
+"""The finite-``T`` model on sampled sequences (Sec. 3.1 of the paper; ``docs/validation.md``).
 
 A sequence of class ``n`` (drawn with probability ``pi_n``) has ``T - 1``
 contextual tokens drawn i.i.d. from ``c_{.|n}`` and the query token
@@ -131,7 +131,7 @@ def _alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def sample_batch(data: DataModel, rng: np.random.Generator, batch_size: int,
                  seq_len: int) -> Batch:
-    """Sample a batch of sequences (spec section 6).
+    """Sample a batch of sequences: classes by ``pi``, contextual tokens i.i.d. from ``c_{.|n}``.
 
     Parameters
     ----------

@@ -1,8 +1,7 @@
 """Shared pieces of the training loops: input checks, recording schedule, progress.
 
 Every check raises :class:`odeflow.errors.ValidationError` naming the field, so a
-bad step count or batch size is reported the same way as a bad data model
-(spec section 1).
+bad step count or batch size is reported the same way as a bad data model.
 """
 
 from __future__ import annotations
@@ -44,7 +43,7 @@ def record_steps(steps: int, record_every) -> np.ndarray:
 
 
 def warmup_time(steps, momentum: float = 0.0) -> np.ndarray:
-    """Flow time of step ``k`` of heavy-ball ascent from a zero velocity (spec section 6):
+    """Flow time of step ``k`` of heavy-ball ascent from a zero velocity:
     ``t_k = sum_{j=1..k} (1 - mu^j)/(1 - mu) = [k - mu (1 - mu^k)/(1 - mu)] / (1 - mu)``
     (the warm-up map, :func:`odeflow.fields.optimizers.warmup_flow_time`; ``t_1 = 1``,
     ``t_10 = 41.4``, ``t_100 = 910`` at ``mu = 0.9``, slope ``1/(1 - mu)`` for large

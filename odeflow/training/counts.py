@@ -1,4 +1,4 @@
-"""The finite-``T`` batch loss through token counts (spec sections 6 and 8).
+"""The finite-``T`` batch loss through token counts (``docs/validation.md``, ``docs/fidelity.md``).
 
 A sequence enters the 1-layer model only through the counts ``k_l`` of its
 ``T - 1`` contextual tokens: with ``b_t = softmax_t(z_{x_T, x_t})``,
@@ -88,7 +88,7 @@ def counts_loss_and_gradient(layout: LumpedLayout, Y: np.ndarray, Z: np.ndarray,
     qi = layout.class_query[classes]                                    # (S, B)
     z = np.take_along_axis(Z, qi[..., None], axis=1)                    # (S, B, L)
     # c~ = k exp(z - max over the tokens present): no overflow, and the token at the
-    # maximum keeps c~ >= 1, so the norm never underflows (spec section 2)
+    # maximum keeps c~ >= 1, so the norm never underflows
     z = np.where(counts > 0, z, -np.inf)
     c = counts * np.exp(z - np.max(z, axis=-1, keepdims=True))
     fhat = c / np.sqrt(np.sum(c * c, axis=-1, keepdims=True))

@@ -1,4 +1,4 @@
-"""Discrete gradient ascent on the population objective (spec section 6, Lemma 5).
+"""Discrete gradient ascent on the population objective (Lemma 5, Fig. 8).
 
 Explicit Euler steps of the Level E vector field (Eqns 3-4),
 
@@ -13,7 +13,7 @@ Lemma 5's recursion for the decoder margin is the same discretisation of Eqn 44.
 Euler is first order: at a fixed time the distance to the flow is ``O(dt)``.
 
 :func:`optimizer_steps` is the deterministic heavy ball or Adam on a
-parameter level's exact gradient (spec section 9): the discrete twin of an
+parameter level's exact gradient (``docs/optimisers.md``): the discrete twin of an
 optimiser flow (:class:`~odeflow.fields.optimizers.OptimizerFlow`), the paper's
 optimiser without minibatch noise. :func:`training_start` draws the ``Y(0),
 Z(0)`` a training seed starts from, for flows and twins started there.
@@ -103,7 +103,7 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
 
 
 def training_start(data: DataModel, seed: int, init: str = "uniform"):
-    """The start ``(Y(0), Z(0))`` of the training run with ``seed`` (spec sections 6, 9).
+    """The start ``(Y(0), Z(0))`` of the training run with ``seed`` (Sec. 8, Fig. 6).
 
     Exactly the draw of :func:`odeflow.training.protocol.train` for that seed
     (``numpy.random.default_rng(seed)``, ``Y`` then ``Z``, entrywise uniform in
@@ -120,7 +120,7 @@ def training_start(data: DataModel, seed: int, init: str = "uniform"):
 
 def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
                     progress: bool | None = None):
-    """The deterministic discrete optimiser on a level's exact gradient (spec section 9).
+    """The deterministic discrete optimiser on a level's exact gradient (``docs/optimisers.md``).
 
     Unit steps of the heavy ball (``u_{k+1} = mu u_k + F(theta_k)``, ``theta_{k+1} =
     theta_k + u_{k+1}``, i.e. ``v <- mu v + g``, ``theta <- theta + eta v`` with

@@ -1,4 +1,4 @@
-"""Ensembles of SGD runs over seeds and their mean (spec section 6).
+"""Ensembles of SGD runs over seeds and their mean (``docs/validation.md``).
 
 SGD noise averages out over seeds; what the mean keeps is the finite-``T``
 bias and the discretisation error, the two gaps to Level E that shrink as

@@ -1,4 +1,4 @@
-"""The paper's training protocol (spec section 6; Sec. 8, Figs. 4-6).
+"""The paper's training protocol (Sec. 8, Figs. 4-6; ``docs/reproduce.md``).
 
 The authors train the reparameterised 1-layer model with two optimisers, one
 for the decoder ``Y`` (rate ``eta_Y``) and one for the attention logits ``Z``
@@ -79,7 +79,7 @@ def _check_nonnegative(value, field_name: str) -> float:
 
 @dataclass(frozen=True)
 class Protocol:
-    """Settings of one training run (spec section 6); checked on construction.
+    """Settings of one training run (the paper's Sec. 8); checked on construction.
 
     Parameters
     ----------
@@ -165,7 +165,7 @@ class Protocol:
                 f"mu = {self.momentum:g}")
 
     def flow_time(self, steps) -> np.ndarray:
-        """Flow time of step ``k`` (spec section 6, corrected): the warm-up map.
+        """Flow time of step ``k``: the warm-up map.
 
         ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``
         (:func:`odeflow.training.common.warmup_time`): ``k`` steps of
@@ -175,7 +175,7 @@ class Protocol:
         at ``mu = 0.9``); plain gradient steps are ``mu = 0`` (``t_k = k``).
         The map is exact only for a gradient that changes little over
         ``1 / (1 - mu)`` steps; the paper's runs violate that, which the
-        optimiser flows (spec section 9) model instead. Adam has no such map:
+        optimiser flows (``docs/optimisers.md``) model instead. Adam has no such map:
         its bias-corrected first moment is an *average* of gradients and its
         step is normalised by the second moment, so it is not a rescaled
         gradient flow at all. We place Adam's step ``k`` at ``t = k``;
@@ -425,7 +425,7 @@ def train(data: DataModel, protocol: Protocol | None = None, seeds=1,
     r, k = 1, 0
     try:
         # the matrix products of a step are small: one BLAS thread is faster than
-        # several, many times so on a busy machine (docs/validation.md, threadpoolctl)
+        # several (docs/validation.md, "Throughput")
         with threadpool_limits(1, user_api="blas"), \
                 np.errstate(over="raise", invalid="raise", divide="raise"):
             for k in range(p.steps):

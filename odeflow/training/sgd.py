@@ -1,4 +1,4 @@
-"""Real training: minibatch SGD on sampled finite-``T`` sequences (spec section 6).
+"""Real training: minibatch SGD on sampled finite-``T`` sequences (``docs/validation.md``).
 
 Each step draws ``batch_size`` sequences (:mod:`odeflow.training.batch`) and
 takes a step on the lumped ``Y`` and ``Z`` against the gradient of the mean
@@ -9,7 +9,7 @@ cross-entropy, i.e. ascent on the mean log-likelihood with rates ``eta_Y``,
 
     v_{k+1} = \\mu v_k + \\nabla \\ell_k, \\qquad \\theta_{k+1} = \\theta_k - \\eta v_{k+1}.
 
-Time convention (spec section 6, corrected): step ``k`` is flow time
+Time convention: step ``k`` is flow time
 ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``, the warm-up map
 (:func:`odeflow.training.common.warmup_time`; ``t = k`` without momentum): from
 a zero velocity in a constant gradient the heavy-ball velocity after ``j`` steps

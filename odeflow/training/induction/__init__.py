@@ -1,4 +1,4 @@
-"""Real training of the induction-head family (spec section 10), beside its population flow.
+"""Real training of the induction-head family (``docs/induction.md``), beside its population flow.
 
 - :mod:`~odeflow.training.induction.finite_length`: the finite-``L`` model of the
   family on seeded samples of sequences (:func:`sample_sequences`,

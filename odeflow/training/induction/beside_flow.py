@@ -1,4 +1,4 @@
-"""Finite-``L`` training of the induction-head model beside its population flow (spec section 10).
+"""Finite-``L`` training of the induction-head model beside its population flow.
 
 :func:`compare` runs the authors' protocol (``ih-paper`` by default: 9000
 sequences of length ``L = 100`` per seed, full-batch gradient descent at
@@ -18,7 +18,7 @@ their keys (``y_target = 0``, an infinite empirical loss; 4 of 9000 on seed 0),
 so the finite-``L`` nll cannot be trained on the protocol's sample.
 
 :func:`agreement` reads the comparison at chosen times (:data:`GOAL_TIMES`)
-against the goal of issue 23: ``a(t)`` within 15% and the loss within 0.01;
+against the goal of ``docs/induction.md``: ``a(t)`` within 15% and the loss within 0.01;
 :func:`worst_agreement` takes the worst of the same errors over every recorded time
 from ``t = 5`` to ``1e4`` (the goal's interval, not only its table's times).
 """
@@ -266,7 +266,7 @@ def worst_agreement(comp: Comparison, t_from: float = GOAL_TIMES[0],
                     t_to: float = GOAL_TIMES[-1]) -> list[dict]:
     """The goal over an interval: per level, the worst errors at every recorded time.
 
-    The goal of issue 23 holds "from ``t = 5`` to ``1e4``"; :func:`agreement` reads five
+    The goal holds "from ``t = 5`` to ``1e4``"; :func:`agreement` reads five
     of those times, this every recorded step ``k`` with ``t_from <= k <= t_to``. One row
     per level (``population``: the flow's own ``L -> infinity`` loss; ``population at
     L``: its parameters scored by the runs' finite-``L`` loss, when computed;

@@ -1,4 +1,4 @@
-"""Real training of the induction-head model at finite ``L`` (spec section 10).
+"""Real training of the induction-head model at finite ``L`` (``docs/induction.md``).
 
 The authors' experiments (``RPE/train_simplified.py`` of
 gszfwsb/Unveiling-Induction-Heads) train the simplified two-layer transformer
@@ -142,7 +142,7 @@ def log_spaced_steps(total: int, count: int = 60) -> np.ndarray:
 
 def train(model: EmpiricalInduction, theta0, schedule, *,
           record=None, progress: bool | None = None) -> InductionRun:
-    """Full-batch gradient descent on the empirical loss of ``model`` (spec section 10).
+    """Full-batch gradient descent on the empirical loss of ``model``.
 
     Parameters
     ----------
