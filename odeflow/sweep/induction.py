@@ -1,4 +1,4 @@
-"""The induction-head sweep task, ``induction_flow``, and its outputs (spec section 10).
+"""The induction-head sweep task, ``induction_flow``, and its outputs (``docs/sweeps.md``).
 
 One point is one :func:`odeflow.solve` of an
 :class:`~odeflow.data.induction.InductionData` (``flow`` population or copier,

@@ -8,7 +8,7 @@ fewer classes or tokens), so they stack into labelled arrays:
 variable        dims (per point)    meaning
 ==============  ==================  ====================================================
 ``logits``      class, token        ``z_{psi(n), l}`` at the end (each class's query row)
-``entropy``     time                distinct-token attention entropy (spec section 6)
+``entropy``     time                distinct-token attention entropy (paper Fig. 6)
 ``J``           time                the objective of Eqn 2 (where a decoder is recorded;
                                     ``adam``: the first and last step)
 ``B``           class, time         ``B_n(t)`` of Eqn 98 (reduced and snap flows)
@@ -79,7 +79,7 @@ ATTRS = {
     "entropy": {"long_name": "attention entropy on the distinct tokens, mean over classes",
                 "units": "nats",
                 "description": "c_n(l) ~ c_{l|n} exp(z_{m,l}) over G_DT(n), normalised; "
-                               "entropy averaged over classes (spec section 6, Fig. 6)"},
+                               "entropy averaged over classes (Scan and Snap, Fig. 6)"},
     "J": {"long_name": "objective J(t) of Eqn 2 (NaN where no decoder is recorded)"},
     "B": {"long_name": "B_n(t) = eta_Z pi_n int gamma xi_n ds (Eqn 98)",
           "description": "recorded by the reduced and snap flows; NaN for the others"},

@@ -32,8 +32,8 @@ from odeflow.sweep.store import (
 )
 from odeflow.training.common import check_count
 
-#: A sweep of this many points or more says so before its set-up (about 1.5 s per
-#: 100,000 points on the project's machine: the store, the list of pending points).
+#: A sweep of this many points or more says so before its set-up (the store and the
+#: list of pending points grow with the points).
 ANNOUNCE_POINTS = 100_000
 
 
@@ -47,7 +47,7 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     Each point is one solve (``task`` a flow: ``exact``, ``reduced``, ``snap``,
     ``finite_t``) or one training run (``gradient_ascent``, ``sgd``, ``adam``); see
     :data:`odeflow.sweep.tasks.TASKS`. Its named outputs (final logits, the
-    distinct-token attention entropy of spec section 6, ``J`` of Eqn 2, ``B_n``
+    distinct-token attention entropy of the paper's Fig. 6, ``J`` of Eqn 2, ``B_n``
     of Eqn 98, ``t_0`` of CF2, solver stats ``nfev``, ``njev``, ``nlu``,
     ``status``, ``wall_time``; :mod:`odeflow.sweep.outputs`)
     become data variables whose dims are the grid parameters (in the order

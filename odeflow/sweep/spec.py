@@ -40,8 +40,8 @@ SPEC_FORMAT = "odeflow-sweep/1"
 #: a typo such as ``steps = [1000000000000]`` is refused, not run for days.
 MAX_STEPS = 100_000
 #: Most tokens one training step may draw (``batch_size x seq_len``; 128 x 128 by
-#: default): 10 million tokens are 80 MB a step, a typo such as
-#: ``batch_size = 1000000000`` is refused before anything runs (it took 44 s to fail).
+#: default): 10 million tokens are 80 MB a step, so that a typo such as
+#: ``batch_size = 1000000000`` is refused before anything runs.
 MAX_BATCH_TOKENS = 10**7
 #: Share of this machine's memory the outputs of a sweep may take (they are all held
 #: in memory, and a sweep's set-up builds them before the first point runs).

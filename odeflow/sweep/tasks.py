@@ -146,11 +146,11 @@ FLOW_PARAMETERS = (Parameter("eta_y", 1.0), Parameter("eta_z", 0.1), Parameter("
 RUN_PARAMETERS = (Parameter("eta_y", 1.0), Parameter("eta_z", 0.1),
                   Parameter("steps", 1000, "count"))
 
-#: Further parameters of the minibatch SGD run (spec section 6).
+#: Further parameters of the minibatch SGD run (:func:`odeflow.training.train_sgd`).
 SGD_PARAMETERS = (Parameter("batch_size", 128, "count"), Parameter("seq_len", 128, "count"),
                   Parameter("momentum", 0.0, "fraction"))
 
-#: Further parameters of the Adam run (spec section 6: the paper's protocol,
+#: Further parameters of the Adam run (the paper's protocol, Sec. 8 and Fig. 5,
 #: :func:`odeflow.training.train`; ``beta1``, ``beta2`` are ``Protocol.betas``).
 ADAM_PARAMETERS = (Parameter("batch_size", 128, "count"), Parameter("seq_len", 128, "count"),
                    Parameter("beta1", 0.9, "fraction"), Parameter("beta2", 0.999, "fraction"),
@@ -198,7 +198,7 @@ def run_gradient_ascent(data, values: dict, times: np.ndarray):
 
 
 def run_sgd(data, values: dict, times: np.ndarray):
-    """One point of ``sgd``: minibatch SGD on sampled sequences (spec section 6)."""
+    """One point of ``sgd``: minibatch SGD on sampled finite-``T`` sequences."""
     traj = train_sgd(data, values["eta_y"], values["eta_z"], values["steps"],
                      values["batch_size"], values["seq_len"], momentum=values["momentum"],
                      seed=values["seed"], record_every=record_every(times), progress=False)
@@ -216,7 +216,7 @@ def adam_protocol(values: dict) -> Protocol:
 
 
 def run_adam(data, values: dict, times: np.ndarray):
-    """One point of ``adam``: the paper's training protocol with Adam (spec section 6).
+    """One point of ``adam``: the paper's training protocol with Adam (Sec. 8, Fig. 5).
 
     One seed per point (the sweep's ``seed`` dimension), recorded every
     ``record_every(times)`` steps; ``beta1``, ``beta2``, ``eps`` are Adam's
