@@ -1,7 +1,8 @@
 """Analysis layer: closed forms, diagnostics, level comparisons and verification.
 
-- :mod:`odeflow.analysis.closed_forms`: CF1-CF6 of the spec (Eqns 11-14, 44-45,
-  124, 128-129), the numeric twins of the sympy derivations in ``derivations/``.
+- :mod:`odeflow.analysis.closed_forms`: CF1-CF6 (Eqns 11-14, 44-45, 124,
+  128-129; ``docs/derivations.md``), the numeric twins of the sympy derivations
+  in ``derivations/``.
 - :mod:`odeflow.analysis.diagnostics`: quantities measured on a trajectory
   (margin, speed control, transition time, Eqn 11 spread).
 - :mod:`odeflow.analysis.levels`: Level E against Level R.
@@ -16,7 +17,7 @@
 - :mod:`odeflow.analysis.paper`: the paper's experiments (Figs. 4-6) beside the levels.
 - :mod:`odeflow.analysis.check_registry`: the checks of ``odeflow verify``, registered
   by each family (rows, report, :func:`relative_error`).
-- :mod:`odeflow.analysis.induction`: the induction-head family (spec section 10):
+- :mod:`odeflow.analysis.induction`: the induction-head family (``docs/induction.md``):
   ``I_S``, CF-IH1, CF-IH2 and their checks.
 """
 

@@ -39,7 +39,7 @@ class CheckResult:
     Attributes
     ----------
     check : str
-        ``"CF1"`` .. ``"CF6"`` (spec section 5), ``"CF-IH1"``, ... (section 10).
+        ``"CF1"`` .. ``"CF6"``, ``"I_S"``, ``"CF-IH1"``, ... (``docs/derivations.md``).
     quantity : str
         What is compared, e.g. ``"h(t)"``.
     equation : str

@@ -1,6 +1,6 @@
 """Level T diagnostics: its error in ``N``, its distance to Level E as ``T`` grows,
-and the distance of each level to an SGD ensemble on the flow-time axis (spec
-sections 6 and 8).
+and the distance of each level to an SGD ensemble on the flow-time axis
+(``docs/fidelity.md``).
 
 - :func:`sample_size_error`: solve Level T on ``N`` and on ``2 N`` sequences per
   class (nested samples: the first ``N`` of the ``2 N`` are the ``N``) and report
@@ -11,7 +11,7 @@ sections 6 and 8).
   bias ``O(1/T)``.
 - :func:`distance_to_sgd`: an SGD ensemble (:func:`odeflow.training.sgd_ensemble`)
   and, at the same ``T``, Level T and Level E solved at the ensemble's recorded
-  steps mapped to flow time ``t_k`` (the warm-up map of spec section 6); the
+  steps mapped to flow time ``t_k`` (the warm-up map); the
   logit gap of each level to the ensemble mean, beside the ensemble's own standard error.
 
 The entropies are :func:`odeflow.analysis.measures.distinct_entropy` (the
@@ -33,7 +33,7 @@ from odeflow.training.common import warmup_time
 
 
 def flow_time(steps, momentum: float = 0.0) -> np.ndarray:
-    """Flow time of ``k`` steps of momentum SGD: the warm-up map of spec section 6,
+    """Flow time of ``k`` steps of momentum SGD: the warm-up map
     ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``
     (:func:`odeflow.training.common.warmup_time`)."""
     return warmup_time(steps, momentum)
@@ -84,7 +84,7 @@ class SampleSizeError:
 def sample_size_error(data, eta_y: float, eta_z: float, t_end: float, seq_len: int,
                       samples_per_class: int, seed: int = 0, t_eval=None, rtol: float = 1e-8,
                       atol: float = 1e-10, z0=None) -> SampleSizeError:
-    """Level T's error in ``N``: solve at ``N`` and ``2 N`` and compare (spec section 8).
+    """Level T's error in ``N``: solve at ``N`` and ``2 N`` and compare.
 
     The samples are nested (:func:`odeflow.data.sample_counts`), so
     ``z_N - z_2N`` is half the difference of two independent ``N``-samples and
@@ -105,7 +105,7 @@ def sample_size_error(data, eta_y: float, eta_z: float, t_end: float, seq_len: i
 def distance_to_exact(data, eta_y: float, eta_z: float, t_end: float, seq_lens,
                       samples_per_class: int, seed: int = 0, t_eval=None, rtol: float = 1e-10,
                       atol: float = 1e-12, z0=None) -> list[dict]:
-    """Level T against Level E as ``T`` grows (spec section 8).
+    """Level T against Level E as ``T`` grows.
 
     Returns
     -------
@@ -196,7 +196,7 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
     SGD (zero initialisation, :func:`odeflow.training.sgd_ensemble`) runs
     ``steps`` steps on batches of sequences of length ``seq_len``; the flows in
     ``levels`` are solved at the recorded steps mapped to flow time
-    ``t_k`` (the warm-up map of spec section 6), with the same learning rates; Level T
+    ``t_k`` (the warm-up map), with the same learning rates; Level T
     on ``samples_per_class`` sequences of length ``seq_len`` per class.
 
     Returns

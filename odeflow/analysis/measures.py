@@ -1,4 +1,4 @@
-"""The paper's measures of attention sparsity (spec section 6; Figs. 4, 6, 11-12).
+"""The paper's measures of attention sparsity (Figs. 4, 6, 11-12).
 
 All functions take attention logits over the active tokens with any leading
 axes, ``z_active`` of shape ``(..., q, L)`` (a :class:`~odeflow.Trajectory`'s
@@ -43,7 +43,7 @@ def _class_logits(data: DataModel, z_active) -> np.ndarray:
 
 
 def distinct_attention(data: DataModel, z_active) -> np.ndarray:
-    """``c_n`` over the distinct tokens of each class, shape ``(..., K, L)`` (spec section 6).
+    """``c_n`` over the distinct tokens of each class, shape ``(..., K, L)`` (Fig. 6).
 
     Zero outside ``G_DT(n)``; each class's row sums to one (a class without
     distinct tokens is refused). Computed in log space.

@@ -1,15 +1,15 @@
-"""The paper's experiments (Sec. 8, Figs. 4-6) beside the levels (spec sections 6-8).
+"""The paper's experiments (Sec. 8, Figs. 4-6) beside the levels (``docs/reproduce.md``).
 
 Each experiment trains with the paper's protocol
 (:class:`odeflow.training.protocol.Protocol`), measures what the paper
 measures (:mod:`odeflow.analysis.measures`) and puts beside every run the
 prediction of the first-order flows at the mapped flow time of the warm-up map
-``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6,
-:meth:`Protocol.flow_time`), solved from the zero start with the same rates:
+``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``
+(:meth:`Protocol.flow_time`), solved from the zero start with the same rates:
 
 - Level E: ``odeflow.solve(..., flow="exact")`` (Eqns 3-4);
 - Level R: ``odeflow.solve(..., flow="reduced")`` (Theorem 1);
-- Level T: ``odeflow.solve(..., flow="finite_t")`` (spec section 8) at the
+- Level T: ``odeflow.solve(..., flow="finite_t")`` (``docs/fidelity.md``) at the
   protocol's sequence length ``T`` with :data:`LEVEL_T_SAMPLES` sampled
   sequences per class.
 
@@ -48,10 +48,10 @@ LEVELS = {"E": ("exact", {}), "R": ("reduced", {}),
 #: Levels that carry a decoder and so start from a run's ``Y(0)`` too.
 DECODER_LEVELS = ("exact", "finite_t")
 
-#: Optimiser flows put beside the runs (spec section 9): name -> (flow, extra solve
-#: options), the level the heavy-ball or Adam ODE wraps; Level T as in :data:`LEVELS`.
-#: Level T's right-hand side per class block (``storage="blocked"``: 2-3 times faster
-#: than dense storage from a random start, ``benchmarks/bench_reproduce.py``).
+#: Optimiser flows put beside the runs (``docs/optimisers.md``): name -> (flow, extra
+#: solve options), the level the heavy-ball or Adam ODE wraps; Level T as in
+#: :data:`LEVELS`, its right-hand side per class block (``storage="blocked"``: the
+#: fastest from a random start, ``docs/benchmarks.md``).
 OPTFLOWS = {"E": ("exact", {}),
             "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0,
                                "storage": "blocked"})}
@@ -101,7 +101,7 @@ def level_predictions(data: DataModel, protocol: Protocol, steps, levels=None,
 
 
 def optimizer_of(protocol: Protocol):
-    """The optimiser flow of a protocol (spec section 9): heavy ball or Adam.
+    """The optimiser flow of a protocol (``docs/optimisers.md``): heavy ball or Adam.
 
     SGD with momentum ``mu`` -> ``Momentum(mu)`` (the defaults of
     :mod:`odeflow.fields.optimizers`: the heavy-ball ODE with the matched rates
@@ -120,7 +120,7 @@ def optimizer_of(protocol: Protocol):
     Weight decay is not part of the optimiser flows (0 in the paper): refused.
     """
     if protocol.weight_decay:
-        raise ValidationError("weight_decay", "the optimiser flows (spec section 9) have no "
+        raise ValidationError("weight_decay", "the optimiser flows have no "
                               f"weight decay; got {protocol.weight_decay}")
     if protocol.optimizer == "sgd":
         return Momentum(protocol.momentum)
@@ -130,7 +130,7 @@ def optimizer_of(protocol: Protocol):
 def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=None, z0=None,
                     rtol: float = OPTFLOW_RTOL, atol: float = OPTFLOW_ATOL,
                     method: str = OPTFLOW_METHOD, optimizer=None) -> dict:
-    """The optimiser flow of ``protocol`` over each level, on the step axis (spec section 9).
+    """The optimiser flow of ``protocol`` over each level, on the step axis.
 
     Returns ``{name: Trajectory}`` recorded at the steps ``steps`` (step time
     ``s = k``: no time map), with the run's rates, from ``y0``, ``z0`` (zero by
@@ -156,7 +156,7 @@ def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=
 
 def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None, y0=None,
                    z0=None) -> dict:
-    """The deterministic discrete optimiser on each level (spec section 9), at ``steps``.
+    """The deterministic discrete optimiser on each level, at ``steps``.
 
     :func:`odeflow.training.optimizer_steps`: the protocol's optimiser, unit steps,
     on the level's exact gradient (Level T: its fixed sample), from ``y0``, ``z0``:
@@ -184,10 +184,9 @@ def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=N
 
     The starts are :func:`odeflow.training.training_start` (each seed's own draw);
     one :func:`optimizer_flows` solve per seed (Level T on its fixed sample, whose
-    seed is the level's, not the runs'). Solving the seeds as one state
-    (:func:`odeflow.solver.solve_ensemble`) was slower from syn-medium-3 up
-    (``benchmarks/bench_reproduce.py --cells``): its error control needs ``rtol /
-    sqrt(S)`` and the stacked output is ``S`` times larger.
+    seed is the level's, not the runs'), not the seeds as one state
+    (:func:`odeflow.solver.solve_ensemble`), whose error control needs ``rtol /
+    sqrt(S)`` and whose output is ``S`` times larger (``docs/benchmarks.md``).
 
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
     entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.
@@ -279,7 +278,7 @@ class Experiment:
     seconds : dict
         Wall time of the training and of the flows.
     optflow_loss : dict of str -> ndarray, shape (n,)
-        Population loss of each optimiser flow (spec section 9) at the recorded
+        Population loss of each optimiser flow at the recorded
         steps, from the runs' start (zero starts only).
     optflow_entropy : dict of str -> ndarray, shape (n,)
         Its distinct-token entropy (from a random start: the mean over the seeds'
@@ -327,13 +326,12 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
     they are solved from zero unless ``same_start``: then once per seed from
     that seed's ``Y(0), Z(0)`` (Level R: ``Z(0)`` only), and ``level_entropy``
     is the mean over the seeds (``levels`` holds the first seed's trajectories).
-    A random-start Level E keeps all ``M`` decoder rows: on syn-medium-10 one
-    solve to ``t = 1000`` took 14 s (measured), so this is off by default.
+    A random-start Level E keeps all ``M`` decoder rows, which makes its solves
+    long, so this is off by default.
     ``optflow_steps`` (a random start only): the steps at which the optimiser-flow
     ensemble is recorded, default the runs' recorded steps; Fig. 6 reads only the
-    last one (:func:`fig6_rows`), and recording all 101 steps of the un-lumped
-    state was about 40 % of a syn-medium-10 member's solve
-    (``benchmarks/bench_reproduce.py``).
+    last one (:func:`fig6_rows`), and recording every step of the un-lumped state
+    costs a large part of a member's solve (``docs/benchmarks.md``).
     """
     start = time.perf_counter()
     run = train(data, protocol, seeds=seeds, progress=progress)
@@ -361,7 +359,7 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
 
 
 def add_optimizer_flows(exp: Experiment, levels=None, steps=None) -> None:
-    """Put the optimiser flows (spec section 9) beside ``exp``'s runs, on the step axis.
+    """Put the optimiser flows (``docs/optimisers.md``) beside ``exp``'s runs, on the step axis.
 
     From a zero start one flow per level (``optflow_loss``, ``optflow_entropy``);
     from a random start an ensemble from every seed's own start
@@ -421,7 +419,7 @@ def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ET
     runs' mean recall at :data:`RECALL_THRESHOLDS` after the last step, the
     optimiser-flow ensemble from the seeds' own starts at the last step
     (``optflow_T_mean``, ``optflow_T_std``, ``optflow_E_mean``, ``optflow_E_std``;
-    spec section 9), wall times (``train_seconds``, ``flow_seconds``,
+    ``docs/optimisers.md``), wall times (``train_seconds``, ``flow_seconds``,
     ``optflow_<level>_seconds``) and ``time_map`` (the map of ``flow_time``).
     """
     rows = []
@@ -482,7 +480,7 @@ def distinct_maps(exp: Experiment) -> np.ndarray:
     return distinct_attention(exp.data, exp.run.z_active[:, -1])
 
 
-# ------------------------------------------------------------------ goals (issue 20)
+# ------------------------------------------------------------------ goals
 #: Fig. 6 goal: the optimiser-flow ensemble within this many seed standard
 #: deviations of the runs' mean entropy (per cell), in at least FIG6_GOAL_CELLS cells.
 FIG6_GOAL_SD = 1.0

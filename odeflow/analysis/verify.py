@@ -100,11 +100,9 @@ DEFAULT_RTOL = 1e-10
 DEFAULT_ATOL = 1e-30
 #: Largest relative error a check may show to pass.
 DEFAULT_TOLERANCE = 1e-7
-#: solve_ivp method. Chosen by measurement (``benchmarks/bench_verify.py``, all checks
-#: at the default tolerances, same machine, one run each): LSODA 3.4 s (max rel
-#: error 2.0e-9), DOP853 4.2 s (1.1e-9), RK45 7.1 s (3.1e-9), Radau 65 s (9.8e-10);
-#: all PASS at 1e-7. LSODA is the fastest and still switches to its stiff mode
-#: (with the analytic Jacobian) should a check turn stiff.
+#: solve_ivp method: the fastest with every check passing (``docs/benchmarks.md``,
+#: ``benchmarks/bench_verify.py``), and it switches to its stiff mode (with the
+#: analytic Jacobian) should a check turn stiff.
 DEFAULT_METHOD = "LSODA"
 #: Time grid: log-spaced from T_MIN to T_MAX with POINTS_PER_DECADE points a decade.
 T_MIN, T_MAX, POINTS_PER_DECADE = 1e-3, 1e9, 20

@@ -1,4 +1,4 @@
-"""Analysis of the induction-head family (spec section 10): closed forms and their checks.
+"""Analysis of the induction-head family (``docs/induction.md``): closed forms and their checks.
 
 - :mod:`odeflow.analysis.induction.closed_forms`: ``I_S``, ``J_S``, CF-IH1 (the
   stage-1 replicator) and CF-IH2 (the stage-3 mixture and ``a(t)`` asymptote),

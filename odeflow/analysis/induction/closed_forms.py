@@ -1,9 +1,9 @@
-"""Closed forms of the induction-head family (spec section 10): ``I_S``, ``J_S``, CF-IH1, CF-IH2.
+"""Closed forms of the induction-head family: ``I_S``, ``J_S``, CF-IH1, CF-IH2.
 
 Numeric twins of the sympy derivations ``derivations/cf_ih1_replicator.py`` and
 ``derivations/cf_ih2_classifier.py`` (``python -m derivations``), for the model
 of Chen, Sheen, Wang and Yang, "Unveiling Induction Heads" (2024), as its
-training code defines it (spec section 10).
+training code defines it (``docs/induction.md``, ``docs/derivations.md``).
 
 ==================================  ==========================================  ==========
 function                            quantity                                    spec 10
@@ -30,7 +30,7 @@ the stationary key law, so the population loss is
 ``loss = loss_0 - a sum_k <K_k, G> + O(a^2)`` with the window-pair matrix
 ``G(z, z_q) = sum_e P(z, e) P(z_q, e) / mu(e) - mu(z) mu(z_q)`` (``P`` the
 stationary joint law of a window and its next token). For the exact copier
-``K_S(z, z_q) = 1[z_S = z_{q,S}]`` this is the spec's
+``K_S(z, z_q) = 1[z_S = z_{q,S}]`` this is
 ``I_S = sum_{z_S} mu(z_S)^2 (sum_e pi_S(e|z_S)^2 / mu(e) - 1)``; for a soft
 copier (logits ``w`` held fixed, as in stage 1 of the population flow) the
 same pairing with ``K_S = prod_{h in S} <v^_h(z), v^_h(z_q)>`` gives
@@ -69,7 +69,7 @@ __all__ = [
     "subset_laws",
 ]
 
-#: Losses of the family (spec section 10).
+#: Losses of the family: ``-log y_target`` and the authors' code's cross-entropy on ``y``.
 LOSSES = ("nll", "code")
 #: Probabilities at or below this are zero for :func:`classifier_constant` (the laws
 #: come from a dense linear solve, accurate to about 1e-15).

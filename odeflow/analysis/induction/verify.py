@@ -1,4 +1,4 @@
-"""``odeflow verify`` checks of the induction-head family: I_S, CF-IH1, CF-IH2 (spec section 10).
+"""``odeflow verify`` checks of the induction-head family: I_S, CF-IH1, CF-IH2.
 
 Registered with :mod:`odeflow.analysis.check_registry` (no Scan-and-Snap module
 is imported). Each check compares a closed form of
@@ -115,7 +115,7 @@ def window_sum_loss_of_kernel(laws: np.ndarray, kernel_matrix: np.ndarray, a) ->
     """The nll loss ``-sum_{z_q, e} P(z_q, e) log y_e(z_q)`` of each kernel, by window sums.
 
     ``y_e(z_q) = sum_z P(z, e) e^{a K(z, z_q)} / sum_z mu(z) e^{a K(z, z_q)}``
-    (spec section 10, population flow). Complex ``a`` or ``K`` give
+    (the population flow, ``docs/induction.md``). Complex ``a`` or ``K`` give
     complex-step derivatives.
 
     Parameters
@@ -176,7 +176,7 @@ def _matches_of(laws: np.ndarray, subset) -> np.ndarray:
 def integrate_selector(data, a: float, eta_c: float, c0, t_eval, rtol, atol, method):
     """Stage 1 of the exact-copier population flow: ``c' = -eta_c grad_c loss`` at fixed ``a``.
 
-    Written from the spec's formulas (window sums over every key and query
+    Written from the model's formulas (window sums over every key and query
     window of every kernel, ``K = sum_S p_S 1[z_S = z_{q,S}]``), independently
     of :mod:`odeflow.fields`; the gradient is a complex-step derivative (exact
     to round-off). All orders in ``a`` are kept, so the run differs from the
