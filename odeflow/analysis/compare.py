@@ -13,7 +13,7 @@ every recorded time,
 
 For an ensemble over seeds the mean logits and the mean attention maps are
 compared. :func:`gap_table` tabulates the gaps over sequence lengths and batch
-sizes (spec section 6: as ``T`` and the batch grow, SGD approaches Level E);
+sizes (as ``T`` and the batch grow, SGD approaches Level E);
 ``docs/validation.md`` holds the measured table.
 """
 
@@ -229,9 +229,14 @@ def gap_table(data, eta_y: float, eta_z: float, steps: int, seq_lens=(16, 64, 25
 
 
 def format_gap_table(rows: list[dict]) -> str:
-    """The rows of :func:`gap_table` as a Markdown table."""
-    lines = ["| process | batch size | seq_len T | z gap (mean of seeds) | "
-             "z gap (single run, mean) | attention TV (mean) | wall time (s) |",
+    """The rows of :func:`gap_table` as a Markdown table (within 100 columns).
+
+    Columns: the process, batch size ``B``, sequence length ``T``, the logit
+    gap of the seeds' mean and the mean gap of single runs, the mean attention
+    total-variation distance and the wall time in seconds.
+    """
+    lines = ["| process | B | T | z gap (seed mean) | z gap (1 run, mean) | attention TV | "
+             "wall s |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         B = "-" if r["batch_size"] is None else str(r["batch_size"])

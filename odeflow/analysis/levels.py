@@ -12,10 +12,10 @@ reports
   (:func:`odeflow.analysis.diagnostics.eqn11_spread`). It is zero up to the solver's
   tolerance at Level R and grows with ``eta_Z / eta_Y`` at Level E.
 
-With ``seq_len`` it also solves Level T (spec section 8) on the same grid and
+With ``seq_len`` it also solves Level T (``docs/fidelity.md``) on the same grid and
 reports ``max |z_T - z_E|``; with ``sgd_seeds`` it runs an SGD ensemble at that
 ``T`` (:func:`odeflow.analysis.finite_t.distance_to_sgd`, flow time
-the warm-up map ``t_k`` of spec section 6) and reports the logit gap of each level to the ensemble
+the warm-up map ``t_k``) and reports the logit gap of each level to the ensemble
 mean beside the ensemble's standard error.
 """
 
@@ -156,7 +156,7 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
         Level T's ``N`` and sample seed.
     sgd_seeds : int or sequence of int, default 0
         With ``seq_len``: also run an SGD ensemble over these seeds (or this
-        many) for the steps whose warm-up flow time (spec section 6) is
+        many) for the steps whose warm-up flow time is
         ``t_end``, at batch ``batch_size``
         and compare every level with its mean on the flow-time axis.
     batch_size, momentum : SGD settings.
@@ -233,13 +233,17 @@ def compare_levels_over_ratios(data, eta_y: float, ratios, t_end: float,
     return [compare_levels(data, eta_y, r * eta_y, t_end, **options) for r in ratios]
 
 
-def format_table(results: list[LevelComparison]) -> str:
+def format_table(results: list[LevelComparison], width: int | None = None) -> str:
     """A plain-text table of comparisons, one row per learning-rate pair.
 
     Level T and SGD columns appear when the comparisons have them: ``max|zT-zE|``
     and, per level, ``gap X-SGD`` (largest logit gap to the SGD ensemble mean)
-    beside ``SGD s.e.`` (largest standard error of that mean).
+    beside ``SGD s.e.`` (largest standard error of that mean). ``width``: the
+    columns past it continue in further blocks, each led by ``eta_Z/eta_Y``
+    (``odeflow compare-levels`` uses 100); None: one block.
     """
+    from odeflow.tables import blocks
+
     header = ["eta_Z/eta_Y", "eta_Y", "eta_Z", "max|zE-zR|", "rel. to range", "range zE",
               "Eqn11 err E", "Eqn11 err R", "t0 E", "t0 R"]
     with_t = any(r.seq_len is not None for r in results)
@@ -248,8 +252,8 @@ def format_table(results: list[LevelComparison]) -> str:
         header += ["T", "max|zT-zE|"]
     if with_sgd:
         header += ["gap E-SGD", "gap T-SGD", "gap R-SGD", "SGD s.e."]
-    lines = ["  ".join(f"{h:>13s}" for h in header)]
     nan = float("nan")
+    rows = []
     for r in results:
         vals = [r.ratio, r.eta_y, r.eta_z, r.z_deviation, r.z_deviation_relative, r.z_range,
                 r.invariant_error_exact, r.invariant_error_reduced,
@@ -259,9 +263,9 @@ def format_table(results: list[LevelComparison]) -> str:
         if with_sgd:
             vals += [r.sgd_gap.get(k, nan) for k in ("exact", "finite_t", "reduced",
                                                       "standard_error")]
-        cells = [f"{v:13.4g}" for v in vals]
+        cells = [f"{v:.4g}" for v in vals]
         for j in (8, 9):  # a transition time not reached by t_end (stored as nan)
             if vals[j] != vals[j]:
-                cells[j] = f"{'> t_end':>13s}"
-        lines.append("  ".join(cells))
-    return "\n".join(lines)
+                cells[j] = "> t_end"
+        rows.append(cells)
+    return "\n".join(blocks(header, rows, keys=1, width=width))
