@@ -8,6 +8,7 @@ import numpy as np
 
 from odeflow.analysis.compare import RUNS, compare_runs, format_gap_table, gap_table
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
+from odeflow.cli.tables import add_wide_argument, width_of, wrap
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_text, writable_target
 from odeflow.training.common import check_count
@@ -50,6 +51,7 @@ def register(sub) -> None:
     p.add_argument("--rows", type=int, default=8, help="rows of the printed time table "
                    "(8; 0: none)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    add_wide_argument(p)
     p.add_argument("--out", metavar="FILE.json", help="also write the figures as JSON to "
                    "FILE (written before anything is printed)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -130,8 +132,8 @@ def run(args) -> int:
         if args.json:
             print(json.dumps(figures, indent=2))
             return 0
-        print(f"odeflow compare --table: {label}, eta_y={eta_y:g}, eta_z={eta_z:g}, "
-              f"{steps} steps, {seeds} seeds per cell")
+        print(wrap(f"odeflow compare --table: {label}, eta_y={eta_y:g}, eta_z={eta_z:g}, "
+                   f"{steps} steps, {seeds} seeds per cell", width_of(args)))
         print(format_gap_table(rows))
         return 0
     cmp = compare_runs(data, eta_y, eta_z, steps, run=args.run, batch_size=batch_size,
@@ -147,8 +149,9 @@ def run(args) -> int:
                 f"T={seq_len}, momentum {args.momentum:g})")
     else:
         what = f"gradient ascent (dt={args.dt:g})"
-    print(f"odeflow compare: {label}, {what} vs exact flow, eta_y={eta_y:g}, eta_z={eta_z:g}, "
-          f"{steps} steps")
+    width = width_of(args)
+    print(wrap(f"odeflow compare: {label}, {what} vs exact flow, eta_y={eta_y:g}, "
+               f"eta_z={eta_z:g}, {steps} steps", width))
     print(f"  range of the flow's logits: {cmp.z_range:.4g}")
     if rows_shown:
         print(_time_rows(cmp, rows_shown))

@@ -8,6 +8,7 @@ import json
 from odeflow.analysis.levels import compare_levels_over_ratios, format_table
 from odeflow.cli.common import add_data_arguments, resolve
 from odeflow.data import validate_positive
+from odeflow.cli.tables import add_wide_argument, width_of, wrap
 from odeflow.errors import ValidationError
 
 
@@ -50,6 +51,7 @@ def register(sub) -> None:
     p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (1e-8)")
     p.add_argument("--atol", type=float, default=1e-10, help="absolute tolerance (1e-10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    add_wide_argument(p)
     p.set_defaults(func=run)
 
 
@@ -73,7 +75,8 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({"data": label, "results": [r.to_dict() for r in results]}, indent=2))
         return 0
-    print(f"odeflow compare-levels: {label}, t in [0, {options['t_end']:g}], "
-          f"rtol={args.rtol:g}, atol={args.atol:g}")
-    print(format_table(results))
+    width = width_of(args)
+    print(wrap(f"odeflow compare-levels: {label}, t in [0, {options['t_end']:g}], "
+               f"rtol={args.rtol:g}, atol={args.atol:g}", width))
+    print(format_table(results, width=width))
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.cli.common import add_data_arguments, check_rows, resolve
+from odeflow.cli.tables import add_wide_argument, blocks, width_of, wrap
 from odeflow.errors import ValidationError
 from odeflow.fields import family_of
 from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
@@ -49,6 +50,7 @@ def register(sub) -> None:
     p.add_argument("--rows", type=int, default=8, help="rows of the printed table (8; 0: no "
                    "table)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_wide_argument(p)
     p.set_defaults(func=run)
 
 
@@ -65,12 +67,14 @@ def log_spaced_rows(t: np.ndarray, rows: int) -> np.ndarray:
     return np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
 
 
-def summary_table(traj, rows: int = 8) -> str:
+def summary_table(traj, rows: int = 8, width: int | None = None) -> str:
     """Objective and attention at log-spaced times.
 
     For each class: attention on its top distinct token (largest ``c_{l|n}``)
     and the total attention on the common tokens. Computed over the active
     tokens only, so the memory used does not grow with the vocabulary size.
+    ``width``: columns past it continue in a further block led by ``t``
+    (:func:`odeflow.tables.blocks`); None: one block.
     """
     data = traj.data
     idx = log_spaced_rows(traj.t, rows)
@@ -95,25 +99,25 @@ def summary_table(traj, rows: int = 8) -> str:
             cols.append(f[:, common].sum(axis=1))
         if len(cols) >= 6:
             break
-    lines = ["  ".join(f"{h:>14s}" for h in header)]
+    body = []
     for row, i in enumerate(idx):
-        vals = [f"{traj.t[i]:14.4g}"]
+        vals = [f"{traj.t[i]:.4g}"]
         if has_objective:
-            vals.append(f"{J[row]:14.6f}")
-        vals += [f"{c[row]:14.6f}" for c in cols]
-        lines.append("  ".join(vals))
-    return "\n".join(lines)
+            vals.append(f"{J[row]:.6f}")
+        vals += [f"{c[row]:.6f}" for c in cols]
+        body.append(vals)
+    return "\n".join(blocks(header, body, keys=1, width=width))
 
 
-def snap_table(result, rows: int = 8) -> str:
-    """``h``, ``gamma``, ``Gamma``, ``z_c`` and ``B`` of the Sec. 6 system at log-spaced times."""
+def snap_table(result, rows: int = 8, width: int | None = None) -> str:
+    """``h``, ``gamma``, ``Gamma``, ``z_c`` and ``B`` of the Sec. 6 system at log-spaced times
+    (``width`` as in :func:`summary_table`)."""
     t = result.t
     idx = log_spaced_rows(t, rows)
     cols = {"t": t, "h": result.margin, "gamma": result.gamma, "Gamma": result.gamma_integral,
             "z_c": result.common_logit, "B": result.B}
-    lines = ["  ".join(f"{k:>14s}" for k in cols)]
-    lines += ["  ".join(f"{v[i]:14.6g}" for v in cols.values()) for i in idx]
-    return "\n".join(lines)
+    body = [[f"{v[i]:.6g}" for v in cols.values()] for i in idx]
+    return "\n".join(blocks(list(cols), body, keys=1, width=width))
 
 
 def staged_schedule(text: str, t_end: float):
@@ -164,17 +168,20 @@ def run(args) -> int:
     if options["stages"] is not None:
         t_c, t_w = options["stages"].split(",")
         shown += f", staged: c for {t_c}, w for {t_w}, a to t_end"
-    print(f"odeflow run: {label}, flow={flow}{shown}, t in [0, {options['t_end']:g}]")
-    print(f"  data: {data!r}")
-    print(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} njev={s['njev']} "
-          f"nlu={s['nlu']} wall={s['wall_time']:.3f}s ({s.get('message', '')})")
+    width = width_of(args)
+    print(wrap(f"odeflow run: {label}, flow={flow}{shown}, t in [0, {options['t_end']:g}]",
+               width))
+    print(wrap(f"  data: {data!r}", width))
+    print(wrap(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} "
+               f"njev={s['njev']} nlu={s['nlu']} wall={s['wall_time']:.3f}s "
+               f"({s.get('message', '')})", width))
     print(f"saved {path}")
     if rows == 0:
         return 0
     if hasattr(traj, "summary_table"):  # a result that prints its own table
         print(traj.summary_table(rows))
     elif flow == "snap":
-        print(snap_table(traj, rows))
+        print(snap_table(traj, rows, width))
     else:
-        print(summary_table(traj, rows))
+        print(summary_table(traj, rows, width))
     return 0
