@@ -253,9 +253,9 @@ def auto_batch(points: int, threads: int) -> int:
     About :data:`TASKS_PER_THREAD` tasks per worker thread (so the load still
     balances when points differ in cost), at most :data:`MAX_AUTO_BATCH` points
     per task (so finished points keep streaming to the store):
-    ``clip(ceil(points / (4 threads)), 1, 25)``. A dask task costs 7-25 ms of
-    scheduling and transfer whatever it computes; a large grid gets 25 points a
-    task, a grid of fewer than ``4 threads`` points one point a task.
+    ``clip(ceil(points / (4 threads)), 1, 25)``. A dask task costs milliseconds of
+    scheduling and transfer whatever it computes (``docs/sweeps.md``); a large grid
+    gets 25 points a task, a grid of fewer than ``4 threads`` points one point a task.
     """
     threads = max(1, int(threads))
     return int(min(MAX_AUTO_BATCH, max(1, math.ceil(points / (TASKS_PER_THREAD * threads)))))

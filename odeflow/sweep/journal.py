@@ -1,8 +1,8 @@
 """The journal of a sweep store: finished points appended to one file, folded into zarr later.
 
 Writing a finished point straight into the zarr arrays costs a chunk file per
-output (twelve, 13-17 ms a point on the project's machine), more than many a
-point's solve. The journal costs one ``write`` call instead: each point is a
+output, more than many a point's solve (``docs/benchmarks.md``, "Sweeps"). The
+journal costs one ``write`` call instead: each point is a
 record appended to ``STORE/odeflow_journal/points``, and the records are
 *folded* into the zarr arrays in bulk (every
 :data:`odeflow.sweep.store.FOLD_SECONDS` and when the sweep ends), after which
