@@ -63,8 +63,8 @@ REPLICATOR_KAPPA_END = 200.0
 FIRST_ORDER_A, FIRST_ORDER_SPREAD = (0.01, 0.005), 40.0
 #: Accepted range of error(a/2) / error(a): the error must shrink linearly with a.
 FIRST_ORDER_RATIO = (0.4, 0.6)
-#: Preset of the rows that run ``odeflow.solve`` of the family's population flow (one
-#: ih-paper population run costs about 20 s; ih-point well under a second).
+#: Preset of the rows that run ``odeflow.solve`` of the family's population flow
+#: (``ih-point``: a small model, so that ``odeflow verify`` stays quick).
 POPULATION_PRESET = "ih-point"
 #: Copier logits that make the population flow's copier exact to round-off (e^-40).
 SHARP_LOGIT = 40.0
