@@ -22,11 +22,10 @@ coefficient keeps its sign, a zero stays zero and ``U = sum c^2`` is conserved.
 The solver's state holds ``l_S = ln|c_S|`` in place of ``c_S`` (the same slots;
 ``w`` and ``a`` unchanged), whose flow ``l_S' = -rate_c (2 / U) (dL/dp_S - p .
 dL/dp)`` is the same ODE in coordinates where a losing subset's decay is a
-straight line. In ``c`` a losing coefficient leaves the range of doubles: on
-``ih-point`` ``c_(1,2)`` falls to ``e^-806`` before ``{1, 2}`` wins, and the
-absolute error control of ``c`` (``atol``) set the time of that recovery instead
-of the ODE (``t = 25`` at the default tolerances, ``t = 41`` in log coordinates at
-every tolerance, ``benchmarks/bench_induction.py --tolerances``). The model is
+straight line. In ``c`` a losing coefficient can leave the range of doubles
+before it recovers (on ``ih-point`` ``c_(1,2)`` falls to ``e^-806`` before
+``{1, 2}`` wins), and the absolute error control of ``c`` (``atol``), not the ODE,
+would set the time of that recovery (``docs/induction.md``, "Figures"). The model is
 evaluated at ``c~ = sign(c) exp(max(l - l_max, -SELECTOR_LOG_FLOOR))`` (the same
 ``p`` to rounding; ``p`` is scale-free) and :meth:`InductionField.to_parameters`,
 :meth:`InductionField.selector_weights` map states back (``p = softmax(2 l)`` in

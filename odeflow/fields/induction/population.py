@@ -30,12 +30,9 @@ plus ``4 W N_pi d**n``; the denominators are the numerators' sums), and
 Numerics: the coefficients ``c_S`` of losing subsets decay exponentially and may
 recover later: on ``ih-point`` the joint flow's ``c_{(1,2)}`` falls to ``e^-806``
 (below the smallest double) before ``{1, 2}`` wins. The solver therefore carries
-``ln|c_S|`` (:mod:`odeflow.fields.induction.base`, "Selector coordinates"): BDF,
-LSODA and Radau at ``rtol`` 1e-8 and 1e-10 then agree on the time ``{1, 2}``
-passes ``p = 1/2`` (``t = 41.0`` on the 40-per-decade grid) and on ``p_{(1,2)}(1e4)
-= 0.91976``. In ``c`` itself the absolute error control set that time instead
-(BDF at the defaults: ``t = 25``, ``p_{(1,2)}(1e4) = 0.91677``; Radau lost the
-subset).
+``ln|c_S|`` (:mod:`odeflow.fields.induction.base`, "Selector coordinates"), on which
+the integrators agree on the time ``{1, 2}`` wins; in ``c`` itself the absolute
+error control would set that time (``docs/induction.md``, "Figures").
 """
 
 from __future__ import annotations
