@@ -100,8 +100,9 @@ def test_level_t_and_sgd_columns():
 
 def test_cli_level_t_columns(capsys):
     assert main(["compare-levels", "--t-end", "20", "--eta-z", "1", "--seq-len", "16",
-                 "--samples-per-class", "4", "--sgd-seeds", "2", "--batch-size", "8"]) == 0
+                 "--samples-per-class", "4", "--sgd-seeds", "2", "--batch-size", "8",
+                 "--wide"]) == 0
     out = capsys.readouterr().out
-    assert "gap T-SGD" in out and len(out.strip().splitlines()) == 3
+    assert "gap T-SGD" in out and len(out.strip().splitlines()) == 3  # --wide: one block
     assert main(["compare-levels", "--t-end", "20", "--seq-len", "1"]) == 2
     assert "--seq-len" in capsys.readouterr().err

@@ -238,13 +238,14 @@ def format_table(results: list[LevelComparison], width: int | None = None) -> st
 
     Level T and SGD columns appear when the comparisons have them: ``max|zT-zE|``
     and, per level, ``gap X-SGD`` (largest logit gap to the SGD ensemble mean)
-    beside ``SGD s.e.`` (largest standard error of that mean). ``width``: the
+    beside ``SGD s.e.`` (largest standard error of that mean); ``dev/range`` is
+    ``max|zE-zR|`` over ``range zE``. ``width``: the
     columns past it continue in further blocks, each led by ``eta_Z/eta_Y``
     (``odeflow compare-levels`` uses 100); None: one block.
     """
     from odeflow.tables import blocks
 
-    header = ["eta_Z/eta_Y", "eta_Y", "eta_Z", "max|zE-zR|", "rel. to range", "range zE",
+    header = ["eta_Z/eta_Y", "eta_Y", "eta_Z", "max|zE-zR|", "dev/range", "range zE",
               "Eqn11 err E", "Eqn11 err R", "t0 E", "t0 R"]
     with_t = any(r.seq_len is not None for r in results)
     with_sgd = any(r.sgd_gap for r in results)
