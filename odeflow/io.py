@@ -1,7 +1,7 @@
 """The one writer of odeflow: every file odeflow saves goes through :func:`atomic_write`.
 
-Rules (the same for trajectories, snap results, data-model TOML, figures and
-sweep stores):
+Rules (the same for trajectories, snap results, induction-head results,
+data-model TOML, figures and sweep stores):
 
 - A symlink is followed: its *target* is replaced, the link stays a link.
 - A target that exists and is not a regular file (directory, device, FIFO,

@@ -1,5 +1,8 @@
 """The solve entry point: :func:`solve` wraps :func:`scipy.integrate.solve_ivp`.
 
+One :func:`solve` serves every model family: it looks the flow up from the data
+model's family (:mod:`odeflow.fields.families`).
+
 - :mod:`odeflow.solver.solve`: :func:`solve`, :func:`solve_batch` (many
   learning-rate points as one state), :func:`solve_ensemble` (many
   starts as one state), :func:`solve_schedule` (training stages one

@@ -1,9 +1,10 @@
 """The induction-head sweep task, ``induction_flow``, and its outputs (``docs/sweeps.md``).
 
 One point is one :func:`odeflow.solve` of an
-:class:`~odeflow.data.induction.InductionData` (``flow`` population or copier,
-``loss``, the groups' rates ``rate_c``, ``rate_w``, ``rate_a`` of the joint
-run), on the sweep's time grid up to ``t_end``. The grid may also set numbers
+:class:`~odeflow.data.induction.InductionData` (``flow`` population, copier or
+finite_l with its sample's ``length``, ``sequences``, ``sample_seed``; ``loss``;
+the groups' rates ``rate_c``, ``rate_w``, ``rate_a`` of the joint run), on the
+sweep's time grid up to ``t_end``. The grid may also set numbers
 of the data model by dotted name (``prior.alpha``, ``init.w_plus``, ...:
 :mod:`odeflow.sweep.models`).
 
@@ -11,9 +12,10 @@ of the data model by dotted name (``prior.alpha``, ``init.w_plus``, ...:
 variable            dims (per point)          meaning
 ==================  ========================  ==========================================
 ``a``               time                      classifier weight ``a(t)``
-``population_loss`` time                      the population loss (setting ``loss``:
-                                              nll or code; a name of its own, as
-                                              ``loss`` may be swept)
+``population_loss`` time                      the level's loss (setting ``loss``:
+                                              nll or code; the sample's finite-``L``
+                                              loss for ``flow = finite_l``; a name
+                                              of its own, as ``loss`` may be swept)
 ``subset_weights``  subset, time              ``p_S(t) = c_S^2 / sum c^2``; ``subset``
                                               labels such as ``"{1,2}"`` (``"{}"``: empty)
 ``copier_logits``   head, offset, time        ``w(t)``; head ``h`` (1..H) on offset

@@ -44,14 +44,17 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
           progress: bool | None = None):
     """Run ``task`` at every point of ``grid`` (times ``seeds``) and label the outputs.
 
-    Each point is one solve (``task`` a flow: ``exact``, ``reduced``, ``snap``,
-    ``finite_t``) or one training run (``gradient_ascent``, ``sgd``, ``adam``); see
-    :data:`odeflow.sweep.tasks.TASKS`. Its named outputs (final logits, the
-    distinct-token attention entropy of the paper's Fig. 6, ``J`` of Eqn 2, ``B_n``
-    of Eqn 98, ``t_0`` of CF2, solver stats ``nfev``, ``njev``, ``nlu``,
-    ``status``, ``wall_time``; :mod:`odeflow.sweep.outputs`)
-    become data variables whose dims are the grid parameters (in the order
-    given), ``seed``, and ``time`` (a shared grid), ``class``, ``token``.
+    Each point is one solve (``task`` a flow of Scan and Snap: ``exact``,
+    ``reduced``, ``snap``, ``finite_t``; or ``induction_flow``, a flow of the
+    induction-head family) or one training run (``gradient_ascent``, ``sgd``,
+    ``adam``); see :data:`odeflow.sweep.tasks.TASKS`. Its named outputs become
+    data variables whose dims are the grid parameters (in the order given),
+    ``seed``, and the outputs' own dims: for Scan and Snap final logits, the
+    distinct-token attention entropy of the paper's Fig. 6, ``J`` of Eqn 2,
+    ``B_n`` of Eqn 98, ``t_0`` of CF2 (dims ``time``, ``class``, ``token``;
+    :mod:`odeflow.sweep.outputs`), for ``induction_flow`` ``a(t)``, the loss,
+    ``p_S(t)`` and ``w(t)`` (:mod:`odeflow.sweep.induction`); for every task the
+    solver stats ``nfev``, ``njev``, ``nlu``, ``status``, ``wall_time``.
 
     Parameters
     ----------
