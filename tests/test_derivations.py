@@ -1,7 +1,13 @@
-"""Tests of the sympy derivations in ``derivations/``."""
+"""Tests of the sympy derivations in ``derivations/`` and of their front ends
+(``odeflow derive``, ``python -m derivations``).
+
+Each derivation's check runs once, through ``odeflow derive NAME`` in-process
+(parametrized, so that the workers of pytest-xdist share them out); the run of
+all of them in one subprocess is marked slow."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import subprocess
 import sys
@@ -20,17 +26,62 @@ from derivations import (
     cf3_gamma_integral,
     cf6_snap,
 )
+from derivations import __main__ as derivations_main
 from derivations.make_docs import render
+from derivations.report import catalogue, find
+from odeflow.cli import main as odeflow_main
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.parametrize("module_name", MODULES)
-def test_derivation_checks_pass(module_name):
-    module = importlib.import_module(f"derivations.{module_name}")
-    result = module.derive()
-    passed, detail = result.check()
-    assert passed, f"{result.name} failed:\n{detail}"
+@pytest.mark.parametrize("name", [module.NAME for module in catalogue()])
+def test_each_derivation_passes_through_odeflow_derive(name, capsys):
+    code = odeflow_main(["derive", name])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.splitlines()[0].startswith(f"PASS {name}: ")
+    assert out.splitlines()[-1].startswith("1 derivation passed")
+
+
+def test_derive_list_names_every_derivation_without_running_them(capsys, monkeypatch):
+    monkeypatch.setattr(cf3_gamma_integral, "derive", None)  # running one would fail
+    assert odeflow_main(["derive", "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in lines] == [
+        [module.NAME, module.__name__.rsplit(".", 1)[1]] for module in catalogue()]
+    assert len(lines) == len(MODULES)
+
+
+def test_a_derivation_is_found_by_result_or_module_name():
+    assert find("CF-IH2") == find("cf_ih2") == find("cf_ih2_classifier") == "cf_ih2_classifier"
+    assert find("cf1") == "cf1_decoder_margin"
+    with pytest.raises(LookupError, match="CF1, CF2"):
+        find("CF9")
+
+
+def test_an_unknown_name_is_a_one_line_error(capsys):
+    assert odeflow_main(["derive", "cf9"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "'cf9'" in err and "CF-IH2" in err
+    assert derivations_main.main(["--quiet", "cf9"]) == 2
+
+
+def test_a_failing_or_crashing_derivation_exits_one(capsys, monkeypatch):
+    real = cf3_gamma_integral.derive()
+    failing = dataclasses.replace(real, checker=lambda: (False, "[FAILED] forced"))
+    monkeypatch.setattr(cf3_gamma_integral, "derive", lambda: failing)
+    assert odeflow_main(["derive", "CF3"]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("FAIL CF3: ") and "[FAILED] forced" in out
+    assert out.splitlines()[-1].startswith("FAILED: CF3")
+
+    def crash():
+        raise RuntimeError("sympy gave up")
+
+    monkeypatch.setattr(cf3_gamma_integral, "derive", crash)
+    assert derivations_main.main(["--quiet", "CF3"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL cf3_gamma_integral: derivation raised RuntimeError: sympy gave up" in out
 
 
 @pytest.mark.parametrize("module_name", MODULES)
@@ -38,7 +89,7 @@ def test_result_object_fields(module_name):
     result = importlib.import_module(f"derivations.{module_name}").derive()
     assert isinstance(result, Derivation)
     assert result.name.startswith("CF") and result.title and result.summary
-    assert any(word in result.equation for word in ("Eqn", "Lemma", "Theorem", "spec section"))
+    assert any(word in result.equation for word in ("Eqn", "Lemma", "Theorem", "Sec.", "stage"))
     assert set(result.latex) == set(result.exprs)
     assert all(isinstance(s, str) and s for s in result.latex.values())
     assert result.targets["main"] == (result.expr, result.symbols)
@@ -107,13 +158,20 @@ def test_docs_page_renders():
     assert "python -m derivations" in text
 
 
+def test_python_m_derivations_runs_one_in_process(capsys):
+    assert derivations_main.main(["--no-latex", "CF3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("PASS CF3: ") and "--- Gamma_h" in out and "LaTeX:" not in out
+
+
+@pytest.mark.slow  # every derivation again in one process (35 s); the suite runs each once
 def test_command_line_exits_zero():
     proc = subprocess.run(
         [sys.executable, "-m", "derivations", "--quiet"],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("PASS") == len(MODULES)
