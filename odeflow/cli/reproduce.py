@@ -34,6 +34,7 @@ import io
 import time
 from pathlib import Path
 
+from odeflow.cli.tables import WIDTH, add_wide_argument, blocks, number, width_of, wrap
 from odeflow.errors import ValidationError
 
 FIGURES = ("fig4", "fig5", "fig6")
@@ -69,6 +70,7 @@ def register(sub) -> None:
                    help="fig6: solve the levels from each seed's random start (slow) "
                         "instead of the zero start")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_wide_argument(p)
     p.set_defaults(func=run)
 
 
@@ -173,11 +175,12 @@ def curve_rows(exp, label: dict) -> list[dict]:
     return rows
 
 
-def print_table(rows: list[dict], columns: list[str], every: int = 1) -> None:
-    print("  ".join(f"{c:>14}" for c in columns))
-    for row in rows[::every] if every > 1 else rows:
-        print("  ".join(f"{row[c]:>14.6g}" if isinstance(row[c], float) else f"{row[c]:>14}"
-                        for c in columns))
+def print_table(rows: list[dict], columns: list[str], every: int = 1, keys: int = 1,
+                width: int | None = WIDTH) -> None:
+    """Print ``columns`` of every ``every``-th row; the columns past ``width`` continue in
+    further blocks led by the first ``keys`` columns (None: one block)."""
+    body = [[number(row[c]) for c in columns] for row in (rows[::every] if every > 1 else rows)]
+    print("\n".join(blocks(columns, body, keys=keys, width=width)))
 
 
 def run_experiment(args) -> int:
@@ -199,6 +202,7 @@ def run(args) -> int:
 
     check_counts(args.seeds, args.steps)
     out = check_out(args.out, args.figure)
+    width = width_of(args)
     progress = False if args.no_progress else None
     start = time.perf_counter()
     # results first: every file is written before anything derived is printed
@@ -210,14 +214,14 @@ def run(args) -> int:
                            *(f"level_{k}_loss" for k in paper.LEVELS),
                            *(f"optflow_{k}_loss" for k in paper.OPTFLOWS), "entropy_mean",
                            *(f"level_{k}_entropy" for k in paper.LEVELS)],
-                    every=max(1, args.steps // 10))
+                    every=max(1, args.steps // 10), width=width)
     elif args.figure == "fig5":
         exps = paper.fig5(args.seeds, args.steps, progress=progress)
         rows = [r for exp in exps for r in curve_rows(exp, {"eta_z": exp.run.protocol.eta_z})]
         written = write_outputs(out, "fig5", rows, plot_fig5(exps))
         print_table(rows, ["eta_z", "step", "loss_mean", "entropy_mean", "entropy_std",
                            "level_E_entropy", "optflow_T_entropy"],
-                    every=max(1, args.steps // 5))
+                    every=max(1, args.steps // 5), keys=2, width=width)
     else:
         sizes = check_sizes(args.sizes)
         rows = paper.fig6_rows(args.seeds, args.steps, sizes=sizes, progress=progress,
@@ -231,12 +235,12 @@ def run(args) -> int:
         written += write_outputs(out, "fig6_recall", recall, plot_recall(rows))
         levels = [f"level_{k}" for k in paper.LEVELS]
         print_table(table, ["preset", "eta_z", "ratio", "sgd_mean", "sgd_std", *levels,
-                            *(f"optflow_{k}_mean" for k in paper.OPTFLOWS)])
+                            *(f"optflow_{k}_mean" for k in paper.OPTFLOWS)], keys=3, width=width)
         for summary in (paper.trend_summary(table, c) for c in ("sgd_mean", *levels)):
             for s in summary:
-                print(f"{s['preset']:>14} {s['column']:>9}: falls with eta_Z in "
-                      f"{s['falls_with_eta_z']:.0%} of pairs, rises with eta_Y/eta_Z in "
-                      f"{s['rises_with_ratio']:.0%}")
+                print(wrap(f"{s['preset']:>14} {s['column']:>9}: falls with eta_Z in "
+                           f"{s['falls_with_eta_z']:.0%} of pairs, rises with eta_Y/eta_Z in "
+                           f"{s['rises_with_ratio']:.0%}", width))
     seconds = time.perf_counter() - start
     for path in written:
         print(f"wrote {path}")

@@ -55,6 +55,7 @@ def run(args) -> int:
 
     matplotlib.use("Agg")
     from odeflow.cli.reproduce import check_counts, csv_text, print_table, write_outputs
+    from odeflow.cli.tables import width_of, wrap
     from odeflow.io import atomic_write_text
     from odeflow.plots.induction import plot_run_beside_flow
     from odeflow.training.induction import beside_flow as induction_flow
@@ -64,6 +65,7 @@ def run(args) -> int:
                               "code's init)")
     check_counts(args.seeds, args.steps)
     out = check_out(args.out)
+    width = width_of(args)
     progress = False if args.no_progress else None
     start = time.perf_counter()
     comp = induction_flow.compare(seeds=args.seeds, steps=args.steps, progress=progress)
@@ -84,41 +86,43 @@ def run(args) -> int:
             written.append(atomic_write_text(path, csv_text(rows), field="out"))
         elif path.exists():  # an earlier run's goal table: it does not describe this run
             path.unlink()
-            print(f"removed {path}: an earlier run's; this run (--steps {args.steps}) reaches "
-                  f"no goal time (t >= {induction_flow.GOAL_TIMES[0]:g})")
+            print(wrap(f"removed {path}: an earlier run's; this run (--steps {args.steps}) "
+                       f"reaches no goal time (t >= {induction_flow.GOAL_TIMES[0]:g})", width))
     print_table(table, ["step", "a_run", "a_flow", "loss_run", "loss_flow"],
-                every=max(1, len(table) // 12))
+                every=max(1, len(table) // 12), width=width)
     if goal:
         print()
         print_table(goal, ["t", "a_run", "a_flow", "a_rel_err", "loss_run", "loss_flow",
-                           "loss_abs_err"])
-        print(f"goal (a within {induction_flow.A_TOLERANCE:.0%}, loss within "
-              f"{induction_flow.LOSS_TOLERANCE}): population flow: a met at "
-              f"{sum(r['a_ok'] for r in goal)}/{len(goal)} times, loss at "
-              f"{sum(r['loss_ok'] for r in goal)}/{len(goal)}")
+                           "loss_abs_err"], width=width)
+        print(wrap(f"goal (a within {induction_flow.A_TOLERANCE:.0%}, loss within "
+                   f"{induction_flow.LOSS_TOLERANCE}): population flow: a met at "
+                   f"{sum(r['a_ok'] for r in goal)}/{len(goal)} times, loss at "
+                   f"{sum(r['loss_ok'] for r in goal)}/{len(goal)}", width))
         if comp.flow_loss_at_length is not None:
-            print_table(goal, ["t", "loss_run", "loss_flow_at_length", "loss_abs_err_at_length"])
-            print(f"population flow's parameters scored at L = {comp.length} (the finite-L "
-                  f"loss on seed {comp.finite_l_seed}'s sample): loss at "
-                  f"{sum(r['loss_ok_at_length'] for r in goal)}/{len(goal)}")
+            print_table(goal, ["t", "loss_run", "loss_flow_at_length", "loss_abs_err_at_length"],
+                        width=width)
+            print(wrap(f"population flow's parameters scored at L = {comp.length} (the "
+                       f"finite-L loss on seed {comp.finite_l_seed}'s sample): loss at "
+                       f"{sum(r['loss_ok_at_length'] for r in goal)}/{len(goal)}", width))
         if comp.finite_l is not None:
             print_table(goal, ["t", "a_finite_l", "a_rel_err_finite_l", "loss_finite_l",
-                               "loss_abs_err_finite_l"])
-            print(f"finite-L level (seed {comp.finite_l_seed}): a met at "
-                  f"{sum(r['a_ok_finite_l'] for r in goal)}/{len(goal)} times, loss at "
-                  f"{sum(r['loss_ok_finite_l'] for r in goal)}/{len(goal)}")
+                               "loss_abs_err_finite_l"], width=width)
+            print(wrap(f"finite-L level (seed {comp.finite_l_seed}): a met at "
+                       f"{sum(r['a_ok_finite_l'] for r in goal)}/{len(goal)} times, loss at "
+                       f"{sum(r['loss_ok_finite_l'] for r in goal)}/{len(goal)}", width))
     if worst:
         print()
         print_table(worst, ["level", "times", "a_rel_err", "a_rel_err_t", "a_rel_err_to_run",
-                            "a_misses", "loss_abs_err", "loss_abs_err_t", "loss_misses"])
-        print(f"the goal over every recorded step from t = {worst[0]['t_from']:g} to "
-              f"{worst[0]['t_to']:g} ({worst[0]['times']} step"
-              f"{'' if worst[0]['times'] == 1 else 's'}): "
-              + "; ".join(f"{r['level']}: a misses at {r['a_misses']}, loss at "
-                          f"{r['loss_misses']}" for r in worst))
+                            "a_misses", "loss_abs_err", "loss_abs_err_t", "loss_misses"],
+                    width=width)
+        print(wrap(f"the goal over every recorded step from t = {worst[0]['t_from']:g} to "
+                   f"{worst[0]['t_to']:g} ({worst[0]['times']} step"
+                   f"{'' if worst[0]['times'] == 1 else 's'}): "
+                   + "; ".join(f"{r['level']}: a misses at {r['a_misses']}, loss at "
+                               f"{r['loss_misses']}" for r in worst), width))
     seconds = time.perf_counter() - start
     for path in written:
         print(f"wrote {path}")
-    print(f"induction: {len(comp.seeds)} seeds x {comp.count} sequences of L = {comp.length}, "
-          f"{args.steps} steps, loss {comp.loss!r}, {seconds:.1f} s")
+    print(wrap(f"induction: {len(comp.seeds)} seeds x {comp.count} sequences of L = "
+               f"{comp.length}, {args.steps} steps, loss {comp.loss!r}, {seconds:.1f} s", width))
     return 0
