@@ -43,7 +43,7 @@ Model (:class:`EmpiricalInduction`)
     tokens, as in the population flow.
 
 Parameters
-    The flat vector of the family's contract,
+    The family's flat parameter vector,
     ``theta = concatenate(c (#S,), w.ravel() (H*H,), [a])``.
 
 Gradient

@@ -148,7 +148,8 @@ def train(model: EmpiricalInduction, theta0, schedule, *,
     ----------
     model : EmpiricalInduction
     theta0 : array_like
-        Start, in the contract's flat layout.
+        Start, in the family's flat layout ``(c, w.ravel(), a)``
+        (:mod:`odeflow.fields.induction.base`).
     schedule : Schedule, list of Stage or Stage
         The family's schedule (:mod:`odeflow.fields.induction.base`): each stage's
         rates (an omitted group is frozen) and its duration, here a number of steps
