@@ -127,8 +127,8 @@ class WindowLaws:
         self.marginal_mean = self.marginal / N
         self.ratio = np.zeros(self.marginal.shape)       # 0 where mu = 0, never written
         self.zero = np.flatnonzero(~self.positive)      # entries with P = 0 (usually none)
-        # work arrays reused by every call (fresh arrays of this size cost page faults:
-        # about a third of a right-hand side on ih-paper); zero where P = 0, never written
+        # work arrays reused by every call (fresh arrays of this size cost page faults);
+        # zero where P = 0, never written
         self.num = np.empty(self.joint.shape)
         self.den = np.empty(self.marginal.shape)
         self.work = np.zeros(self.joint.shape)
