@@ -1,8 +1,9 @@
 """Log-space helpers shared by the vector fields and the trajectory accessors.
 
 Attention logits reach hundreds in long runs, so every normalisation here is
-done in log space: the maximum over the support is subtracted before ``exp``
-and softmax denominators are log-sum-exps (spec section 2).
+done in log space: the attention's normalisation (Eqns 5-6 of Scan and Snap) and
+the decoder's softmax (Eqn 2) divide by log-sum-exps, never by sums of
+``exp``.
 """
 
 from __future__ import annotations
@@ -13,10 +14,15 @@ import numpy as np
 def logsumexp(a: np.ndarray, axis: int = -1, log_weights: np.ndarray | None = None) -> np.ndarray:
     """Stable ``log(sum(w * exp(a)))`` along ``axis``; ``-inf`` entries contribute zero.
 
+    Equal, to rounding, to :func:`scipy.special.logsumexp` of ``a + log_weights``
+    (the weights given by their logarithms); computed here with plain numpy because
+    scipy's function costs several times more per call on small arrays, and
+    the training loop calls this on every step.
+
     Parameters
     ----------
     a : ndarray
-        Log-values; may contain ``-inf`` but at least one finite entry per slice.
+        Log-values; may contain ``-inf`` (a slice of only ``-inf`` gives ``-inf``).
     axis : int
         Axis to reduce.
     log_weights : ndarray, optional
@@ -28,7 +34,8 @@ def logsumexp(a: np.ndarray, axis: int = -1, log_weights: np.ndarray | None = No
     peak = np.max(a, axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0.0)
     total = np.sum(np.exp(a - peak), axis=axis, keepdims=True)
-    return np.squeeze(np.log(total) + peak, axis=axis)
+    with np.errstate(divide="ignore"):  # log(0) = -inf for a slice of only -inf
+        return np.squeeze(np.log(total) + peak, axis=axis)
 
 
 def normalised_features(log_probs: np.ndarray, logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -76,7 +83,7 @@ def lumped_objective(decoder: np.ndarray, features: np.ndarray, weights: np.ndar
         Log of how many outputs each lumped row stands for.
     rows : ndarray of int, shape (K,), optional
         Decoder row of each feature's next token; ``0 .. K-1`` by default. A
-        table of sub-classes (Level T's sampled sequences, spec section 8) has
+        table of sub-classes (Level T's sampled sequences, docs/fidelity.md) has
         several features per next token.
     """
     U = features @ np.swapaxes(decoder, -1, -2)  # (..., K, R)
