@@ -70,6 +70,23 @@ def test_margin_figure(tmp_path):
     saved(fig, tmp_path)
 
 
+@pytest.mark.parametrize("t_end", [1e300, 1e260])
+def test_margin_far_horizon_draws_without_overflow(tmp_path, t_end):
+    """Autoscaling's margin past t_end = 1e300 and the log locator's decade past the end
+    overflowed in exp/power ("overflow encountered in exp", issue 31): the time axis is
+    now exactly [t_start, t_end] with decade ticks below the largest float."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig = plots.plot_margin(t_end=t_end, markers=6)
+        saved(fig, tmp_path)
+    for ax in fig.axes:
+        assert ax.get_xlim()[1] == pytest.approx(t_end)
+        ticks = ax.get_xticks()
+        assert 2 <= len(ticks) <= 7 and np.all(np.isfinite(ticks)) and ticks.max() <= t_end
+
+
 def test_lemma5_recursion_tracks_cf1():
     """The discrete recursion (per visit, t = k/pi) follows Eqn 44's closed form."""
     h = plots.lemma5_margin(eta_y=0.1, vocab_size=30, visits=5000)

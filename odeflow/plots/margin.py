@@ -22,6 +22,7 @@ from odeflow.data import validate_positive
 from odeflow.errors import ValidationError
 from odeflow.plots.style import (
     OKABE_ITO,
+    bounded_log_ticks,
     finish_axes,
     log_times,
     mark_time,
@@ -147,7 +148,12 @@ def plot_margin(eta_y: float = 1.0, vocab_size: int = 34, pi: float = 0.5,
               markerfacecolor="none", color=rec_colour,
               label=r"Lemma 5: $h_{k+1} = h_k + \frac{\eta_Y M}{e^{h_k} + M - 1}$, $t = k/\pi$")
     mark_time(ax_h, t0, label=rf"$t_0 = {t0:.3g}$ ($e^h = M - 1$)")
-    ax_h.set_xscale("log")
+    for ax in (ax_h, ax_g):
+        # the time axis is exactly [t_start, t_end], without autoscaling's margin, and its
+        # ticks stay below the largest float: for t_end = 1e300 both overflowed in exp
+        ax.set_xlim(t_start, t_end)
+        ax.set_xscale("log")
+        bounded_log_ticks(ax, t_start, t_end)
     ax_h.set_yscale("log")
     finish_axes(ax_h, "time $t$", "decoder margin $h(t)$", "Eqn 44: margin (CF1)",
                 **BELOW)
@@ -162,7 +168,6 @@ def plot_margin(eta_y: float = 1.0, vocab_size: int = 34, pi: float = 0.5,
     ax_g.plot(t_rec, gamma_rec, linestyle="none", marker="o", markersize=4.5,
               markerfacecolor="none", color=rec_colour, label=r"Lemma 5 recursion")
     mark_time(ax_g, t0, label=r"$t_0$")
-    ax_g.set_xscale("log")
     ax_g.set_yscale("log")
     peak = float(np.max(speed_control(t, M, eta_y, pi)))
     g_end = float(speed_control(t_end, M, eta_y, pi))

@@ -172,5 +172,30 @@ def label_log_ticks(ax: Axes, values, axis: str = "x") -> None:
     target.set_minor_locator(NullLocator())
 
 
+#: Largest end of a log axis left to matplotlib's tick locator: past it the locator's
+#: decades (it reaches one stride beyond the end) overflow float64 (about 1.8e308).
+LOG_AXIS_SAFE_END = 1e250
+
+
+def bounded_log_ticks(ax: Axes, low: float, high: float, axis: str = "x",
+                      count: int = 7) -> None:
+    """Decade ticks of a log axis ending past :data:`LOG_AXIS_SAFE_END`, computed here.
+
+    At most ``count`` ticks ``10^k`` in ``[low, high]`` (labelled ``10^k``), no
+    minor ticks; an axis ending below the limit keeps matplotlib's ticks.
+    """
+    if not high > LOG_AXIS_SAFE_END:
+        return
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    first, last = int(np.ceil(np.log10(low))), int(np.floor(np.log10(high)))
+    stride = max(1, int(np.ceil((last - first) / max(count - 1, 1))))
+    target = ax.xaxis if axis == "x" else ax.yaxis
+    target.set_major_locator(FixedLocator(10.0 ** np.arange(first, last + 1, stride)))
+    target.set_major_formatter(FuncFormatter(
+        lambda v, _pos: f"$10^{{{int(round(np.log10(v)))}}}$" if v > 0 else ""))
+    target.set_minor_locator(NullLocator())
+
+
 #: Legend placement under a panel.
 LEGEND_BELOW = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.18)}
