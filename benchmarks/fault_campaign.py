@@ -51,9 +51,58 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository's tests/
-from odeflow.sweep.outputs import VARYING  # noqa: E402
-from tests.sweep_helpers import TWENTY_POINTS, alive, local_cluster, wait_for_points  # noqa: E402
+from odeflow.sweep.journal import read_journal
+from odeflow.sweep.outputs import VARYING
+
+#: The campaign's sweep: the exact flow on syn-small over 4 x 5 learning rates with BDF.
+CONFIG = """
+[sweep]
+task = "exact"
+backend = "serial"
+[sweep.grid]
+eta_y = [0.25, 0.5, 1.0, 2.0]
+eta_z = [0.05, 0.1, 0.2, 0.4, 0.8]
+[sweep.settings]
+t_end = 1e4
+method = "BDF"
+"""
+
+
+def wait_for_points(proc, store, n: int, patience: float = 120.0) -> bool:
+    """Wait until ``n`` points are in the journal of ``store`` while the sweep ``proc``
+    (a :class:`subprocess.Popen`) runs; False if it ended first or ``patience`` s passed."""
+    deadline = time.monotonic() + patience
+    while len(read_journal(store)) < n:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def alive(pids) -> list:
+    """The processes of ``pids`` still running (a zombie has ended); needs psutil."""
+    import psutil
+
+    out = []
+    for pid in pids:
+        try:
+            if psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+                out.append(pid)
+        except psutil.NoSuchProcess:
+            pass
+    return out
+
+
+def local_cluster(**config):
+    """A dask ``LocalCluster`` of two single-threaded worker processes on loopback,
+    made under the dask ``config`` (e.g. ``distributed.scheduler.allowed-failures``)."""
+    import dask
+    import distributed
+
+    with dask.config.set(config):
+        return distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                        host="127.0.0.1", dashboard_address=None,
+                                        scheduler_port=0)
 
 
 class Campaign:
@@ -62,7 +111,7 @@ class Campaign:
     def __init__(self, folder: Path, seed: int):
         self.folder = folder
         self.config = folder / "grid.toml"
-        self.config.write_text(TWENTY_POINTS.replace("t_end = 1e4", 't_end = 1e4\nmethod = "BDF"'))
+        self.config.write_text(CONFIG)
         self.rng = random.Random(seed)
         self.trials = Counter()
         self.codes = {}

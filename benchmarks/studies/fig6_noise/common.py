@@ -19,8 +19,9 @@ from odeflow.data import DataModel
 from odeflow.fields.finite_t import FiniteTFlow
 from odeflow.training.discrete import training_start
 
-#: Where the study writes and reads its results (``results/`` beside the scripts).
-OUT = os.environ.get("NOISE_STUDY_OUT", str(Path(__file__).resolve().parent / "results"))
+#: Where the study writes and reads its results (``study.py --out``; outside the repository).
+OUT = os.environ.get("NOISE_STUDY_OUT",
+                     str(Path.home() / "odeflow-studies" / "fig6_noise"))
 os.makedirs(OUT, exist_ok=True)
 #: The Fig. 6 table the study projects onto (odeflow reproduce fig6).
 FIG6_CSV = Path(__file__).resolve().parents[3] / "docs/reproduce/fig6.csv"

@@ -1,4 +1,4 @@
-"""Collect the JSON outputs into the REPORT table (markdown)."""
+"""Print the main table of the noise study (docs/studies.md) from its JSON results, markdown."""
 import csv
 import json
 import os

@@ -4,11 +4,10 @@ import csv
 import glob
 import json
 from collections import defaultdict
-from pathlib import Path
 
-from shared import CELLS, FIG6_CSV
+from shared import CELLS, FIG6_CSV, OUT
+from shared import STUDY_OUT as ST  # the parent study's runs and R = 64-128 LNA
 
-ST = str(Path(__file__).resolve().parents[1] / "results")
 fig6 = {(r["preset"], float(r["eta_z"]), float(r["ratio"])): r for r in csv.DictReader(open(FIG6_CSV))}
 ref = {}
 for c, key in CELLS.items():
@@ -23,19 +22,19 @@ print("|---|---|---|---|---|---|")
 for c, v in ref.items():
     print(f"| {c} | {v['hb']:.4f} | {v['mc']:.4f} ({v['R']}) | {v['mc']-v['hb']:+.4f} | {dist(c, v['mc']):.2f} | {dist(c, v['hb']):.2f} |")
 rows = defaultdict(dict)
-for fn in sorted(glob.glob("results/lr_*.json")):
+for fn in sorted(glob.glob(f"{OUT}/lr_*.json")):
     d = json.load(open(fn)); lab = f"rank-{d['r']} {d['noise']} p{d['p']} s{d['seed']}"
     rows[lab][d["cell"]] = (d["H_pert"], d["seconds"], d["grad_calls_per_step"], d.get("kept_energy_mean"))
-for fn in sorted(glob.glob("results/hy_*.json")):
+for fn in sorted(glob.glob(f"{OUT}/hy_*.json")):
     d = json.load(open(fn)); lab = f"hybrid: rank-{d['r']} class + MC within R_w={d['p']} s{d['seed']}"
     rows[lab][d["cell"]] = (d["H_pert"], d["seconds"], d["grad_calls_per_step"], None)
-for fn in sorted(glob.glob("results/lna_*_lna_R*_s*.json")):
+for fn in sorted(glob.glob(f"{OUT}/lna_*_lna_R*_s*.json")):
     d = json.load(open(fn)); lab = f"MC R={d['R_lin']} s{d['seed']}"
     rows[lab][d["cell"]] = (d["H_pert"], d["seconds"], d["grad_evals_per_step"], None)
-for fn in sorted(glob.glob("results/orth_*_lna_R*_s*.json")):
+for fn in sorted(glob.glob(f"{OUT}/orth_*_lna_R*_s*.json")):
     d = json.load(open(fn)); lab = f"MC-orth R={d['R_lin']} s{d['seed']}"
     rows[lab][d["cell"]] = (d["H_pert"], d["seconds"], d["grad_evals_per_step"], None)
-for fn in sorted(glob.glob("results/x_*.json")):
+for fn in sorted(glob.glob(f"{OUT}/x_*.json")):
     d = json.load(open(fn)); lab = d["label"]
     rows[lab][d["cell"]] = (d["H_pert"], d["seconds"], d["grad_calls_per_step"], None)
 print()

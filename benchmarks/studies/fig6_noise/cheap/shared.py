@@ -1,5 +1,6 @@
 """The parent study's helpers (``../common.py``) for the follow-up's scripts, with the
-follow-up's own results folder (``results/`` here, or ``$NOISE_CHEAP_OUT``)."""
+follow-up's own results folder (``$NOISE_CHEAP_OUT``; ``../study.py --out DIR`` sets it to
+``DIR/cheap``)."""
 import os
 import sys
 from pathlib import Path
@@ -20,10 +21,12 @@ from common import (  # noqa: E402
     linearised,
     weighted_gradients,
 )
+from common import OUT as STUDY_OUT  # noqa: E402  (the parent study's results)
 
-OUT = os.environ.get("NOISE_CHEAP_OUT", str(HERE / "results"))
+OUT = os.environ.get("NOISE_CHEAP_OUT",
+                     str(Path.home() / "odeflow-studies" / "fig6_noise" / "cheap"))
 os.makedirs(OUT, exist_ok=True)
-__all__ = ["CELLS", "FIG6_CSV", "MU", "OUT", "ZReader", "cell", "chunked", "d2H", "fd_h",
+__all__ = ["CELLS", "FIG6_CSV", "MU", "OUT", "STUDY_OUT", "ZReader", "cell", "chunked", "d2H", "fd_h",
            "level_t_field", "linearised", "noise_weights", "setup", "weighted_gradients"]
 
 

@@ -2,9 +2,12 @@
 relative to the study's MC shift (mean over seeds, and each seed), and max distance in seed sd."""
 import re
 import subprocess
+import sys
 from collections import defaultdict
+from pathlib import Path
 
-out = subprocess.run(["python", "compare.py"], capture_output=True, text=True).stdout.splitlines()
+out = subprocess.run([sys.executable, str(Path(__file__).with_name("compare.py"))],
+                     capture_output=True, text=True, check=True).stdout.splitlines()
 hdr = [l for l in out if l.startswith("| method")][0]
 cells = [c.strip() for c in hdr.split("|")[2:-3]]
 agg = defaultdict(lambda: defaultdict(list)); cost = {}
