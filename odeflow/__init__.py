@@ -15,44 +15,53 @@ The package is layered, each layer importing only the ones below it:
 7. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
 
 :mod:`odeflow.errors`, :mod:`odeflow.numerics` and :mod:`odeflow.io` sit
-beneath them all. The names below are the flat public API.
+beneath them all. The names below are the flat public API; each loads its
+module on first use (PEP 562), so ``import odeflow`` and the command line's
+``--help`` stay light.
 """
 
-from odeflow import sweep  # a callable package: odeflow.sweep(task, grid, ...)
-from odeflow.analysis import closed_forms, diagnostics
-from odeflow.analysis.compare import compare_runs, compare_to_flow
-from odeflow.analysis.levels import compare_levels
-from odeflow.analysis.verify import verify
-from odeflow.data import (
-    PRESETS,
-    DataModel,
-    InductionData,
-    SequenceClass,
-    load_config,
-    sequence_classes,
-)
-from odeflow.errors import SolveError, ValidationError
-from odeflow.fields.optimizers import Adam, Momentum
-from odeflow.results import SnapResult, Trajectory
-from odeflow.solver import (
-    events,
-    margin_crossover,
-    snap_transition,
-    solve,
-    solve_batch,
-    solve_ensemble,
-    solve_snap,
-)
-from odeflow.training import Protocol, gradient_ascent, sgd_ensemble, train, train_sgd
-from odeflow.version import __version__
+from __future__ import annotations
 
-__all__ = ["DataModel", "PRESETS", "Protocol", "SequenceClass", "SnapResult", "SolveError",
-           "Trajectory", "ValidationError", "__version__", "closed_forms", "compare_levels",
-           "compare_runs", "compare_to_flow", "diagnostics", "events", "gradient_ascent",
-           "load_config", "margin_crossover", "sequence_classes", "sgd_ensemble",
-           "snap_transition", "solve", "solve_batch", "solve_ensemble", "solve_snap", "sweep",
-           "train", "train_sgd", "verify"]
-from odeflow.training import optimizer_steps, training_start  # noqa: E402
+import importlib
 
-__all__ += ["Adam", "Momentum", "optimizer_steps", "training_start"]  # spec section 9
-__all__ += ["InductionData"]  # the induction-head family (spec section 10)
+from odeflow.errors import SolveError, ValidationError  # noqa: F401 (in __all__)
+from odeflow.version import __version__  # noqa: F401 (in __all__)
+
+#: Public name -> module that defines it (``None``: the name is a submodule of odeflow).
+_EXPORTS = {
+    "sweep": None,  # a callable package: odeflow.sweep(task, grid, ...)
+    "closed_forms": "odeflow.analysis",
+    "diagnostics": "odeflow.analysis",
+    "compare_runs": "odeflow.analysis.compare",
+    "compare_to_flow": "odeflow.analysis.compare",
+    "compare_levels": "odeflow.analysis.levels",
+    "verify": "odeflow.analysis.verify",
+    **dict.fromkeys(("PRESETS", "DataModel", "InductionData", "SequenceClass",
+                     "load_config", "sequence_classes"), "odeflow.data"),
+    "Adam": "odeflow.fields.optimizers",
+    "Momentum": "odeflow.fields.optimizers",
+    "SnapResult": "odeflow.results",
+    "Trajectory": "odeflow.results",
+    **dict.fromkeys(("events", "margin_crossover", "snap_transition", "solve", "solve_batch",
+                     "solve_ensemble", "solve_snap"), "odeflow.solver"),
+    **dict.fromkeys(("Protocol", "gradient_ascent", "sgd_ensemble", "train", "train_sgd",
+                     "optimizer_steps", "training_start"), "odeflow.training"),
+}
+
+__all__ = sorted({*_EXPORTS, "SolveError", "ValidationError", "__version__"})
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name, "")
+    if module == "":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if module is None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -11,7 +11,6 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from odeflow.data import validate_positive
 from odeflow.errors import ValidationError
 
 #: The options :func:`make_figure` knows.
@@ -95,6 +94,8 @@ def figure_arguments(name: str, **options) -> dict:
     if name in ("attention-map", "relative-gain") and "flow" in kwargs:
         kwargs["flows"] = (kwargs.pop("flow"),)
     if name == "levels" and "t_end" in kwargs:
+        from odeflow.data import validate_positive
+
         t_end = validate_positive(kwargs.pop("t_end"), "t_end")  # nan, inf: named, not raw
         kwargs["steps"] = max(1, round(t_end))
     return kwargs
