@@ -2,44 +2,61 @@
 
 Each command lives in its own module under ``odeflow.cli`` with a
 ``register(subparsers)`` function that adds its parser and sets ``func``
-(returning the exit code); every such module is picked up, ``run`` first. Errors in the
-user's input print ``odeflow: error: <field>: <why>`` and exit 2; a failed solve
-exits 3. One rule for every command: user input ends in exit 0, 2 or 3 with one
-line on stderr, never a traceback.
+(returning the exit code); every such module is picked up, ``run`` first. A
+command module imports at its top only what its parser needs (the tables of
+:mod:`odeflow.cli.catalog`), and the rest inside ``func``, so that
+``odeflow --help`` and every ``odeflow COMMAND --help`` start quickly. Errors in
+the user's input print ``odeflow: error: <field>: <why>`` and exit 2 (a mistyped
+flag or choice names the nearest valid one, :mod:`odeflow.cli.parser`); a failed
+solve exits 3. One rule for every command: user input ends in exit 0, 2 or 3
+with one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
 
-import argparse
 import errno
 import importlib
+import importlib.util
 import os
 import pkgutil
 import sys
 
+from odeflow.cli.catalog import families_text
+from odeflow.cli.parser import Parser
 from odeflow.errors import SolveError, SweepStopped, ValidationError
 from odeflow.version import __version__
 
-#: Modules under odeflow.cli that serve a command instead of registering one.
-HELPER_MODULES = ("common", "reproduce_induction")
-
 
 def command_modules() -> list[str]:
-    """Names of the modules under odeflow.cli that register a command (``run`` first)."""
-    names = [m.name for m in pkgutil.iter_modules(__path__) if m.name not in HELPER_MODULES]
+    """Names of the modules under odeflow.cli that register a command (``run`` first).
+
+    A command module is one whose source defines ``register`` at its top level;
+    the source is read, not imported.
+    """
+    names = []
+    for module in pkgutil.iter_modules(__path__):
+        origin = importlib.util.find_spec(f"{__name__}.{module.name}").origin
+        with open(origin, encoding="utf-8") as fh:
+            if "\ndef register(" in fh.read():
+                names.append(module.name)
     return sorted(names, key=lambda n: (n != "run", n))
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="odeflow",
-        description="Training dynamics of a 1-layer transformer (Scan and Snap) as ODEs.")
+def build_parser() -> Parser:
+    """The ``odeflow`` parser with every command's sub-parser."""
+    import argparse
+
+    parser = Parser(
+        prog="odeflow", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Training dynamics of transformers as ODEs: solve the flows of a model\n"
+                    "family, check them against closed forms and real training, draw and\n"
+                    f"sweep them.\n\nModel families:\n{families_text()}\n\n"
+                    "Each command's --help describes it; docs/cli.md has them all.")
     parser.add_argument("--version", action="version", version=f"odeflow {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in command_modules():
-        module = importlib.import_module(f"{__name__}.{name}")
-        if hasattr(module, "register"):
-            module.register(sub)
+        importlib.import_module(f"{__name__}.{name}").register(sub)
+    parser.commands = dict(sub.choices)
     return parser
 
 

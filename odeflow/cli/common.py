@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 
-from odeflow.data import DEFAULT_PRESET, PRESETS, DataModel, load_config, make_preset
+from odeflow.cli.catalog import DEFAULT_PRESET, preset_names, scan_snap_presets
 from odeflow.errors import ValidationError
-from odeflow.fields import family_of, find_preset, preset_names
 
 #: Learning rates and end time used when neither a flag nor a config's [run] table sets them.
 DATA_DEFAULTS = {"eta_y": 1.0, "eta_z": 0.1, "t_end": 1e4}
@@ -20,11 +20,12 @@ def add_data_arguments(parser: argparse.ArgumentParser, defaults: dict | None = 
     really uses, shown in the help; pass the same dict to :func:`resolve`.
     ``any_family``: ``--preset`` takes the presets of every model family
     (:func:`odeflow.fields.preset_names`), not only the sequence-class ones.
+    The names come from :mod:`odeflow.cli.catalog` (nothing heavy is imported).
     """
     shown = {**DATA_DEFAULTS, **(defaults or {})}
-    names = preset_names() if any_family else sorted(PRESETS)
+    names = preset_names() if any_family else scan_snap_presets()
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--preset", metavar="NAME",
+    source.add_argument("--preset", metavar="NAME", choices=preset_names(),
                         help=f"built-in data model ({', '.join(names)}); "
                              f"default {DEFAULT_PRESET}")
     source.add_argument("--config", metavar="FILE.toml",
@@ -48,6 +49,9 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
     out of ``options`` unless a flag or the config gives it (then the solve
     refuses it by name, rather than dropping it silently).
     """
+    from odeflow.data import DataModel, load_config, make_preset
+    from odeflow.fields import family_of, find_preset
+
     options = {**DATA_DEFAULTS, **(defaults or {})}
     given = set()
     if args.config:
@@ -62,6 +66,10 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
         label = args.config.rsplit("/", 1)[-1].removesuffix(".toml")
     else:
         label = args.preset or DEFAULT_PRESET
+        if not any_family and label not in scan_snap_presets():
+            raise ValidationError("preset", f"{label!r} is a preset of another model family; "
+                                  "this command takes sequence classes only (odeflow run "
+                                  "takes every family)")
         data = find_preset(label) if any_family else make_preset(label)
     for key in ("eta_y", "eta_z", "t_end"):
         value = getattr(args, key, None)
@@ -80,3 +88,35 @@ def check_rows(rows) -> int:
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
         raise ValidationError("rows", f"must be a whole number >= 0, got {rows!r}")
     return rows
+
+
+def add_mkdir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--mkdir``: create the missing folders of a path given with ``--out``/``--outdir``."""
+    parser.add_argument("--mkdir", action="store_true",
+                        help="create the missing folders of a path you give (without it, a "
+                             "path into a folder that does not exist is refused; the "
+                             "default folders are always created)")
+
+
+def typed_path_folder(path, field: str, mkdir: bool) -> None:
+    """Refuse a path the user typed whose folder does not exist, unless ``--mkdir``.
+
+    A typo in a folder name (``--out /nonexistent/dir/x.npz``) would otherwise make
+    a tree of folders; the commands' default paths (``results/...``) are created
+    without asking. For an output that is itself a folder (a sweep store,
+    ``reproduce --out DIR``), ``path`` is that folder: it may be new, its parent
+    must exist.
+    """
+    folder = os.path.dirname(os.path.normpath(os.fspath(path))) or "."
+    if mkdir or os.path.isdir(folder):
+        return
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        return  # a file or a dangling link where the folder should be: the writer says so
+    raise ValidationError(field, f"the folder {folder!r} does not exist; create it, or add "
+                          "--mkdir to have it made")
+
+
+def replaced_note(path) -> str:
+    """``" (replaced the earlier file)"`` if ``path`` is an existing file, else ``""``
+    (every command replaces an existing output file atomically, and says so)."""
+    return " (replaced the earlier file)" if os.path.isfile(path) else ""

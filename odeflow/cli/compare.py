@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import json
+import math
 
-import numpy as np
-
-from odeflow.analysis.compare import RUNS, compare_runs, format_gap_table, gap_table
-from odeflow.cli.common import add_data_arguments, check_rows, resolve
+from odeflow.cli.catalog import RUNS
+from odeflow.cli.common import (
+    add_data_arguments,
+    add_mkdir_argument,
+    check_rows,
+    replaced_note,
+    resolve,
+    typed_path_folder,
+)
 from odeflow.cli.tables import add_wide_argument, width_of, wrap
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_text, writable_target
-from odeflow.training.common import check_count
 
 #: Defaults of the command; ``eta_z = 5`` so that the logits move within a few hundred steps.
 DEFAULTS = {"eta_y": 1.0, "eta_z": 5.0, "steps": 500, "batch_size": 32, "seq_len": 64,
@@ -53,7 +58,9 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     add_wide_argument(p)
     p.add_argument("--out", metavar="FILE.json", help="also write the figures as JSON to "
-                   "FILE (written before anything is printed)")
+                   "FILE (written before anything is printed; an existing file is "
+                   "replaced atomically)")
+    add_mkdir_argument(p)
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
@@ -71,13 +78,15 @@ def _bounded(value: int, name: str) -> int:
 
 
 def _steps(args) -> int:
+    from odeflow.training.common import check_count
+
     if args.steps is not None:
         return _bounded(check_count(args.steps, "steps"), "steps")
     if args.t_end is not None:
-        if not args.t_end > 0 or not np.isfinite(args.t_end):
+        if not args.t_end > 0 or not math.isfinite(args.t_end):
             raise ValidationError("t_end", f"must be finite and > 0, got {args.t_end!r}")
         dt = args.dt if args.run == "gradient_ascent" else 1.0
-        if not (dt > 0 and np.isfinite(dt)):
+        if not (dt > 0 and math.isfinite(dt)):
             raise ValidationError("dt", f"must be finite and > 0, got {dt!r}")
         steps = args.t_end / dt
         if not steps <= LIMITS["steps"]:
@@ -88,6 +97,8 @@ def _steps(args) -> int:
 
 
 def _time_rows(cmp, rows: int) -> str:
+    import numpy as np
+
     t = cmp.t
     idx = np.unique(np.linspace(0, t.size - 1, min(rows, t.size)).round().astype(int))
     lines = [f"{'t':>10s}  {'z gap':>10s}  {'attention TV':>12s}"]
@@ -98,13 +109,20 @@ def _time_rows(cmp, rows: int) -> str:
 def _save(args, figures: dict) -> None:
     """Results first: ``--out`` is written before anything is printed."""
     if args.out:
+        replaced = replaced_note(args.out)
         path = atomic_write_text(args.out, json.dumps(figures, indent=2) + "\n", field="out")
-        print(f"saved {path}")
+        print(f"saved {path}{replaced}")
 
 
 def run(args) -> int:
+    import numpy as np
+
+    from odeflow.analysis.compare import compare_runs, format_gap_table, gap_table
+    from odeflow.training.common import check_count
+
     rows_shown = check_rows(args.rows)
     if args.out:
+        typed_path_folder(args.out, "out", args.mkdir)
         writable_target(args.out, "out")  # refused before training, not after
     data, options, label = resolve(args, {k: DEFAULTS[k] for k in ("eta_y", "eta_z")})
     eta_y, eta_z = options["eta_y"], options["eta_z"]

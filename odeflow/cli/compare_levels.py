@@ -1,13 +1,12 @@
 """``odeflow compare-levels``: Level E against Level R (Theorem 1, Eqn 11), and with
-``--seq-len`` Level T (spec section 8) and with ``--sgd-seeds`` an SGD ensemble, as a table."""
+``--seq-len`` Level T (the finite-``T`` flow, docs/levels.md) and with ``--sgd-seeds`` an SGD
+ensemble, as a table."""
 
 from __future__ import annotations
 
 import json
 
-from odeflow.analysis.levels import compare_levels_over_ratios, format_table
 from odeflow.cli.common import add_data_arguments, resolve
-from odeflow.data import validate_positive
 from odeflow.cli.tables import add_wide_argument, width_of, wrap
 from odeflow.errors import ValidationError
 
@@ -56,6 +55,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from odeflow.analysis.levels import compare_levels_over_ratios, format_table
+    from odeflow.data import validate_positive
+
     data, options, label = resolve(args)
     eta_y = validate_positive(options["eta_y"], "eta_y")
     if args.ratios is None:

@@ -7,8 +7,13 @@ import sys
 import time
 from pathlib import Path
 
+from odeflow.cli.catalog import preset_names
+from odeflow.cli.common import add_mkdir_argument, replaced_note, typed_path_folder
 from odeflow.errors import ValidationError
-from odeflow.fields import preset_names
+
+#: The flags of the options a figure may take (``FigureSpec.accepts``), for messages.
+OPTION_FLAGS = {"data": "--preset/--config", "eta_y": "--eta-y", "eta_z": "--eta-z",
+                "t_end": "--t-end", "flow": "--flow"}
 
 
 def register(sub) -> None:
@@ -28,8 +33,9 @@ def register(sub) -> None:
     p.add_argument("name", metavar="NAME", choices=[*FIGURES, "all", "sweep"],
                    help=f"one of {', '.join(FIGURES)}, all, or sweep")
     p.add_argument("--out", metavar="FILE", help="output file, .png, .pdf or .svg "
-                   "(default NAME.png)")
+                   "(default NAME.png); an existing file is replaced (atomically)")
     p.add_argument("--outdir", metavar="DIR", help="output directory for 'all' (figures)")
+    add_mkdir_argument(p)
     p.add_argument("--format", choices=["png", "pdf", "svg"], default="png",
                    help="file format for 'all' (png)")
     p.add_argument("--dpi", type=int, default=130, help="resolution of PNG output (130)")
@@ -122,6 +128,10 @@ def run(args) -> int:
     if args.dpi < MIN_DPI:  # refused before any figure is computed
         raise ValidationError("dpi", f"must be a finite number >= {MIN_DPI} (below it the text "
                               f"cannot be rendered), got {args.dpi!r}")
+    if args.out:
+        typed_path_folder(args.out, "out", args.mkdir)
+    if args.outdir:
+        typed_path_folder(args.outdir, "outdir", args.mkdir)
     if args.name == "sweep":
         return _plot_sweep(args)
     if args.store:
@@ -144,14 +154,27 @@ def run(args) -> int:
         return 2 if failed else 0
     if args.outdir:
         raise ValidationError("outdir", "only for 'all'; use --out FILE for one figure")
+    check_accepts(args, FIGURES[args.name])
     options = _options(args, data, run_table, FIGURES[args.name].accepts)
     _draw(args.name, options, Path(args.out or f"{args.name}.png"), args.dpi, make_figure,
           save_figure)
     return 0
 
 
+def check_accepts(args, spec) -> None:
+    """Refuse a flag the figure does not take, naming the flags it does take."""
+    for key in OPTION_FLAGS:
+        given = (args.preset or args.config) if key == "data" else getattr(args, key)
+        if given is not None and key not in spec.accepts:
+            takes = ", ".join(OPTION_FLAGS[k] for k in spec.accepts)
+            raise ValidationError("preset" if args.preset else "config" if key == "data"
+                                  else key, f"figure {spec.name} does not take it; it takes "
+                                  f"{takes}")
+
+
 def _draw(name, options, path, dpi, make_figure, save_figure) -> None:
     start = time.perf_counter()
     fig = make_figure(name, **options)
+    replaced = replaced_note(path)
     save_figure(fig, path, dpi=dpi)
-    print(f"odeflow plot: {name} -> {path} ({time.perf_counter() - start:.1f} s)")
+    print(f"odeflow plot: {name} -> {path} ({time.perf_counter() - start:.1f} s){replaced}")

@@ -1,14 +1,14 @@
 """``odeflow reproduce fig4|fig5|fig6``: the paper's experiments beside the levels.
 
-Runs the paper's protocol (Sec. 8; spec section 6) over ``--seeds`` seeds,
+Runs the paper's protocol (Sec. 8; docs/reproduce.md) over ``--seeds`` seeds,
 writes a CSV table and a PNG figure into ``--out`` (atomically), then prints
 the table (results first). Beside every run: Level E, Level R and Level T
 (at the protocol's ``T``) at the mapped flow time of the warm-up map
-``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6)
-(see :mod:`odeflow.analysis.paper`).
+``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (the warm-up map of
+docs/levels.md; see :mod:`odeflow.analysis.paper`).
 ``--seeds`` and ``--steps`` are bounded by :data:`LIMITS` (exit 2 past them).
 
-Beside every run also the optimiser flows (spec section 9; on the step axis,
+Beside every run also the optimiser flows (docs/optimisers.md; on the step axis,
 no time map): the heavy ball (SGD) or Adam ODE over Level E and Level T.
 
 - ``fig4``: syn-small, zero start, SGD (momentum 0.9), batch 128, ``T = 128``,
@@ -23,17 +23,19 @@ no time map): the heavy ball (SGD) or Adam ODE over Level E and Level T.
   step: ``optflow_T_mean``, ``optflow_T_std``, ``optflow_E_mean``,
   ``optflow_E_std``), ``fig6.png``, and the recall curves of Appendix G
   (``fig6_recall.csv``, ``fig6_recall.png``).
-- ``induction``: seed 001's induction heads, finite-``L`` training beside the
-  population flow (:mod:`odeflow.cli.reproduce_induction`; :data:`EXPERIMENTS`).
+- ``induction``: the induction heads of Chen, Sheen, Wang, Yang (2024), finite-``L``
+  training beside the population flow (:mod:`odeflow.cli.reproduce_induction`; :data:`EXPERIMENTS`).
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import time
 from pathlib import Path
 
+from odeflow.cli.common import add_mkdir_argument, typed_path_folder
 from odeflow.cli.tables import WIDTH, add_wide_argument, blocks, number, width_of, wrap
 from odeflow.errors import ValidationError
 
@@ -52,17 +54,57 @@ LIMITS = {"seeds": 1000, "steps": 100_000, "seed_steps": 200_000}
 OUTPUTS = {"fig4": ("fig4",), "fig5": ("fig5",), "fig6": ("fig6", "fig6_recall")}
 
 
+#: What each experiment runs and writes, for ``odeflow reproduce --help``.
+EXPERIMENT_HELP = {
+    "fig4": "Scan and Snap Fig. 4: SGD (momentum 0.9, batch 128, T = 128) on syn-small "
+            "from the zero start, eta_Z = eta_Y = 1: loss and attention entropy per step "
+            "beside Levels E, R, T and the heavy-ball flows (fig4.csv, fig4.png)",
+    "fig5": "Fig. 5: the same with Adam at eta_Z = 0.1 and 1 (fig5.csv, fig5.png)",
+    "fig6": "Fig. 6: the final attention entropy of SGD over syn-medium-1/3/5/10 x eta_Z "
+            "in {0.5, 1, 2, 3} x eta_Y/eta_Z in {1, 2, 5, 10} (64 cells, uniform start) "
+            "beside the levels; recall curves of Appendix G (fig6*.csv, fig6*.png)",
+    "induction": "induction heads (Chen, Sheen, Wang, Yang 2024), preset ih-paper: "
+                 "full-batch gradient descent on 9000 sequences of length 100 per seed "
+                 "beside the population flow and the finite-L level (induction*.csv, "
+                 "induction.png)",
+}
+
+#: Flags that only some experiments take (the others take --seeds, --steps, --out,
+#: --mkdir and --no-progress).
+EXPERIMENT_FLAGS = {"sizes": ("fig6",), "same_start": ("fig6",)}
+
+
+def _description() -> str:
+    import textwrap
+
+    def wrap(text, first="", rest=""):
+        return textwrap.wrap(text, 78, initial_indent=first, subsequent_indent=rest,
+                             break_on_hyphens=False)
+
+    lines = wrap("Run one of the papers' experiments, write its CSV tables and PNG figure "
+                 "into --out (files of the same names there are replaced, atomically), "
+                 "then print the table.") + ["", "experiments:"]
+    for name, text in EXPERIMENT_HELP.items():
+        lines += wrap(text, f"  {name:<11s}", " " * 13)
+    lines += [""] + wrap("--seeds, --steps, --out, --mkdir and --no-progress apply to every "
+                         "experiment; --sizes and --same-start to fig6 only.")
+    return "\n".join(lines)
+
+
 def register(sub) -> None:
-    p = sub.add_parser("reproduce", help="the paper's Figs. 4-6: training beside the levels",
-                       description=__doc__.splitlines()[0].split(": ", 1)[1])
-    p.add_argument("figure", choices=(*FIGURES, *EXPERIMENTS), help="which experiment")
+    p = sub.add_parser("reproduce", help="the papers' experiments (Figs. 4-6, induction "
+                       "heads): training beside the levels", description=_description(),
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("figure", metavar="EXPERIMENT", choices=(*FIGURES, *EXPERIMENTS),
+                   help=f"which experiment: {', '.join((*FIGURES, *EXPERIMENTS))}")
     p.add_argument("--seeds", type=int, default=10, metavar="N",
                    help=f"seeds per run (10; at most {LIMITS['seeds']:,})")
     p.add_argument("--steps", type=int, default=100, metavar="K",
                    help=f"training steps (100; at most {LIMITS['steps']:,}, and seeds x "
                         f"steps at most {LIMITS['seed_steps']:,})")
-    p.add_argument("--out", default="results/reproduce", metavar="DIR",
+    p.add_argument("--out", default=None, metavar="DIR",
                    help="folder for the CSV and PNG files (results/reproduce)")
+    add_mkdir_argument(p)
     p.add_argument("--sizes", type=int, nargs="+", default=None, metavar="N",
                    help="fig6: the syn-medium-N vocabulary sizes (1 3 5 10: the paper's 64 "
                         "cells; fewer for a quick look)")
@@ -191,7 +233,33 @@ def run_experiment(args) -> int:
     return getattr(importlib.import_module(f"{__package__}.{module}"), function)(args)
 
 
+def check_experiment_flags(args) -> None:
+    """Refuse a flag of :data:`EXPERIMENT_FLAGS` given to an experiment that does not take
+    it, and a typed ``--out`` whose parent folder is missing (unless ``--mkdir``); the
+    default ``--out`` is ``results/reproduce``."""
+    for key, experiments in EXPERIMENT_FLAGS.items():
+        if getattr(args, key, None) not in (None, False) and args.figure not in experiments:
+            raise ValidationError(key, f"only for {', '.join(experiments)}, not "
+                                  f"{args.figure}")
+    if args.out is None:
+        args.out = "results/reproduce"
+    else:
+        typed_path_folder(args.out, "out", args.mkdir)
+
+
+def replaced_files(out: Path, stems) -> set:
+    """The files among ``out/STEM.csv`` and ``out/STEM.png`` that exist (to be replaced)."""
+    return {p for stem in stems for p in (out / f"{stem}.csv", out / f"{stem}.png")
+            if p.is_file()}
+
+
+def wrote_line(path, replaced: set) -> str:
+    """``wrote PATH``, saying when it replaced an earlier file."""
+    return f"wrote {path}" + (" (replaced the earlier file)" if Path(path) in replaced else "")
+
+
 def run(args) -> int:
+    check_experiment_flags(args)
     if args.figure in EXPERIMENTS:
         return run_experiment(args)
     import matplotlib
@@ -203,6 +271,7 @@ def run(args) -> int:
     check_counts(args.seeds, args.steps)
     out = check_out(args.out, args.figure)
     width = width_of(args)
+    replaced = replaced_files(out, OUTPUTS[args.figure])
     progress = False if args.no_progress else None
     start = time.perf_counter()
     # results first: every file is written before anything derived is printed
@@ -243,6 +312,6 @@ def run(args) -> int:
                            f"{s['rises_with_ratio']:.0%}", width))
     seconds = time.perf_counter() - start
     for path in written:
-        print(f"wrote {path}")
+        print(wrote_line(path, replaced))
     print(f"{args.figure}: {args.seeds} seeds, {args.steps} steps, {seconds:.1f} s")
     return 0

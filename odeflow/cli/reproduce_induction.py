@@ -1,6 +1,6 @@
 """``odeflow reproduce induction``: the authors' induction-head training beside the population flow.
 
-Seed 001 (spec section 10): ``ih-paper`` (d = 3, n = 3, H = 3, D = 2,
+The authors' setting (docs/induction.md): ``ih-paper`` (d = 3, n = 3, H = 3, D = 2,
 alpha = 0.1), per seed 9000 fresh sequences of length ``L = 100``, full-batch
 gradient descent at learning rate 1 on all parameters jointly from the code's
 init, the authors' training loss (``"code"``), ``--steps`` steps; beside it the
@@ -54,7 +54,14 @@ def run(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from odeflow.cli.reproduce import check_counts, csv_text, print_table, write_outputs
+    from odeflow.cli.reproduce import (
+        check_counts,
+        csv_text,
+        print_table,
+        replaced_files,
+        write_outputs,
+        wrote_line,
+    )
     from odeflow.cli.tables import width_of, wrap
     from odeflow.io import atomic_write_text
     from odeflow.plots.induction import plot_run_beside_flow
@@ -66,6 +73,7 @@ def run(args) -> int:
     check_counts(args.seeds, args.steps)
     out = check_out(args.out)
     width = width_of(args)
+    replaced = replaced_files(out, OUTPUTS)
     progress = False if args.no_progress else None
     start = time.perf_counter()
     comp = induction_flow.compare(seeds=args.seeds, steps=args.steps, progress=progress)
@@ -122,7 +130,7 @@ def run(args) -> int:
                                f"{r['loss_misses']}" for r in worst), width))
     seconds = time.perf_counter() - start
     for path in written:
-        print(f"wrote {path}")
+        print(wrote_line(path, replaced))
     print(wrap(f"induction: {len(comp.seeds)} seeds x {comp.count} sequences of L = "
                f"{comp.length}, {args.steps} steps, loss {comp.loss!r}, {seconds:.1f} s", width))
     return 0

@@ -2,16 +2,41 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
 
-from odeflow.cli.common import add_data_arguments, check_rows, resolve
+from odeflow.cli.catalog import FAMILIES, MAX_NFEV, METHODS
+from odeflow.cli.common import (
+    add_data_arguments,
+    add_mkdir_argument,
+    check_rows,
+    replaced_note,
+    resolve,
+    typed_path_folder,
+)
+from odeflow.cli.parser import any_case
 from odeflow.cli.tables import add_wide_argument, blocks, width_of, wrap
 from odeflow.errors import ValidationError
-from odeflow.fields import family_of
-from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
-from odeflow.io import writable_target
-from odeflow.numerics import normalised_features
-from odeflow.solver import MAX_NFEV, METHODS, solve
+
+if TYPE_CHECKING:
+    import numpy as np
+
+#: The options of ``odeflow run`` that only some flows take: option -> (family, flows;
+#: ``None``: every flow of the family). Any other option applies to every flow.
+SCOPED_OPTIONS = {"eta_y": ("scan_snap", None), "eta_z": ("scan_snap", None),
+                  "loss": ("induction", None), "stages": ("induction", ("population", "finite_l")),
+                  "length": ("induction", ("finite_l",)),
+                  "sequences": ("induction", ("finite_l",)),
+                  "sample_seed": ("induction", ("finite_l",))}
+
+#: Every flow of every family, for ``--flow`` (each family's own are checked in :func:`run`).
+ALL_FLOWS = tuple(flow for family in FAMILIES.values() for flow in family.flows)
+
+
+def solve(*args, **kwargs):
+    """:func:`odeflow.solve`, imported on the first call (``--help`` stays light)."""
+    from odeflow.solver import solve as solve_flow
+
+    return solve_flow(*args, **kwargs)
 
 
 def register(sub) -> None:
@@ -22,9 +47,10 @@ def register(sub) -> None:
                                    "The induction-head presets (ih-paper, ih-point) solve "
                                    "that family's flows.")
     add_data_arguments(p, any_family=True)
-    p.add_argument("--flow", default=None, help="the data model's family's flow: exact "
-                   "(default), finite_t, reduced or snap for sequence classes; population "
-                   "(default), copier or finite_l for induction heads")
+    p.add_argument("--flow", default=None, choices=ALL_FLOWS, metavar="FLOW",
+                   help="the data model's family's flow: exact (default), finite_t, reduced "
+                        "or snap for sequence classes; population (default), copier or "
+                        "finite_l for induction heads")
     p.add_argument("--loss", default=None, choices=["nll", "code"],
                    help="induction heads: the loss (nll: -log y of the target; code: the "
                         "training code's cross-entropy of y as logits); default nll")
@@ -39,14 +65,16 @@ def register(sub) -> None:
     p.add_argument("--sample-seed", type=int, default=None, metavar="S",
                    help="induction heads, flow finite_l: seed of the sample (0)")
     p.add_argument("--method", default=None, choices=["auto", *METHODS],
-                   help="solve_ivp method (auto)")
+                   type=any_case(["auto", *METHODS], "method"),
+                   help="solve_ivp method, any letter case (auto)")
     p.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-8)")
     p.add_argument("--atol", type=float, default=None, help="absolute tolerance (1e-10)")
     p.add_argument("--max-nfev", type=int, default=None, metavar="N",
                    help=f"budget of right-hand-side evaluations; the solve stops with exit 3 "
                         f"when it is used up ({MAX_NFEV:,})")
     p.add_argument("--out", metavar="PATH", help="result file (.npz); default "
-                   "results/<data>-<flow>.npz")
+                   "results/<data>-<flow>.npz. An existing file is replaced (atomically)")
+    add_mkdir_argument(p)
     p.add_argument("--rows", type=int, default=8, help="rows of the printed table (8; 0: no "
                    "table)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
@@ -60,6 +88,8 @@ def log_spaced_rows(t: np.ndarray, rows: int) -> np.ndarray:
     At most one row per stored time, however large ``rows`` is; none for
     ``rows = 0`` and only ``t = 0`` for ``rows = 1``.
     """
+    import numpy as np
+
     if rows <= 1:
         return np.arange(min(max(int(rows), 0), t.size))
     count = min(int(rows), t.size + 1) - 1
@@ -76,6 +106,10 @@ def summary_table(traj, rows: int = 8, width: int | None = None) -> str:
     ``width``: columns past it continue in a further block led by ``t``
     (:func:`odeflow.tables.blocks`); None: one block.
     """
+    import numpy as np
+
+    from odeflow.numerics import normalised_features
+
     data = traj.data
     idx = log_spaced_rows(traj.t, rows)
     active = data.active_tokens
@@ -135,7 +169,30 @@ def staged_schedule(text: str, t_end: float):
     return Schedule.staged(t_c, t_w, t_end - t_c - t_w)
 
 
+def check_scope(options: dict, family: str, flow: str, label: str, args) -> None:
+    """Refuse an option the flow does not take (:data:`SCOPED_OPTIONS`), and a flow of
+    another family, naming the flag (or the config's ``[run]`` key) and the flags that
+    apply instead."""
+    title = FAMILIES[family].title.split(" (")[0]
+    if flow not in FAMILIES[family].flows:
+        raise ValidationError("flow" if args.flow is not None else "run.flow",
+                              f"{flow!r} is not a flow of {title} ({label}); its flows: "
+                              f"{', '.join(FAMILIES[family].flows)}")
+    for key, (owner, flows) in SCOPED_OPTIONS.items():
+        if options.get(key) is None or (owner == family and (flows is None or flow in flows)):
+            continue
+        takes = [f"--{k.replace('_', '-')}" for k, (o, fl) in SCOPED_OPTIONS.items()
+                 if o == family and (fl is None or flow in fl)]
+        field = key if getattr(args, key, None) is not None else f"run.{key}"
+        raise ValidationError(field, f"does not apply to flow {flow} of {title} ({label}); "
+                              f"that flow takes {', '.join(takes) or 'no family-specific flag'}")
+
+
 def run(args) -> int:
+    from odeflow.fields import family_of
+    from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
+    from odeflow.io import writable_target
+
     rows = check_rows(args.rows)
     data, options, label = resolve(args, {"flow": None, "method": "auto", "rtol": 1e-8,
                                           "atol": 1e-10, "loss": None, "stages": None},
@@ -145,6 +202,7 @@ def run(args) -> int:
             options[key] = getattr(args, key)
     family = family_of(data)
     flow = options["flow"] or family.default_flow
+    check_scope(options, family.name, flow, label, args)
     # the learning rates the family's fields take, or that a flag or the config gave (a
     # rate given to a family without it reaches solve, which names it as an unknown option)
     settings = {key: options[key] for key in ("eta_y", "eta_z") if key in options}
@@ -156,11 +214,14 @@ def run(args) -> int:
     settings.update({option: options[key] for key, option in SAMPLE_OPTIONS.items()
                      if options.get(key) is not None})
     out = args.out or f"results/{label}-{flow}.npz"
+    if args.out:
+        typed_path_folder(out, "out", args.mkdir)
     writable_target(out, "out")  # a target that can never be written is refused before solving
     traj = solve(data, flow=flow, t_span=(0.0, options["t_end"]), method=options["method"],
                  rtol=options["rtol"], atol=options["atol"], max_nfev=args.max_nfev,
                  progress=False if args.no_progress else None, **settings)
     # Results first: the file is written before anything derived from it is printed.
+    replaced = replaced_note(out)
     path = traj.save(out, field="out")
     s = traj.stats
     shown = "".join(f", {k}={v:g}" if isinstance(v, float) else f", {k}={v}"
@@ -175,7 +236,7 @@ def run(args) -> int:
     print(wrap(f"  solver: {s['method']} status={s['status']} nfev={s['nfev']} "
                f"njev={s['njev']} nlu={s['nlu']} wall={s['wall_time']:.3f}s "
                f"({s.get('message', '')})", width))
-    print(f"saved {path}")
+    print(f"saved {path}{replaced}")
     if rows == 0:
         return 0
     if hasattr(traj, "summary_table"):  # a result that prints its own table

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from odeflow.cli.common import check_rows
+from odeflow.cli.common import add_mkdir_argument, check_rows, typed_path_folder
 from odeflow.errors import ValidationError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def register(sub) -> None:
@@ -26,7 +28,9 @@ def register(sub) -> None:
     p.add_argument("--batch", type=int, metavar="N",
                    help="points per task on processes/dask (1; larger cuts per-task cost)")
     p.add_argument("--out", metavar="STORE", help="store path (config, else "
-                   "results/<config>.zarr); a .nc name writes netCDF")
+                   "results/<config>.zarr); a .nc name writes netCDF. An existing store is "
+                   "refused unless --resume continues it")
+    add_mkdir_argument(p)
     p.add_argument("--resume", action="store_true",
                    help="continue the sweep in STORE: stored points are not run again")
     p.add_argument("--retry-failed", action="store_true",
@@ -43,7 +47,10 @@ def run(args) -> int:
     from odeflow.sweep.store import check_store_target
 
     rows = check_rows(args.rows)
-    kwargs = load_sweep_config(args.config)
+    try:
+        kwargs = load_sweep_config(args.config)
+    except ValidationError as exc:
+        raise in_config_words(exc) from None
     label = str(args.config).rsplit("/", 1)[-1].removesuffix(".toml")
     if args.backend:
         kwargs["backend"] = args.backend
@@ -60,19 +67,31 @@ def run(args) -> int:
         kwargs["batch"] = args.batch
     kwargs["store"] = args.out or kwargs.get("store") or f"results/{label}.zarr"
     fmt = kwargs.get("format")
+    field = "out" if args.out else "store"
     # before any worker starts: zarr would meet a dangling link or a file with a traceback
-    check_store_target(kwargs["store"], fmt if isinstance(fmt, str) else None,
-                       "out" if args.out else "store")
+    check_store_target(kwargs["store"], fmt if isinstance(fmt, str) else None, field)
+    if args.out or kwargs["store"] != f"results/{label}.zarr":  # a path the user typed
+        typed_path_folder(kwargs["store"], field, args.mkdir)
+    if not args.resume:
+        # named "store" as the sweep's own refusal is when another sweep made it meanwhile
+        refuse_existing_store(kwargs["store"], fmt if isinstance(fmt, str) else None, "store")
     if kwargs.get("backend") == "dask":
         quiet_dask_client()
     try:
         ds = sweep(**kwargs, resume=args.resume, retry_failed=args.retry_failed,
                    progress=False if args.no_progress else None)
+    except ValidationError as exc:
+        raise in_config_words(exc) from None
     except KeyboardInterrupt:
         print(f"odeflow sweep: interrupted; every finished point is in {kwargs['store']}: "
               "run the same command with --resume to continue", file=sys.stderr)
         return 130
     a = ds.attrs
+    if "points" not in a:  # a finished netCDF sweep, read back by --resume
+        print(f"odeflow sweep: {kwargs['store']} holds the finished sweep; nothing left to run")
+        a = {**a, "points": int(ds["computed"].size), "already_done": int(ds["computed"].size),
+             "computed_now": 0, "failed": int((ds["error"].values.astype(str) != "").sum()),
+             "wall_time": 0.0}
     records, size = a.get("journal_skipped", (0, 0))
     if records:
         print(f"odeflow sweep: {kwargs['store']}: skipped {records} damaged journal "
@@ -86,6 +105,47 @@ def run(args) -> int:
         print(table)
     print(f"saved {kwargs['store']}")
     return 3 if a["failed"] else 0
+
+
+def refuse_existing_store(store, fmt: str | None, field: str) -> None:
+    """A sweep writes a new store: one that exists (or a netCDF sweep's partial store) is
+    refused, pointing to ``--resume``, before any point runs."""
+    from pathlib import Path
+
+    from odeflow.sweep.store import partial_path
+
+    path = Path(store)
+    netcdf = (fmt or ("netcdf" if path.suffix == ".nc" else "zarr")) == "netcdf"
+    for candidate in (path, *([partial_path(path)] if netcdf else [])):
+        if candidate.exists():
+            raise ValidationError(field, f"{str(candidate)!r} exists: add --resume to continue "
+                                  "that sweep (its finished points are kept), or choose "
+                                  "another --out")
+
+
+#: Config keys users write for another one: field of the error -> what to write instead.
+CONFIG_HINTS = {
+    "grid.seed": "seeds are not a grid parameter: list them as [sweep] seeds = [0, 1, 2]",
+    "settings.seed": "give the seeds as [sweep] seeds = [0, 1, 2]",
+    "grid.seeds": "list the seeds as [sweep] seeds = [0, 1, 2]",
+    "settings.seeds": "list the seeds as [sweep] seeds = [0, 1, 2]",
+}
+
+
+def in_config_words(exc: ValidationError) -> ValidationError:
+    """A sweep's error in the config file's terms: ``[sweep.grid] seed`` points to
+    ``[sweep] seeds``, a task parameter put in ``[sweep]`` to ``[sweep.settings]``, and
+    the sweep's ``resume=True`` is the command's ``--resume``."""
+    reason = exc.reason.replace("pass resume=True (--resume)", "add --resume")
+    field = exc.field
+    if field in CONFIG_HINTS:
+        reason = f"{reason}; {CONFIG_HINTS[field]}"
+    elif field.startswith("sweep.") and reason.startswith("unknown key"):
+        reason += ("; a task's parameters go in [sweep.settings] (fixed) or [sweep.grid] "
+                   "(swept)")
+    if field.startswith(("grid.", "settings.")):
+        field = f"sweep.{field}"
+    return ValidationError(field, reason)
 
 
 def quiet_dask_client() -> None:
@@ -106,6 +166,8 @@ def summary_table(ds, rows: int = 20) -> str:
     classes, where the task has it), the final value of every output that is one series
     over time (``entropy``, ``J``; ``a``, ``population_loss``); then the failed points.
     ``rows=0``: the failed points only."""
+    import numpy as np
+
     dims = [d for d in ds["computed"].dims]
     flat = {d: np.broadcast_to(ds[d].values.reshape([-1 if e == d else 1 for e in dims]),
                                ds["computed"].shape).ravel() for d in dims}
@@ -141,6 +203,8 @@ def summary_table(ds, rows: int = 20) -> str:
 
 def _last(var) -> np.ndarray:
     """The last non-NaN value over time at every point (the point's own horizon)."""
+    import numpy as np
+
     values = var.values.reshape(-1, var.sizes["time"])
     out = np.full(values.shape[0], np.nan)
     for i, row in enumerate(values):
@@ -151,6 +215,8 @@ def _last(var) -> np.ndarray:
 
 
 def _cell(value) -> str:
+    import numpy as np
+
     if isinstance(value, (float, np.floating)):
         return f"{value:12.4g}"
     return f"{value!s:>12s}"

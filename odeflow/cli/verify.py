@@ -10,18 +10,14 @@ from __future__ import annotations
 
 import json
 
-from odeflow.analysis.check_registry import registered_checks
-from odeflow.analysis.verify import (
-    DEFAULT_ATOL,
-    DEFAULT_METHOD,
-    DEFAULT_RTOL,
-    DEFAULT_TOLERANCE,
-    T_MAX,
-    T_MIN,
-    verify,
-)
+from odeflow.cli.catalog import CHECKS, METHODS, VERIFY_DEFAULTS
+from odeflow.cli.parser import any_case
 from odeflow.cli.tables import add_wide_argument, width_of
-from odeflow.solver import METHODS
+
+# the defaults of odeflow.analysis.verify, as the help shows them (odeflow.cli.catalog)
+DEFAULT_RTOL, DEFAULT_ATOL = VERIFY_DEFAULTS["rtol"], VERIFY_DEFAULTS["atol"]
+DEFAULT_METHOD, DEFAULT_TOLERANCE = VERIFY_DEFAULTS["method"], VERIFY_DEFAULTS["tolerance"]
+T_MIN, T_MAX = VERIFY_DEFAULTS["t_min"], VERIFY_DEFAULTS["t_max"]
 
 #: Exit code when at least one check fails.
 EXIT_FAIL = 1
@@ -31,8 +27,8 @@ def register(sub) -> None:
     p = sub.add_parser(
         "verify", help="check the closed forms (CF1-CF6, CF-IH1, CF-IH2, I_S) against scipy",
         description="Integrate the ODE behind each closed form (Eqns 44-45, 128, 11, 12, "
-                    "13-14 of Scan and Snap; CF-IH1, CF-IH2 and I_S of the induction-head family, "
-                    "spec section 10) with scipy's solve_ivp and print the largest "
+                    "13-14 of Scan and Snap; CF-IH1, CF-IH2 and I_S of the induction-head "
+                    "family, docs/verification.md) with scipy's solve_ivp and print the largest "
                     "relative error numeric vs closed form (Scan and Snap: over log-spaced t "
                     f"in [{T_MIN:g}, {T_MAX:g}]). Exit status 1 if any check fails.")
     p.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
@@ -42,10 +38,11 @@ def register(sub) -> None:
                         "quantities reach 1e-15 at t = 1e-3, so it must stay far below "
                         "rtol times that)")
     p.add_argument("--method", default=DEFAULT_METHOD, choices=METHODS,
-                   help=f"solve_ivp method ({DEFAULT_METHOD})")
+                   type=any_case(METHODS, "method"),
+                   help=f"solve_ivp method, any letter case ({DEFAULT_METHOD})")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                    help=f"largest relative error that passes ({DEFAULT_TOLERANCE:g})")
-    checks = registered_checks()
+    checks = CHECKS
     p.add_argument("--only", nargs="+", metavar="CF", type=str.upper, choices=checks,
                    help=f"run only these checks ({' '.join(checks)})")
     p.add_argument("--t-max", type=float, default=T_MAX,
@@ -61,6 +58,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from odeflow.analysis.verify import verify
+
     report = verify(rtol=args.rtol, atol=args.atol, method=args.method,
                     tolerance=args.tolerance, checks=args.only, t_max=args.t_max,
                     seed=args.seed, progress=not args.no_progress)
