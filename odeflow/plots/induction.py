@@ -27,6 +27,8 @@ import numpy as np
 from odeflow.errors import ValidationError
 from odeflow.plots.style import (
     HEATMAP_CMAP,
+    LEGEND_BELOW,
+    LEGEND_FRAME,
     REFERENCE_COLOUR,
     finish_axes,
     panel_axes,
@@ -197,13 +199,51 @@ def _logit_map(ax, w, lo, hi):
     return image
 
 
+def preset_name(data) -> str | None:
+    """The name of the induction preset ``data`` equals (``"ih-paper"``), or None."""
+    import odeflow
+
+    for name in odeflow.InductionData.preset_table():
+        try:
+            if odeflow.InductionData.preset(name).to_dict() == data.to_dict():
+                return name
+        except (AttributeError, TypeError, ValueError):
+            return None
+    return None
+
+
+def comparison_title(comp) -> str:
+    """Title of :func:`plot_run_beside_flow` for a run-beside-flow comparison ``comp``
+    (:func:`odeflow.training.induction.beside_flow.compare`): preset, loss, seeds, sample."""
+    data = getattr(comp.flow, "data", None)
+    name = preset_name(data) if data is not None else None
+    seeds = len(comp.seeds)
+    return (f"induction heads{f' ({name})' if name else ''}: full-batch GD (lr 1, loss "
+            f"{comp.loss!r}), {seeds} seed{'s' if seeds != 1 else ''} x {comp.count} "
+            f"sequences of L = {comp.length}, beside the population flow")
+
+
+def _goal_mark(ax, t_last: float) -> None:
+    """The dotted line at the first time of the goal table, labelled (when reached)."""
+    from odeflow.training.induction.beside_flow import A_TOLERANCE, GOAL_TIMES, LOSS_TOLERANCE
+
+    if t_last >= GOAL_TIMES[0]:
+        ax.axvline(GOAL_TIMES[0], color=REFERENCE_COLOUR, linestyle=":", linewidth=1.0,
+                   label=f"t = {GOAL_TIMES[0]:g}: first time of the goal table (a within "
+                         f"{A_TOLERANCE:.0%}, loss within {LOSS_TOLERANCE:g})")
+
+
 def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
-                         flow_label: str = "population flow", axes=None, others=None):
+                         flow_label: str = "population flow", axes=None, others=None,
+                         title: str | None = None):
     """Six panels: ``a(t)``, loss, ``p_S(t)`` (flow solid, run dashed), and the copier
     logits at the start, at the flow's end and at the run's end.
 
     ``others``: more ``{label: trajectory}`` drawn in the ``a(t)`` and loss panels
-    (e.g. the finite-``L`` level). The figure of ``odeflow reproduce induction``.
+    (e.g. the finite-``L`` level). ``title``: the figure's title line (e.g.
+    :func:`comparison_title`). The ``a(t)`` and loss panels share one legend
+    at the foot of the figure, with the dotted line at the goal table's first
+    time. The figure of ``odeflow reproduce induction``.
     """
     check_trajectory(run, "run")
     check_trajectory(flow, "flow")
@@ -223,6 +263,14 @@ def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
              run_label: run}
     plot_classifier_weight(lines, ax=axes[0])
     plot_loss(lines, ax=axes[1])
+    t_last = max(float(np.max(traj.t)) for traj in lines.values())
+    for ax in axes[:2]:
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+        _goal_mark(ax, t_last)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=min(len(labels), 2),
+               **LEGEND_FRAME)
     ax = axes[2]
     for i, subset in enumerate(flow.subsets):
         for label, traj in pair.items():
@@ -234,7 +282,7 @@ def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
     ax.set_xscale("log")
     ax.set_ylim(-0.02, 1.02)
     finish_axes(ax, "t (flow time; GD step k at t = k)", r"$p_S$ (flow solid, run dashed)",
-                "selector: subset weights", ncol=2, loc="center right")
+                "selector: subset weights", ncol=4, **LEGEND_BELOW)
     w_run = np.asarray(run.copier_logits, dtype=float)
     w_flow = np.asarray(flow.copier_logits, dtype=float)
     maps = ((w_flow[0], f"start (t = {float(flow.t[0]):g})"),
@@ -242,10 +290,10 @@ def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
             (w_run[-1], f"{run_label}, t = {float(run.t[-1]):g}"))
     lo = min(float(m.min()) for m, _ in maps)
     hi = max(float(m.max()) for m, _ in maps)
-    for ax, (w, title) in zip(axes[3:], maps, strict=True):
+    for ax, (w, when) in zip(axes[3:], maps, strict=True):
         image = _logit_map(ax, w, lo, hi if hi > lo else lo + 1.0)
-        ax.set_title(f"copier logits: {title}", fontsize="small")
+        ax.set_title(f"copier logits: {when}", fontsize="small")
     fig.colorbar(image, ax=list(axes[3:]), shrink=0.85, label="logit w")
-    for ax in axes[:2]:
-        ax.axvline(5.0, color=REFERENCE_COLOUR, linestyle=":", linewidth=1.0)
+    if title:
+        fig.suptitle(title, fontsize="medium")
     return fig

@@ -12,7 +12,14 @@ import numpy as np
 
 from odeflow.analysis.measures import distinct_attention
 from odeflow.analysis.paper import RECALL_THRESHOLDS
-from odeflow.plots.style import finish_axes, label_log_ticks, panel_axes, series_colour
+from odeflow.plots.style import (
+    LEGEND_BELOW,
+    LEGEND_FRAME,
+    finish_axes,
+    label_log_ticks,
+    panel_axes,
+    series_colour,
+)
 
 LEVEL_STYLE = {"E": {"linestyle": "--", "color": "black", "label": "Level E (exact flow)"},
                "R": {"linestyle": ":", "color": "#666666", "label": "Level R (reduced flow)"},
@@ -27,8 +34,12 @@ OPTFLOW_STYLE = {"T": {"color": "#cc79a7", "linewidth": 1.8},
                  "E": {"color": "#009e73", "linewidth": 1.3, "linestyle": (0, (5, 2))}}
 
 
-#: Axis label of the warm-up map (spec section 6).
-TIME_LABEL = r"flow time $t_k = [k - \mu(1-\mu^k)/(1-\mu)]/(1-\mu)$"
+#: Axis label of the flow time of step ``k`` (the warm-up map, given in full in the caption).
+TIME_LABEL = r"flow time $t_k$ of step $k$"
+
+#: The warm-up map, for the figures' captions.
+WARM_UP_MAP = r"$t_k = [k - \mu(1-\mu^k)/(1-\mu)]/(1-\mu)$"
+
 
 
 def _step_axis(ax, protocol) -> None:
@@ -77,32 +88,39 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
     Left: mean cross-entropy of each step's batch (mean and one standard
     deviation over the seeds) beside the population loss ``-J`` of Level E
     and Level R at the mapped flow time. Middle: the distinct-token entropy
-    (spec section 6). Right: the attention ``c_n`` over the distinct tokens of
-    one class over training (mean over seeds).
+    (the measure of the paper's Fig. 6). Right: the attention ``c_n`` over the
+    distinct tokens of one class over training (mean over seeds). The runs
+    and each flow have one label and style in both panels; one legend below
+    them, whose title gives the warm-up map ``t_k`` and, with the heavy-ball
+    flows, their start half a step before step 0 (the staggered reading,
+    docs/optimisers.md): their loss at ``k = 0`` is below the runs' ``ln M``.
     """
     run, data = exp.run, exp.data
-    fig, (ax_l, ax_h, ax_m) = panel_axes(axes, 3, (4.6, 4.2))
+    fig, (ax_l, ax_h, ax_m) = panel_axes(axes, 3, (4.6, 5.4))
     t = run.t
-    _band(ax_l, run.loss_t, run.loss, series_colour(0),
-          f"{run.protocol.optimizer.upper()}, {len(run.seeds)} seeds (mean $\\pm$ sd)")
+    runs = f"{run.protocol.optimizer.upper()} runs, {len(run.seeds)} seed" \
+           f"{'s' if len(run.seeds) != 1 else ''} (mean $\\pm$ sd)"
+    optflow = {name: f"heavy-ball flow, Level {name} (step $k$ drawn at $t_k$)"
+               for name in getattr(exp, "optflow_loss", {})}
+    _band(ax_l, run.loss_t, run.loss, series_colour(0), runs)
     for name, tr in exp.levels.items():
         ax_l.plot(t, -tr.objective, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
     for name, loss in getattr(exp, "optflow_loss", {}).items():
-        ax_l.plot(t, loss, **OPTFLOW_STYLE.get(name, {}),
-                  label=f"heavy-ball flow, Level {name} (step $k$ at $t_k$)")
+        ax_l.plot(t, loss, **OPTFLOW_STYLE.get(name, {}), label=optflow[name])
     ax_l.set_yscale("log")
     finish_axes(ax_l, TIME_LABEL, "cross-entropy loss",
-                "loss (batch; levels: $-J$, Eqn 2)", loc="upper right")
+                "loss (batch; levels: $-J$, Eqn 2)", legend=False)
     _step_axis(ax_l, run.protocol)
-    _band(ax_h, t, exp.entropy, series_colour(1), "runs (mean $\\pm$ sd)")
+    _band(ax_h, t, exp.entropy, series_colour(0), runs)
     for name, H in exp.level_entropy.items():
         ax_h.plot(t, H, **LEVEL_STYLE.get(name, {"label": f"Level {name}"}))
     for name, H in getattr(exp, "optflow_entropy", {}).items():
         ax_h.plot(_optflow_t(exp), H, **OPTFLOW_STYLE.get(name, {}),
-                  label=f"heavy-ball flow, Level {name}")
+                  label=optflow.get(name, f"heavy-ball flow, Level {name}"))
     finish_axes(ax_h, TIME_LABEL, "entropy of $c_n$ on $G_{DT}(n)$ (nats)",
-                "distinct-token entropy (Fig. 6 measure)", loc="upper right")
+                "distinct-token entropy (Fig. 6 measure)", legend=False)
     _step_axis(ax_h, run.protocol)
+    _shared_legend(fig, (ax_l, ax_h), _fig4_caption(exp))
     n = int(data.next_tokens[0]) if next_token is None else int(next_token)
     i = data.class_index(n)
     c = distinct_attention(data, run.z_active).mean(axis=0)[:, i, :]   # (n_t, L)
@@ -123,6 +141,38 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
                  f"$\\eta_Z = {p.eta_z:g}$, batch {p.batch_size}, T = {p.seq_len}, "
                  f"{p.init} start", fontsize="medium")
     return fig
+
+
+def _fig4_caption(exp) -> str:
+    """The legend's title: the warm-up map and, with heavy-ball flows, their early start."""
+    p = exp.run.protocol
+    lines = [rf"{TIME_LABEL}: warm-up map {WARM_UP_MAP}, $\mu = {p.momentum:g}$"]
+    first = {name: float(np.asarray(loss)[0])
+             for name, loss in getattr(exp, "optflow_loss", {}).items()}
+    if first:
+        start = float(np.log(exp.data.vocab_size)) if p.init == "zero" else None
+        values = ", ".join(f"{v:.3f} (Level {k})" for k, v in first.items())
+        against = f", not $\\ln {exp.data.vocab_size}$ = {start:.3f}" if start else ""
+        lines.append(f"heavy-ball flows start at rest half a step before $k = 0$ (staggered "
+                     f"reading): loss at $k = 0$: {values}{against}")
+    return "\n".join(lines)
+
+
+def _shared_legend(fig, axes, title: str | None = None, ncol: int = 3):
+    """One legend of the labelled artists of ``axes`` (each label once), below the panels."""
+    handles, labels = {}, []
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            if label not in handles:
+                handles[label] = handle
+                labels.append(label)
+    if not labels:
+        return None
+    legend = fig.legend([handles[k] for k in labels], labels, loc="outside lower center",
+                        ncol=ncol, title=title, **LEGEND_FRAME)
+    if title:
+        legend.get_title().set_fontsize("small")
+    return legend
 
 
 def plot_fig5(experiments, next_token: int | None = None, axes=None):
@@ -203,8 +253,7 @@ def plot_fig6(rows, axes=None):
             ax.set_ylabel("entropy (nats)")
             ax.set_title(f"{preset} (M = {int(cells[0]['M'])})\n{title}", fontsize="small")
             ax.grid(alpha=0.3)
-            if row == 0 and col == 0:
-                ax.legend(fontsize="x-small")
+    _shared_legend(fig, [axes[0, 0]], ncol=len(ratios))
     r0 = rows[0]
     fig.suptitle(f"Distinct-token entropy after {int(r0['steps'])} steps (flow time "
                  f"{float(r0['flow_time']):g}), {int(r0['seeds'])} seeds", fontsize="medium")
@@ -303,7 +352,8 @@ def plot_recall(rows, axes=None):
                                      key=lambda r: r["ratio"])):
             ax.plot(th, r["recall"], color=series_colour(j + 4), linestyle="--",
                     label=rf"$\eta_Z = {z1:g}$, ratio {r['ratio']:g}")
-        ax.axvline(0.1, color="black", linewidth=0.8, linestyle=":")
+        ax.axvline(0.1, color="black", linewidth=0.8, linestyle=":",
+                   label="threshold 0.1")
         finish_axes(ax, "threshold on $c_n(l)$", "recall of distinct tokens",
-                    f"{preset}", loc="upper right")
+                    f"{preset}", **LEGEND_BELOW)
     return fig

@@ -116,16 +116,23 @@ def log_times(t_start: float, t_end: float, points: int = 200) -> np.ndarray:
 
 def finish_axes(ax: Axes, xlabel: str, ylabel: str, title: str | None = None,
                 legend: bool = True, **legend_kw) -> None:
-    """Axis labels, optional title, light grid and a legend (if anything is labelled)."""
+    """Axis labels, optional title, light grid and a legend (if anything is labelled).
+
+    The legend has a white box (:data:`LEGEND_FRAME`), so a curve passing behind it
+    does not run through its text; ``legend_kw`` override it and place it.
+    """
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
         ax.set_title(title, fontsize="medium")
     ax.grid(True, which="major", alpha=0.3, linewidth=0.6)
     if legend and ax.get_legend_handles_labels()[0]:
-        legend_kw.setdefault("fontsize", "small")
-        legend_kw.setdefault("frameon", False)
-        ax.legend(**legend_kw)
+        ax.legend(**{**LEGEND_FRAME, **legend_kw})
+
+
+#: The legends' box: white, opaque, a light edge.
+LEGEND_FRAME = {"fontsize": "small", "frameon": True, "framealpha": 1.0, "facecolor": "white",
+                "edgecolor": "#bbbbbb"}
 
 
 #: Largest figure odeflow renders, in pixels (about 400 MB of RGBA).
