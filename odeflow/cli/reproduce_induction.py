@@ -64,7 +64,7 @@ def run(args) -> int:
     )
     from odeflow.cli.tables import width_of, wrap
     from odeflow.io import atomic_write_text
-    from odeflow.plots.induction import plot_run_beside_flow
+    from odeflow.plots.induction import comparison_title, plot_run_beside_flow
     from odeflow.training.induction import beside_flow as induction_flow
 
     if getattr(args, "same_start", False):
@@ -86,7 +86,7 @@ def run(args) -> int:
     fig = plot_run_beside_flow(comp.mean_run, comp.flow,
                                run_label=f"finite-L GD run ({len(comp.seeds)} seed"
                                          f"{'s' if len(comp.seeds) > 1 else ''})",
-                               others=others)
+                               others=others, title=comparison_title(comp))
     written = write_outputs(out, "induction", table, fig)
     for stem, rows in (("induction_agreement", goal), ("induction_worst", worst)):
         path = out / f"{stem}.csv"
@@ -94,8 +94,8 @@ def run(args) -> int:
             written.append(atomic_write_text(path, csv_text(rows), field="out"))
         elif path.exists():  # an earlier run's goal table: it does not describe this run
             path.unlink()
-            print(wrap(f"removed {path}: an earlier run's; this run (--steps {args.steps}) "
-                       f"reaches no goal time (t >= {induction_flow.GOAL_TIMES[0]:g})", width))
+            print(f"removed {path}: an earlier run's; this run (--steps {args.steps}) reaches "
+                  f"no goal time (t >= {induction_flow.GOAL_TIMES[0]:g})")  # quotes a path
     print_table(table, ["step", "a_run", "a_flow", "loss_run", "loss_flow"],
                 every=max(1, len(table) // 12), width=width)
     if goal:
