@@ -1,6 +1,6 @@
 """Measure how closely each optimiser ODE follows its discrete optimiser (``docs/optimisers.md``).
 
-Spec section 9, "start and discreteness, measured not fitted": on syn-small, the
+The optimiser flows' start and discreteness, measured not fitted: on syn-small, the
 optimiser flow (:func:`odeflow.solve` with ``optimizer=``) against the
 deterministic discrete optimiser on the same level with the population
 gradient at unit steps (:func:`odeflow.optimizer_steps`), same rates, same
@@ -10,9 +10,9 @@ start, for each choice of
   (the first step taken exactly, the ODE from ``s = 1``);
 - heavy ball, reading offset: step ``k`` is the ODE (started at rest) at ``s = k
   + offset`` (``1/2``: the staggered reading of the recursion as the ODE's
-  midpoint rule; ``1``: the one-step lag of the spec's ODE under a constant
+  midpoint rule; ``1``: the one-step lag of the plain ODE under a constant
   gradient), derived in ``derivations/heavy_ball_modified_equation.py``;
-- rates: the spec's (heavy ball ``u' = F - (1 - mu) u``; Adam ``1 - b``) or the
+- rates: the plain ones (heavy ball ``u' = F - (1 - mu) u``; Adam ``1 - b``) or the
   matched ones (``modified=True``: ``-ln mu``, ``-ln b``, exact for a constant
   gradient), derived in the same module.
 
@@ -37,7 +37,7 @@ Adam (Fig. 5) at ``eta_Z = 0.1`` from zero (Level E) and from the uniform start
 ``--grid``: the Fig. 6 grid instead (64 cells: syn-medium-1/3/5/10 x ``eta_Z`` x
 ``eta_Y/eta_Z``, Level T as ``odeflow reproduce fig6`` solves it, from the uniform
 start of training seed 0, 100 steps): the distinct-token entropy of the heavy-ball
-flow with the spec's and with the matched rates (both read half a step later)
+flow with the plain and with the matched rates (both read half a step later)
 against the discrete heavy ball's, at step 100 and the largest over the steps;
 one row per cell into ``--out`` (CSV) and a summary printed. Neither table looks at
 a training run.
@@ -59,17 +59,17 @@ import odeflow
 from odeflow.fields import ExactFlow, FiniteTFlow
 
 MOMENTUM_VARIANTS = [  # (label, Momentum options)
-    ("spec ODE, at rest at step 0 (offset 0)", {"modified": False, "offset": 0.0}),
-    ("spec ODE, first step exact (offset 0)", {"modified": False, "offset": 0.0,
+    ("plain ODE, at rest at step 0 (offset 0)", {"modified": False, "offset": 0.0}),
+    ("plain ODE, first step exact (offset 0)", {"modified": False, "offset": 0.0,
                                                "start": "first_step"}),
-    ("spec ODE, offset 1/2", {"modified": False, "offset": 0.5}),
-    ("spec ODE, offset 1", {"modified": False, "offset": 1.0}),
+    ("plain ODE, offset 1/2", {"modified": False, "offset": 0.5}),
+    ("plain ODE, offset 1", {"modified": False, "offset": 1.0}),
     ("matched rates, offset 0", {"modified": True, "offset": 0.0}),
     ("matched rates, offset 1/2 (default)", {"modified": True, "offset": 0.5}),
 ]
 ADAM_VARIANTS = [
-    ("spec rates 1 - b, from the limits", {"modified": False, "start": "limit"}),
-    ("spec rates 1 - b, first step exact", {"modified": False, "exact_steps": 1,
+    ("plain rates 1 - b, from the limits", {"modified": False, "start": "limit"}),
+    ("plain rates 1 - b, first step exact", {"modified": False, "exact_steps": 1,
                                             "offset": 0.0}),
     ("matched rates -ln b, from the limits", {"modified": True, "start": "limit"}),
     ("matched rates -ln b, first step exact", {"modified": True, "exact_steps": 1,
@@ -135,7 +135,7 @@ def distances(data, make_level, options, optimizer, steps):
 
 
 def grid_rows(steps: int) -> list[dict]:
-    """The Fig. 6 grid: the spec's and the matched heavy-ball readings against the discrete
+    """The Fig. 6 grid: the plain and the matched heavy-ball readings against the discrete
     heavy ball on Level T, distinct-token entropy (module docstring, ``--grid``)."""
     from odeflow.analysis import paper
     from odeflow.analysis.measures import distinct_entropy
@@ -181,14 +181,14 @@ def grid_summary(rows: list[dict]) -> str:
         "| reading | median abs(gap) at step 100 | largest | median of the largest over "
         "the steps | cells where it is the nearer (step 100 / all steps) |",
         "|---|---|---|---|---|",
-        f"| spec rates, offset 1/2 | {np.median(spec):.2e} | {spec.max():.2e} | "
+        f"| plain rates, offset 1/2 | {np.median(spec):.2e} | {spec.max():.2e} | "
         f"{np.median(spec_max):.2e} | {int((spec < matched).sum())} / "
         f"{int((spec_max < matched_max).sum())} of {len(rows)} |",
         f"| matched rates, offset 1/2 | {np.median(matched):.2e} | {matched.max():.2e} | "
         f"{np.median(matched_max):.2e} | {int((matched < spec).sum())} / "
         f"{int((matched_max < spec_max).sum())} of {len(rows)} |",
         "",
-        f"(gap = flow minus discrete heavy ball, nats; the spec's reading ends above the "
+        f"(gap = flow minus discrete heavy ball, nats; the plain reading ends above the "
         f"recursion's entropy in {above} of {len(rows)} cells)"])
 
 

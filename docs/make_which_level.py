@@ -17,7 +17,6 @@ Usage: ``python docs/make_which_level.py [--csv docs/reproduce] [--docs docs] [-
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
@@ -273,7 +272,7 @@ def fig6_section(rows6: list[dict], study: list[dict],
 
 `odeflow reproduce fig6 --seeds {seeds} --out docs/reproduce` (columns `optflow_T_mean`,
 `optflow_T_std`, `optflow_E_mean`, `optflow_E_std` of {{download}}`fig6.csv
-<reproduce/fig6.csv>`): the heavy-ball flow (spec section 9, `mu = 0.9`, the runs' rates,
+<reproduce/fig6.csv>`): the heavy-ball flow ({{doc}}`optimisers`, `mu = 0.9`, the runs' rates,
 step time) from each seed's own uniform start (`odeflow.training.training_start`), an ensemble
 of {seeds} deterministic flows per cell, read at step {steps}. A cell counts when the
 ensemble mean is within {FIG6_GOAL_SD:g} seed standard deviation of the runs' mean entropy.
@@ -309,91 +308,24 @@ paper-batch runs by their minibatch noise, which no deterministic flow carries
     return text, goal
 
 
-#: The minibatch-noise study of the Fig. 6 misses (scripts and stored results).
-NOISE_STUDY = Path(__file__).resolve().parents[1] / "benchmarks" / "studies" / "fig6_noise"
-#: Its cells: name -> (preset, eta_Z, ratio); runs of R linearised trajectories per cell.
-NOISE_CELLS = {"m5_ez2_r10": ("syn-medium-5", 2.0, 10.0),
-               "m10_ez1_r10": ("syn-medium-10", 1.0, 10.0),
-               "m10_ez3_r10": ("syn-medium-10", 3.0, 10.0),
-               "m3_ez3_r10": ("syn-medium-3", 3.0, 10.0),
-               "m1_ez1_r5": ("syn-medium-1", 1.0, 5.0)}
-
-
-def noise_section(rows6: list[dict], results: Path = NOISE_STUDY / "results") -> str:
-    """What the Fig. 6 misses are, from the stored results of the noise study (empty if
-    they are absent): per cell the runs from one start, the entropy at their mean
-    parameters, the discrete heavy ball, and each correction moved onto the Fig. 6
-    ensemble mean, in seed sd."""
-    if not results.exists():
-        return ""
-    by_cell = {(r["preset"], float(r["eta_z"]), float(r["ratio"])): r for r in rows6}
-
-    def load(name):
-        path = results / name
-        return json.loads(path.read_text()) if path.exists() else None
-
-    lines = ["| cell | runs from one start (R = 40): mean ± sd | entropy at their mean "
-             "parameters | discrete heavy ball | Jensen part | mean-shift part | Fig. 6 flow "
-             "now (sd) | + Jensen term of the LNA (sd) | + second-order mean (sd) |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, key in NOISE_CELLS.items():
-        runs, row = load(f"runs_{name}_B128.json"), by_cell.get(key)
-        if runs is None or row is None:
-            continue
-        R = 64 if name.startswith("m10") else 128
-        lna = load(f"lna_{name}_lna_R{R}_s7.json")
-        mean, sd, flow = row["sgd_mean"], row["sgd_std"], row["optflow_T_mean"]
-        hb = runs["H_hb_T"]
-        # a prediction of the study, relative to the discrete heavy ball, moved onto the flow
-        moved = [abs(flow + lna[k] - hb - mean) / sd for k in ("H_pred", "H_pert")] if lna \
-            else None
-        extra = f"{moved[0]:.2f} | {moved[1]:.2f}" if moved else "- | -"
-        lines.append(f"| {key[0]}, `eta_Z` {key[1]:g}, ratio {key[2]:g} | "
-                     f"{runs['H_runs_mean']:.4f} ± {runs['H_runs_sd']:.4f} | "
-                     f"{runs['H_at_mean_z']:.4f} | {hb:.4f} | {runs['jensen_gap']:+.4f} | "
-                     f"{runs['mean_shift']:+.4f} | {abs(flow - mean) / sd:.2f} | {extra} |")
-    return f"""
+#: What the Fig. 6 misses are: the minibatch-noise study, whose tables are in studies.md.
+NOISE_SECTION = """
 ### What the misses are: the noise moves the mean (a study)
 
-`benchmarks/studies/fig6_noise` (its `REPORT.md`, scripts and stored results; this table
-is read from them) ran four miss cells and one hit cell again from *one* start (seed 0's
-draw) with 40 different batch streams, beside the deterministic discrete heavy ball on
-Level T from that start. The runs' lower entropy splits into a Jensen part (the entropy of
-noisy logits is lower than the entropy at their mean: mean `H(z_run)` minus `H(mean
-z_run)`) and a shift of the mean parameters themselves (`H(mean z_run)` minus the discrete
-heavy ball). In the misses the shift is 84-92 % of the gap, the Jensen part 8-16 %.
-
-{chr(10).join(lines)}
-
-The last columns move the Fig. 6 ensemble mean by a correction measured from seed 0's
-start (assuming it holds for the other nine starts): the Jensen term of a linear-noise
-(LNA) covariance, `(1/2) tr(Hess H C)`, leaves every miss outside one sd; the next order,
-the mean pushed by the noise, `m2' = J m2 + (1/2) tr(F'' C)`, brings the four misses
-within one sd (0.06-0.80 sd). The covariance `C` is that of the heavy ball's augmented
-state under the minibatch covariance `Sigma / B` of Level T's sample (REPORT.md gives the
-form, checked against the trainer's batches to 1-4 %), estimated with 64-128 linearised
-noisy trajectories. Further findings there: the shift scales like `1/B` (the batch-512
-runs shrink it 3.8-3.9 times); it comes from the noise in the decoder `Y` (noise in `Y`
-alone reproduces it, noise in `Z` alone gives 0.001); on syn-medium-1 Level T's
-64-sequence sample is itself off by about 0.009, which cancels the shift there.
+A study ({doc}`studies`, section "Minibatch noise in the Fig. 6 misses") ran four miss
+cells and one hit cell again from *one* start with 40 different batch streams, beside the
+deterministic discrete heavy ball on Level T from that start. In the misses, 84-92 % of the
+runs' lower entropy is a shift of the mean parameters themselves, and only 8-16 % the
+Jensen effect of noisy logits; the shift scales like `1/B` and comes from the noise in the
+decoder `Y`. Adding the noise's second-order push on the mean,
+`m2' = J m2 + (1/2) tr(F'' C)`, brings the four misses within one sd (0.06-0.80 sd); the
+Jensen term alone does not (2.05-2.57 sd on three of them).
 
 So the flow that meets the Fig. 6 goal is a mean-plus-covariance level with the
-second-order drift, not a deterministic optimiser flow. It is not built: the
-covariance of the 101,400-number state of syn-medium-10 is out of reach densely, and the
-Monte Carlo estimate the study used costs more than the training it would predict (8-250
-s per start against 3-15 s for 40 runs).
-
-A follow-up (`benchmarks/studies/fig6_noise/cheap`, its REPORT.md) looked for a cheaper
-estimate, on the same cells from the same start. The study's own estimator with 4 noisy
-trajectories instead of 64-128 put all 12 (miss, seed) pairs within one sd (its drift off
-by about 20 % typically), at 13 gradients of Level T per step: 0.5 / 1.8 / 3.7 / 11 s per
-start on syn-medium-1/3/5/10, against 0.85 / 1.4 / 1.7 / 3.75 s for training 10 runs. Noise
-along the class-mean gradient directions alone is deterministic and carries 84-93 % of the
-drift, but needs about `2K` directions (76-80 s per start on syn-medium-10, `K = 20`); a
-rank-`r` square-root filter lost most of the fresh noise at each step (drift off by +30 to
--48 %). No estimate cheaper than the runs was found: one heavy-ball pass on Level T for
-syn-medium-10 (0.44 s) already costs more than one training run (0.38 s), its gradient
-covering 1,280 sequences against a batch of 128.
+second-order drift, not a deterministic optimiser flow. It is not built: the covariance of
+the 101,400-number state of syn-medium-10 is out of reach densely, and the Monte Carlo
+estimates that work (4 to 128 linearised noisy trajectories) cost more than the training
+they would predict; a follow-up found no cheaper estimate.
 """
 
 
@@ -448,7 +380,7 @@ Goal: the heavy-ball flow's loss within {FIG4_GOAL_REL:.0%} of the runs' at ever
 
 The heavy-ball flow here uses the library's default, the matched rates, chosen in
 {{doc}}`optimisers` against the discrete heavy ball (on the 64 Fig. 6 cells and the
-log-scale loss), not against these runs; with the spec's rates (`Momentum(0.9,
+log-scale loss), not against these runs; with the plain rates (`Momentum(0.9,
 modified=False)`, the default until then) the worst ratio was 0.647 at step 42. The
 margin is small: the discrete heavy ball on Level T itself is at 0.750, so what remains
 is the runs' minibatch noise and Level T's finite sample, not the flow's discreteness.
@@ -479,7 +411,7 @@ def fig5_section(rows5: list[dict]) -> tuple[str, dict]:
 ## Fig. 5: entropy per step with Adam (syn-small, zero start)
 
 `odeflow reproduce fig5 --seeds 10 --out docs/reproduce` (column `optflow_T_entropy` of
-{{download}}`fig5.csv <reproduce/fig5.csv>`): the Adam flow (spec section 9,
+{{download}}`fig5.csv <reproduce/fig5.csv>`): the Adam flow ({{doc}}`optimisers`,
 `beta = (0.9, 0.999)`, `eps = 1e-8`) on Level T from the zero start, beside the Adam
 runs' distinct-token entropy at every recorded step 0..{steps}; beside it the discrete
 Adam on Level T (`odeflow.training.optimizer_steps`, column `discrete_T_entropy`: the
@@ -537,7 +469,7 @@ def build(csv_dir: Path, docs: Path) -> dict:
     discrete_path = csv_dir / "fig6_discrete.csv"
     discrete = read_csv(discrete_path) if discrete_path.exists() else []
     s6, g6 = fig6_section(rows6, study, discrete)
-    s6 += noise_section(rows6)
+    s6 += NOISE_SECTION
     s4, g4 = fig4_section(rows4)
     s5, g5 = fig5_section(rows5)
     starts_path = csv_dir / "fig5_adam_starts.csv"
@@ -556,11 +488,12 @@ def build(csv_dir: Path, docs: Path) -> dict:
 The paper trains with SGD + momentum 0.9 (Figs. 4, 6) and Adam (Fig. 5) at steps that are
 not small. A first-order flow (Level E, R or T) read at a time map describes such a run only
 roughly ({{doc}}`reproduce`; even the corrected warm-up map
-`t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)` of spec section 6 assumes a gradient that
-changes little over ten steps). An *optimiser flow* (spec section 9) keeps the optimiser's
+`t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)` ({{doc}}`glossary`) assumes a gradient that
+changes little over ten steps). An *optimiser flow* ({{doc}}`optimisers`) keeps the optimiser's
 state and runs in step time over Level E or Level T: here `odeflow.Momentum(0.9)` with the
 library's defaults, the heavy-ball ODE `theta' = u, u' = a F(theta) - b u` with the
-matched rates `b = -ln mu`, `a = b/(1 - mu)` (the spec's ODE has `a = 1, b = 1 - mu`)
+matched rates `b = -ln mu`, `a = b/(1 - mu)` (the plain ODE, `modified=False`, has
+`a = 1, b = 1 - mu`)
 started at rest from the runs' start half a step before step 0 (`offset = 1/2`: step `k`
 is the ODE at `s = k + 1/2`, where the recursion, read on its staggered grid, is the ODE's
 midpoint rule, to second order with the matched rates; derived in
