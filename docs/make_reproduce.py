@@ -23,6 +23,9 @@ from odeflow.cli.reproduce import csv_rows as read_csv
 from odeflow.io import atomic_write_text
 
 DOCS = Path(__file__).resolve().parent
+sys.path.insert(0, str(DOCS))   # the sibling compact_png.py
+from compact_png import compact_png  # noqa: E402
+
 OUT = DOCS / "reproduce"
 
 
@@ -58,10 +61,10 @@ SGD with momentum 0.9, batch 128, `T = 128`, `eta_Y = eta_Z = 1`, 100 steps,
 
 Left: the batch loss of each step (mean and one standard deviation over the
 seeds) on the flow-time axis of the warm-up map
-`t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)` (spec section 6; step `k` on the top
+`t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)` ({{doc}}`glossary`; step `k` on the top
 axis), beside the population loss `-J` of Level E, Level R and Level T (`T = 128`, 64
 sampled sequences per class) at the same flow time, from the same (zero) start, and
-the heavy-ball optimiser flows over Level E and Level T (spec section 9; solved in step
+the heavy-ball optimiser flows over Level E and Level T ({{doc}}`optimisers`; solved in step
 time, step `k` drawn at `t_k`; see {{doc}}`which_level`). Middle: the
 distinct-token entropy. Right: the attention `c_n` of class
 32 over its distinct tokens 10-19 during training (mean over seeds).
@@ -136,7 +139,7 @@ attention does not sharpen: it moves weight *from* the top tokens 18-19 to the
 middle of the block, and the entropy rises. Different attention rates thus end
 on different distributions over the distinct tokens, the "tunable inductive
 bias" the paper reports for Adam; no first-order flow describes it (Level E, with the
-same rates, sharpens the attention steadily). The Adam optimiser flow of spec section 9
+same rates, sharpens the attention steadily). The Adam optimiser flow ({{doc}}`optimisers`)
 (Level T, solved in step time; column `optflow_T_entropy`) is compared with the runs
 step by step in {{doc}}`which_level`.
 """
@@ -391,6 +394,8 @@ def build(seeds: int, run: bool = True) -> None:
     if not (OUT / "fig6.csv").exists():
         cli_main(["reproduce", "fig6", "--seeds", str(seeds), "--out", str(OUT),
                   "--no-progress"])
+    for path in sorted(OUT.glob("*.png")):
+        compact_png(path)
     rows4, rows5, rows6 = (read_csv(OUT / f"{s}.csv") for s in ("fig4", "fig5", "fig6"))
     same_path = OUT / "fig6_same_start.csv"
     if not same_path.exists():
@@ -405,12 +410,12 @@ def build(seeds: int, run: bool = True) -> None:
     page = f"""# Reproducing the paper
 
 odeflow {odeflow.__version__} runs the experiments of Sec. 8 of the paper with the
-authors' protocol (spec section 6: separate optimisers for `Y` and `Z`, SGD with
+authors' protocol (their published trainer: separate optimisers for `Y` and `Z`, SGD with
 momentum 0.9 in the deep-learning form or Adam, batch 128, `T = 128`, a fresh
-batch each step, zero or uniform start) on the authors' data generator (spec
-section 7), and puts beside every run the prediction of the first-order flows at the
+batch each step, zero or uniform start) on the authors' data generator
+({{doc}}`model`), and puts beside every run the prediction of the first-order flows at the
 mapped flow time of the warm-up map `t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)`
-(spec section 6; `t_k = k` for plain SGD and, without a map, for Adam) and the
+({{doc}}`glossary`; `t_k = k` for plain SGD and, without a map, for Adam) and the
 optimiser flows on the step axis ({{doc}}`which_level`). Built by
 `python docs/make_reproduce.py`; every number below is read from the CSV files it links.
 
