@@ -398,7 +398,9 @@ def test_plot_from_a_store(tmp_path):
     expected = ds.J.isel(time=-1).mean("seed").transpose("eta_y", "eta_z")
     np.testing.assert_array_equal(heat.values, expected.values)
     fig = plot_sweep(path, "J", x="eta_z", y="eta_y")
-    assert fig.axes[0].get_xlabel() == "eta_z" and len(fig.axes) == 2  # map + colour bar
+    assert fig.axes[0].get_xlabel() == r"$\eta_Z$ (attention rate)" and len(fig.axes) == 2
+    assert "task = sgd" in fig.axes[0].get_title() and "mean of 2 seeds" in \
+        fig.axes[0].get_title()  # the settings not on an axis
     fig = plot_sweep(path, "entropy", x="eta_z", hue="eta_y")
     assert len(fig.axes[0].lines) == 2
     with pytest.raises(ValidationError, match="select"):

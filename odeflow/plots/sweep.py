@@ -17,6 +17,76 @@ from odeflow.plots.style import HEATMAP_CMAP, finish_axes, new_figure, series_co
 #: Dims averaged away before drawing.
 AVERAGED = ("seed", "class")
 
+#: Axis labels of the sweeps' parameters (any other parameter is shown by its name).
+PARAMETER_LABELS = {
+    "eta_y": r"$\eta_Y$ (decoder rate)", "eta_z": r"$\eta_Z$ (attention rate)",
+    "t_end": "t_end (horizon)", "steps": "training steps", "batch_size": "batch size",
+    "seq_len": "T (sequence length)", "momentum": r"momentum $\mu$",
+    "rate_c": "rate of c (selector)", "rate_w": "rate of w (copier)",
+    "rate_a": "rate of a (classifier)", "length": "L (sequence length)",
+    "sequences": "sequences in the sample", "sample_seed": "sample seed",
+    "preset": "data model (preset)", "method": "solve_ivp method",
+}
+
+#: Axis labels of the stored variables (any other: its name, and its units if stored).
+VARIABLE_LABELS = {
+    "entropy": "distinct-token entropy (nats)", "J": "objective J (Eqn 2)",
+    "t0": r"$t_0$ (snap time: $e^h = M - 1$)", "B": r"$B_n$ (Eqn 98)",
+    "nfev": "right-hand-side evaluations", "wall_time": "wall time (s)",
+    "a": "classifier weight a", "population_loss": "loss of the induction-head level",
+}
+
+
+def parameter_label(name: str) -> str:
+    """Axis label of a sweep parameter: ``eta_z`` -> ``eta_Z (attention rate)``."""
+    return PARAMETER_LABELS.get(name, name)
+
+
+def variable_label(ds, var: str) -> str:
+    """Axis label of a stored variable (:data:`VARIABLE_LABELS`, else name and units)."""
+    if var in VARIABLE_LABELS:
+        return VARIABLE_LABELS[var]
+    units = ds[var].attrs.get("units") if var in ds.data_vars else None
+    return f"{var} ({units})" if units else var
+
+
+def settings_line(ds, shown, select=None, width: int = 46) -> str:
+    """The sweep's settings not on an axis: its ``[sweep.settings]`` (task and preset
+    first), single-valued and selected parameters, and what is averaged (``mean of 3
+    seeds``), wrapped at ``width`` characters."""
+    stored = {k.removeprefix("setting_"): v for k, v in ds.attrs.items()
+              if k.startswith("setting_")}
+    order = [k for k in ("task", "preset") if k in stored] + \
+        sorted(k for k in stored if k not in ("task", "preset"))
+    parts = [f"{k} = {_setting(stored[k])}" for k in order if k not in shown]
+    for dim in ds["computed"].dims:
+        if dim in shown:
+            continue
+        values = np.atleast_1d(ds[dim].values)
+        if dim in (select or {}):
+            parts.append(f"{dim} = {(select or {})[dim]}")
+        elif values.size == 1:
+            value = values[0]
+            parts.append(f"{dim} = {value:g}" if isinstance(value, (float, np.floating))
+                         else f"{dim} = {value}")
+        elif dim in AVERAGED:
+            parts.append(f"mean of {values.size} {dim}s")
+    lines: list[str] = []
+    for part in parts:  # whole "name = value" pieces per line
+        if lines and len(lines[-1]) + 2 + len(part) <= width:
+            lines[-1] += f", {part}"
+        else:
+            lines.append(part)
+    return "\n".join(lines)
+
+
+def _setting(value) -> str:
+    """A stored setting as text: numbers in ``%g`` (``1e+04``, ``0.5``), the rest as is."""
+    try:
+        return f"{float(value):g}"
+    except (TypeError, ValueError):
+        return str(value)
+
 
 def _stored_time(da, time) -> float:
     """``time`` as a float, refused unless finite and within the stored times."""
@@ -161,8 +231,11 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
     da = sweep_values(ds, var, dims, time=time, select=select)
     failed = int(np.count_nonzero(ds["error"].values.astype(str) != ""))
     when = "" if "time" not in ds[var].dims else (
-        " (end)" if time is None else f" (t={float(time):g})")
+        " (last stored time)" if time is None else f" at t = {float(time):g}")
+    label = variable_label(ds, var)
     title = f"{var}{when}" + (f"; {failed} failed points blank" if failed else "")
+    settings = settings_line(ds, dims, select)
+    title += f"\n{settings}" if settings else ""
     if y is not None:
         panels = [None] if hue is None else list(da[hue].values)
         if ax is not None:
@@ -179,9 +252,9 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
                                 np.ma.masked_invalid(part.values), cmap=HEATMAP_CMAP,
                                 vmin=vmin, vmax=vmax, shading="flat")
             _scale(a, da, x, y)
-            finish_axes(a, x, y, title if value is None else f"{title}\n{hue} = {value}",
-                        legend=False)
-        fig.colorbar(mesh, ax=axes, label=var)
+            finish_axes(a, parameter_label(x), parameter_label(y),
+                        title if value is None else f"{title}\n{hue} = {value}", legend=False)
+        fig.colorbar(mesh, ax=axes, label=label)
         return fig
     if ax is not None:
         fig, axes = ax.figure, [ax]
@@ -191,9 +264,13 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
     for i, value in enumerate([None] if hue is None else list(da[hue].values)):
         part = da if value is None else da.sel({hue: value})
         a.plot(_positions(da[x].values), part.values, marker="o", color=series_colour(i),
-               label=None if value is None else f"{hue} = {value}")
+               label=None if value is None else f"{value:g}" if isinstance(
+                   value, (float, np.floating)) else str(value))
     _scale(a, da, x, None)
-    finish_axes(a, x, var, title)
+    finish_axes(a, parameter_label(x), label, title,
+                **({} if hue is None else {"loc": "upper left", "bbox_to_anchor": (1.02, 1.0)}))
+    if hue is not None and a.get_legend() is not None:
+        a.get_legend().set_title(parameter_label(hue), prop={"size": "small"})
     return fig
 
 
