@@ -156,6 +156,10 @@ def test_method_names_are_taken_in_any_case():
     (["run", "--length", "10"], "that flow takes --eta-y, --eta-z"),
     (["compare", "--preset", "ih-paper"], "--preset: 'ih-paper' is a preset of another "
                                           "model family"),
+    (["compare", "--seq-lens", "8"], "--seq-lens: only with --table"),
+    (["compare-levels", "--sgd-seeds", "2"], "--sgd-seeds: only with --seq-len"),
+    (["compare-levels", "--seq-len", "8", "--momentum", "0.5"],
+     "--momentum: only with --sgd-seeds"),
     (["plot", "margin", "--eta-z", "1"],
      "--eta-z: figure margin does not take it; it takes --preset/--config, --eta-y, --t-end"),
 ])

@@ -63,7 +63,10 @@ def build_parser() -> Parser:
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version (0) and a mistake on the command line (2)
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else 2
     if args.command is None:
         parser.print_help()
         return 0

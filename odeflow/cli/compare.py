@@ -49,10 +49,10 @@ def register(sub) -> None:
                    help="recording interval in steps (about 100 records)")
     p.add_argument("--table", action="store_true",
                    help="gap table over --seq-lens x --batch-sizes instead of one comparison")
-    p.add_argument("--seq-lens", type=int, nargs="+", default=[16, 64, 256], metavar="T",
-                   help="sequence lengths of the table (16 64 256)")
-    p.add_argument("--batch-sizes", type=int, nargs="+", default=[16, 128], metavar="B",
-                   help="batch sizes of the table (16 128)")
+    p.add_argument("--seq-lens", type=int, nargs="+", metavar="T",
+                   help="with --table: sequence lengths of the table (16 64 256)")
+    p.add_argument("--batch-sizes", type=int, nargs="+", metavar="B",
+                   help="with --table: batch sizes of the table (16 128)")
     p.add_argument("--rows", type=int, default=8, help="rows of the printed time table "
                    "(8; 0: none)")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -121,6 +121,12 @@ def run(args) -> int:
     from odeflow.training.common import check_count
 
     rows_shown = check_rows(args.rows)
+    for key in ("seq_lens", "batch_sizes"):
+        if getattr(args, key) is not None and not args.table:
+            raise ValidationError(key, "only with --table (one comparison takes --seq-len "
+                                  "and --batch-size)")
+    args.seq_lens = args.seq_lens or [16, 64, 256]
+    args.batch_sizes = args.batch_sizes or [16, 128]
     if args.out:
         typed_path_folder(args.out, "out", args.mkdir)
         writable_target(args.out, "out")  # refused before training, not after

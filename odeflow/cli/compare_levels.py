@@ -34,24 +34,41 @@ def register(sub) -> None:
                         "e.g. 0.01,0.1,1")
     p.add_argument("--seq-len", type=int, metavar="T",
                    help="also solve Level T, the finite-T flow, at this sequence length")
-    p.add_argument("--samples-per-class", type=int, default=64, metavar="N",
-                   help="Level T: sampled sequences per class (64)")
-    p.add_argument("--sample-seed", type=int, default=0, metavar="S",
-                   help="Level T: seed of the sample (0)")
+    p.add_argument("--samples-per-class", type=int, metavar="N",
+                   help="with --seq-len: sampled sequences per class (64)")
+    p.add_argument("--sample-seed", type=int, metavar="S",
+                   help="with --seq-len: seed of the sample (0)")
     p.add_argument("--sgd-seeds", type=int, metavar="S",
                    help="with --seq-len: also run S >= 1 seeds of SGD for the steps whose "
                         "warm-up flow time is t_end and give each level's logit gap to their "
                         "mean (default: no SGD)")
-    p.add_argument("--batch-size", type=int, default=128, metavar="B",
-                   help="SGD batch size (128)")
-    p.add_argument("--momentum", type=float, default=0.9, metavar="MU",
-                   help="SGD momentum; step k is flow time t_k = [k - MU (1 - MU^k)/(1 - MU)]"
-                        "/(1 - MU), the warm-up map (0.9)")
+    p.add_argument("--batch-size", type=int, metavar="B",
+                   help="with --sgd-seeds: SGD batch size (128)")
+    p.add_argument("--momentum", type=float, metavar="MU",
+                   help="with --sgd-seeds: SGD momentum; step k is flow time "
+                        "t_k = [k - MU (1 - MU^k)/(1 - MU)]/(1 - MU), the warm-up map (0.9)")
     p.add_argument("--rtol", type=float, default=1e-8, help="relative tolerance (1e-8)")
     p.add_argument("--atol", type=float, default=1e-10, help="absolute tolerance (1e-10)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     add_wide_argument(p)
     p.set_defaults(func=run)
+
+
+#: Flags that need another: flag -> (the flag it needs, its default without it).
+DEPENDENT = {"samples_per_class": ("seq_len", 64), "sample_seed": ("seq_len", 0),
+             "sgd_seeds": ("seq_len", None), "batch_size": ("sgd_seeds", 128),
+             "momentum": ("sgd_seeds", 0.9)}
+
+
+def check_dependent_flags(args) -> None:
+    """Refuse a flag of :data:`DEPENDENT` given without the flag it needs (it would be
+    ignored), then fill in the defaults."""
+    for key, (needs, default) in DEPENDENT.items():
+        if getattr(args, key) is not None and getattr(args, needs) is None:
+            raise ValidationError(key, f"only with --{needs.replace('_', '-')} (alone it "
+                                  "would be ignored)")
+        if getattr(args, key) is None and default is not None:
+            setattr(args, key, default)
 
 
 def run(args) -> int:
@@ -64,6 +81,7 @@ def run(args) -> int:
         validate_positive(options["eta_z"], "eta_z")
     ratios = _parse_ratios(args.ratios) if args.ratios is not None \
         else [options["eta_z"] / eta_y]
+    check_dependent_flags(args)
     if args.sgd_seeds is not None and args.sgd_seeds < 1:
         raise ValidationError("sgd_seeds", f"must be >= 1 (leave it out for no SGD), got "
                               f"{args.sgd_seeds}")
