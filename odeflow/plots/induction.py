@@ -87,6 +87,24 @@ def _trajectories(trajectories, data, t_end, flow) -> dict:
             for k, v in trajectories.items()}
 
 
+def settings_title(traj) -> str:
+    """``"ih-point, population flow, loss 'nll'"`` for a solved flow (``""`` for a run)."""
+    data, meta = getattr(traj, "data", None), getattr(traj, "meta", None)
+    if data is None or not isinstance(meta, Mapping) or "flow" not in meta:
+        return ""
+    name = preset_name(data) or "custom data model"
+    return f"{name}, {meta['flow']} flow, loss {meta.get('loss', 'nll')!r}"
+
+
+def _with_settings(title: str, trajectories) -> str:
+    """``title`` and, on a second line, the settings of the first solved flow drawn."""
+    for traj in trajectories:
+        settings = settings_title(traj)
+        if settings:
+            return f"{title}\n{settings}"
+    return title
+
+
 def _positive_times(traj):
     """Index of the records with ``t > 0`` (a log time axis cannot show ``t = 0``)."""
     t = np.asarray(traj.t, dtype=float)
@@ -123,7 +141,7 @@ def plot_subset_weights(trajectory=None, *, data=None, t_end: float = DEFAULT_T_
     ax.set_xlim(t[0], t[-1])
     ax.set_ylim(0, 1)
     finish_axes(ax, "t (flow time; GD step k at t = k)", r"$p_S = c_S^2 / \sum c^2$",
-                title or "selector: subset weights", loc="center left",
+                title or _with_settings("selector: subset weights", [traj]), loc="center left",
                 bbox_to_anchor=(1.0, 0.5))
     return fig
 
@@ -154,7 +172,8 @@ def _time_series(series: dict, name: str, ax, ylabel: str, title: str):
         ax.plot(t, np.asarray(getattr(traj, name), dtype=float)[keep], label=label,
                 **_style(i, label))
     ax.set_xscale("log")
-    finish_axes(ax, "t (flow time; GD step k at t = k)", ylabel, title)
+    finish_axes(ax, "t (flow time; GD step k at t = k)", ylabel,
+                _with_settings(title, series.values()))
     return fig
 
 
@@ -181,6 +200,9 @@ def plot_copier_logits(trajectory=None, *, data=None, t_end: float = DEFAULT_T_E
         image = _logit_map(ax, w[idx], lo, hi)
         ax.set_title(f"{label}{' ' if label else ''}copier logits, {when} (t = {t[idx]:g})",
                      fontsize="medium")
+    settings = settings_title(traj)
+    if settings:
+        fig.suptitle(settings, fontsize="medium")
     fig.colorbar(image, ax=[left, right], shrink=0.85, label="logit w")
     return fig
 
@@ -263,6 +285,8 @@ def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
              run_label: run}
     plot_classifier_weight(lines, ax=axes[0])
     plot_loss(lines, ax=axes[1])
+    for ax, name in zip(axes[:2], ("classifier: a(t)", "loss"), strict=True):
+        ax.set_title(name, fontsize="medium")  # the settings go in the figure's title
     t_last = max(float(np.max(traj.t)) for traj in lines.values())
     for ax in axes[:2]:
         if ax.get_legend() is not None:
