@@ -266,3 +266,46 @@ def test_gallery_builds(tmp_path, monkeypatch):
     for image in images:
         assert (tmp_path / image).stat().st_size > 5000
     assert page.count("\n## ") == 7 and "Eqn" in page
+
+
+@pytest.fixture(scope="module")
+def fig4_experiment():
+    from odeflow.analysis import paper
+
+    return paper.fig4(1, 6, progress=False)
+
+
+def test_fig4_one_framed_legend_below_with_the_caption(fig4_experiment, tmp_path):
+    """Item 8 of the first-hour issue: a legend with a background outside the data, the
+    runs labelled alike in both panels, a short x-label, the heavy-ball flows' early
+    start said on the figure."""
+    from odeflow.plots.paper import plot_fig4
+
+    fig = plot_fig4(fig4_experiment)
+    assert all(ax.get_legend() is None for ax in fig.axes)  # no legend over the data
+    (legend,) = fig.legends
+    assert legend.get_frame_on() and legend.get_frame().get_alpha() == 1.0
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert len(labels) == len(set(labels)) and "SGD runs, 1 seed (mean $\\pm$ sd)" in labels
+    loss_ax, entropy_ax = fig.axes[:2]
+    for ax in (loss_ax, entropy_ax):
+        assert ax.get_xlabel() == "flow time $t_k$ of step $k$"
+        runs = [line for line in ax.get_lines() if line.get_label().startswith("SGD runs")]
+        assert len(runs) == 1 and runs[0].get_color() == plots.paper.series_colour(0)
+    caption = legend.get_title().get_text()
+    assert "warm-up map" in caption and "half a step before" in caption
+    assert "3.526" in caption  # ln 34, the runs' loss at step 0
+    saved(fig, tmp_path)
+
+
+def test_recall_has_one_legend_and_a_title_with_steps_and_seeds(tmp_path):
+    from odeflow.plots.paper import plot_recall
+
+    thresholds = np.asarray(plots.paper.RECALL_THRESHOLDS)
+    rows = [{"preset": p, "M": 33.0, "eta_z": ez, "ratio": q, "steps": 5, "seeds": 1,
+             "recall": np.clip(1 - 3 * thresholds * ez, 0, 1)}
+            for p in ("syn-medium-1", "syn-medium-3") for ez in (0.5, 3.0) for q in (1.0, 10.0)]
+    fig = plot_recall(rows)
+    assert all(ax.get_legend() is None for ax in fig.axes) and len(fig.legends) == 1
+    assert "after 5 steps, 1 seed" in fig._suptitle.get_text()
+    saved(fig, tmp_path)

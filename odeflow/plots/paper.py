@@ -13,7 +13,6 @@ import numpy as np
 from odeflow.analysis.measures import distinct_attention
 from odeflow.analysis.paper import RECALL_THRESHOLDS
 from odeflow.plots.style import (
-    LEGEND_BELOW,
     LEGEND_FRAME,
     finish_axes,
     label_log_ticks,
@@ -256,7 +255,8 @@ def plot_fig6(rows, axes=None):
     _shared_legend(fig, [axes[0, 0]], ncol=len(ratios))
     r0 = rows[0]
     fig.suptitle(f"Distinct-token entropy after {int(r0['steps'])} steps (flow time "
-                 f"{float(r0['flow_time']):g}), {int(r0['seeds'])} seeds", fontsize="medium")
+                 f"{float(r0['flow_time']):g}), {_count(int(r0['seeds']), 'seed')}",
+                 fontsize="medium")
     return fig
 
 
@@ -334,10 +334,11 @@ def plot_recall(rows, axes=None):
     """Appendix G (Figs. 11-12): recall against threshold, per vocabulary size.
 
     Solid lines vary ``eta_Z`` at the smallest ratio; dashed lines vary the
-    ratio at the largest ``eta_Z``.
+    ratio at the largest ``eta_Z``. One legend below the panels; the title gives
+    the steps and seeds.
     """
     presets = list(dict.fromkeys(r["preset"] for r in rows))
-    fig, axs = panel_axes(axes, len(presets), (3.6, 3.4))
+    fig, axs = panel_axes(axes, len(presets), (3.8, 4.2))
     axs = np.atleast_1d(axs)
     th = np.asarray(RECALL_THRESHOLDS)
     for ax, preset in zip(axs, presets, strict=True):
@@ -347,13 +348,24 @@ def plot_recall(rows, axes=None):
         for j, r in enumerate(sorted((r for r in cells if r["ratio"] == q0),
                                      key=lambda r: r["eta_z"])):
             ax.plot(th, r["recall"], color=series_colour(j),
-                    label=rf"$\eta_Z = {r['eta_z']:g}$, ratio {q0:g}")
+                    label=rf"$\eta_Z = {r['eta_z']:g}$, $\eta_Y/\eta_Z = {q0:g}$")
         for j, r in enumerate(sorted((r for r in cells if r["eta_z"] == z1 and r["ratio"] != q0),
                                      key=lambda r: r["ratio"])):
             ax.plot(th, r["recall"], color=series_colour(j + 4), linestyle="--",
-                    label=rf"$\eta_Z = {z1:g}$, ratio {r['ratio']:g}")
+                    label=rf"$\eta_Z = {z1:g}$, $\eta_Y/\eta_Z = {r['ratio']:g}$")
         ax.axvline(0.1, color="black", linewidth=0.8, linestyle=":",
                    label="threshold 0.1")
         finish_axes(ax, "threshold on $c_n(l)$", "recall of distinct tokens",
-                    f"{preset}", **LEGEND_BELOW)
+                    f"{preset} (M = {int(cells[0]['M'])})" if "M" in cells[0] else preset,
+                    legend=False)
+    _shared_legend(fig, list(axs[:1]), ncol=4)
+    r0 = rows[0]
+    if "steps" in r0 and "seeds" in r0:
+        fig.suptitle(f"Recall of the distinct tokens after {int(r0['steps'])} steps, "
+                     f"{_count(int(r0['seeds']), 'seed')} (Appendix G)", fontsize="medium")
     return fig
+
+
+def _count(n: int, noun: str) -> str:
+    """``"1 seed"``, ``"3 seeds"``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
