@@ -2,8 +2,11 @@
 ``odeflow run`` (the default job), beside ``python -c pass``.
 
 Each command runs ``--repeats`` times (5) as ``python -m odeflow ...`` in a fresh
-process; the table gives the median wall time. ``--old REV`` times a git revision (or a
-checkout folder) the same way, side by side (:mod:`old_checkout`)::
+process; the table gives the median wall time and, in brackets, the median CPU
+time (user + system) of the process, which is what the wall time is on an idle
+machine (start-up is single-threaded) and is less disturbed by other jobs.
+``--old REV`` times a git revision (or a checkout folder) the same way, side by
+side (:mod:`old_checkout`)::
 
     python benchmarks/bench_startup.py
     python benchmarks/bench_startup.py --old HEAD~1
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,15 +41,21 @@ def commands(verbs: list[str], out: str) -> dict[str, list[str]]:
     return table
 
 
-def median_time(args: list[str], env: dict, repeats: int, cwd: str) -> float:
-    """Median wall time (s) of ``python ARGS`` over ``repeats`` fresh processes."""
-    times = []
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def median_time(args: list[str], env: dict, repeats: int, cwd: str) -> tuple[float, float]:
+    """Median wall and CPU time (s) of ``python ARGS`` over ``repeats`` fresh processes."""
+    walls, cpus = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), _children_cpu()
         subprocess.run([sys.executable, *args], env=env, cwd=cwd, check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - start)
+        cpus.append(_children_cpu() - cpu)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def verbs_of(env: dict) -> list[str]:
@@ -69,15 +79,16 @@ def main(argv=None) -> None:
     verbs = verbs_of(envs["now"])
     with tempfile.TemporaryDirectory() as tmp:
         table = commands(verbs, str(Path(tmp) / "run.npz"))
-        header = f"{'command':<28s}" + "".join(f"{name:>12s}" for name in envs)
-        print(f"median of {args.repeats} wall times (s), python -m odeflow")
+        header = f"{'command':<30s}" + "".join(f"{name:>18s}" for name in envs)
+        print(f"median of {args.repeats} runs of python -m odeflow: wall s (CPU s); load "
+              f"average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         print(header)
         for label, command in table.items():
             cells = [median_time(command, env, args.repeats, tmp) for env in envs.values()]
             goal = GOALS["run"] if label == "odeflow run" else \
                 GOALS["help"] if label.endswith("--help") else None
             mark = f"   goal < {goal:g}" if goal else ""
-            print(f"{label:<28s}" + "".join(f"{c:12.3f}" for c in cells) + mark)
+            print(f"{label:<30s}" + "".join(f"{w:10.3f} ({c:5.3f})" for w, c in cells) + mark)
 
 
 if __name__ == "__main__":
