@@ -6,6 +6,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from odeflow.cli.common import add_mkdir_argument, check_rows, typed_path_folder
+from odeflow.cli.tables import WIDTH, add_wide_argument, blocks, width_of, wrap
 from odeflow.errors import ValidationError
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ def register(sub) -> None:
     p.add_argument("--rows", type=int, default=20, help="points shown in the table (20; "
                    "0: no table)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    add_wide_argument(p)
     p.set_defaults(func=run)
 
 
@@ -96,11 +98,14 @@ def run(args) -> int:
     if records:
         print(f"odeflow sweep: {kwargs['store']}: skipped {records} damaged journal "
               f"record(s) ({size} bytes); their points were computed again", file=sys.stderr)
-    print(f"odeflow sweep: {label}, task={kwargs.get('task', 'exact')}, "
-          f"backend={kwargs.get('backend', 'processes')}, points={a['points']} "
-          f"(already done {a['already_done']}, computed now {a['computed_now']}, "
-          f"failed {a['failed']}), wall={a['wall_time']:.2f}s")
-    table = summary_table(ds, rows)
+    width = width_of(args)
+    counts = (f"(already done {a['already_done']}, computed now {a['computed_now']}, "
+              f"failed {a['failed']}), wall={a['wall_time']:.2f}s")
+    head = wrap(f"odeflow sweep: {label}, task={kwargs.get('task', 'exact')}, "
+                f"backend={kwargs.get('backend', 'processes')}, points={a['points']}", width)
+    print(f"{head} {counts}" if width is None else f"{head}
+  {counts}")
+    table = summary_table(ds, rows, width)
     if table:
         print(table)
     print(f"saved {kwargs['store']}")
@@ -161,11 +166,12 @@ def quiet_dask_client() -> None:
     logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
 
 
-def summary_table(ds, rows: int = 20) -> str:
+def summary_table(ds, rows: int = 20, width: int | None = WIDTH) -> str:
     """One line per point (the first ``rows``): parameters, status, nfev, t_0 (mean over
     classes, where the task has it), the final value of every output that is one series
     over time (``entropy``, ``J``; ``a``, ``population_loss``); then the failed points.
-    ``rows=0``: the failed points only."""
+    ``rows=0``: the failed points only. Columns past ``width`` continue in a further
+    block led by the parameters, failure lines wrap (None: one block, unwrapped)."""
     import numpy as np
 
     dims = [d for d in ds["computed"].dims]
@@ -179,23 +185,23 @@ def summary_table(ds, rows: int = 20) -> str:
             else np.full(ds["computed"].size, np.nan)
     header = [*dims, "status", "nfev", *(["t0"] if t0 is not None else []),
               *(f"{name}(end)" for name in series)]
-    widths = [max(12, len(h)) for h in header]  # a long name widens its column
-    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))] if rows else []
     errors = ds["error"].values.ravel()
     nfev = ds["nfev"].values.ravel()
     n = errors.size
+    body = []
     for i in range(min(rows, n)):
-        cells = [_cell(flat[d][i]) for d in dims]
-        cells += [f"{'failed' if errors[i] else 'ok':>12s}", f"{int(nfev[i]):12d}"]
-        cells += [f"{t0[i]:12.4g}"] if t0 is not None else []
-        cells += [f"{final[name][i]:12.6g}" for name in series]
-        lines.append("  ".join(c.rjust(w) for c, w in zip(cells, widths, strict=True)))
+        cells = [_cell(flat[d][i]).strip() for d in dims]
+        cells += ["failed" if errors[i] else "ok", f"{int(nfev[i])}"]
+        cells += [f"{t0[i]:.4g}"] if t0 is not None else []
+        cells += [f"{final[name][i]:.6g}" for name in series]
+        body.append(cells)
+    lines = blocks(header, body, keys=len(dims), width=width) if rows else []
     if 0 < rows < n:
         lines.append(f"... {n - rows} more points (--rows to show more)")
     failed = np.flatnonzero(errors != "")
     for i in failed[:10]:
         where = ", ".join(f"{d}={_cell(flat[d][i]).strip()}" for d in dims)
-        lines.append(f"failed: {where}: {errors[i]}")
+        lines.append(wrap(f"failed: {where}: {errors[i]}", width))
     if failed.size > 10:
         lines.append(f"... {failed.size - 10} more failed points")
     return "\n".join(lines)
