@@ -103,8 +103,7 @@ def run(args) -> int:
               f"failed {a['failed']}), wall={a['wall_time']:.2f}s")
     head = wrap(f"odeflow sweep: {label}, task={kwargs.get('task', 'exact')}, "
                 f"backend={kwargs.get('backend', 'processes')}, points={a['points']}", width)
-    print(f"{head} {counts}" if width is None else f"{head}
-  {counts}")
+    print(f"{head} {counts}" if width is None else f"{head}\n  {counts}")
     table = summary_table(ds, rows, width)
     if table:
         print(table)
