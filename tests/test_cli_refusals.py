@@ -84,7 +84,7 @@ class FailingStdout(io.TextIOBase):
 
 def test_stdout_io_error_ends_with_one_line(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(sys, "stdout", FailingStdout())
-    code = main(["verify", "--only", "CF1", "--t-max", "10"])
+    code = main(["verify", "--only", "CF1", "--t-max", "10", "--no-progress"])
     err = capsys.readouterr().err
     assert code == 2 and one_error_line(err).startswith("odeflow: error: stdout:")
 
