@@ -67,6 +67,16 @@ def test_default_output_fits_100_columns(name, capsys, tmp_path, small_induction
     assert not too_long, f"{name}: {len(too_long)} lines over {WIDTH}: {too_long[0]!r}"
 
 
+def test_sweep_summary_fits_100_columns(capsys, tmp_path):
+    config = tmp_path / "grid.toml"
+    config.write_text('[sweep]\ntask = "reduced"\n[sweep.grid]\neta_y = [0.5, 1.0]\n'
+                      'eta_z = [0.1, 1.0]\n[sweep.settings]\nt_end = 100.0\n', encoding="utf-8")
+    lines = _stdout(capsys, tmp_path, ["sweep", str(config), "--out", "{tmp}/s.zarr",
+                                       "--backend", "serial", "--no-progress"])
+    assert any("computed now 4" in line for line in lines)
+    assert max(map(len, lines)) <= WIDTH
+
+
 def test_wide_prints_the_table_in_one_block(capsys, tmp_path):
     argv = COMMANDS["reproduce-fig4"]
     narrow = _stdout(capsys, tmp_path, argv)
