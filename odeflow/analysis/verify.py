@@ -49,8 +49,8 @@ from __future__ import annotations
 
 import importlib
 import math
-import time
 import sys
+import time
 from collections.abc import Callable, Iterable
 
 import numpy as np

@@ -3,7 +3,8 @@
 Prints one row per check (quantity, paper equation, parameters, largest
 relative error over log-spaced ``t in [1e-3, 1e9]``, floor, tolerance,
 PASS/FAIL; grouped by check within 100 columns, or one wide row each with
-``--wide``), one progress line per check on stderr, and exits 1 if any row fails. See :mod:`odeflow.analysis.verify`.
+``--wide``), one progress line per check on stderr, and exits 1 if any row fails.
+See :mod:`odeflow.analysis.verify`.
 """
 
 from __future__ import annotations
