@@ -1,4 +1,4 @@
-"""Figures of the induction-head family (spec section 10): the analogues of the authors' plots.
+"""Figures of the induction-head family (docs/induction.md): the analogues of the authors' plots.
 
 Every function takes *trajectory-like* objects: anything with ``t``, ``a``,
 ``subsets``, ``subset_weights``, ``copier_logits`` and ``loss`` (an

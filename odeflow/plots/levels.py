@@ -2,7 +2,7 @@
 
 Level E is the population gradient flow (Lemma 1, Eqns 3-4), Level R the
 reduced flow of Theorem 1 (Eqns 9-10, 44) and SGD the real training of
-Sec. 8 (spec section 6) that both approximate.
+Sec. 8 (docs/levels.md) that both approximate.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Checks Lemma 6 / Eqn 45 (CF1), the two regimes of Lemma 9 / Theorem 1(b)
 (CF2) and the transition time ``t_0``, and sets the discrete recursion of
-Lemma 5 beside the continuous flow of Eqn 44 (spec sections 5 and 6).
+Lemma 5 beside the continuous flow of Eqn 44 (docs/model.md).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def lemma5_margin(eta_y: float, vocab_size: int, visits: int) -> np.ndarray:
     """Margins ``h_0 .. h_visits`` of the discrete recursion of Lemma 5.
 
     ``h_{k+1} = h_k + eta_Y M / (exp(h_k) + M - 1)``, ``h_0 = 0``: one gradient
-    step of the decoder per visit of the class (spec section 6). Visit ``k``
+    step of the decoder per visit of the class (Lemma 5). Visit ``k``
     falls at time ``t = k / pi`` when every step draws the class with
     probability ``pi``, which is how it tracks Eqn 44.
 

@@ -1,7 +1,7 @@
 """Figures of the paper's experiments (Figs. 4-6, 11-12) with the levels beside the runs.
 
 Every axis that puts runs beside first-order flows is the *flow time* of the
-warm-up map ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (spec section 6,
+warm-up map ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (docs/levels.md,
 :meth:`odeflow.training.Protocol.flow_time`); the step ``k`` is shown on a
 secondary axis.
 """
@@ -25,7 +25,7 @@ LEVEL_STYLE = {"E": {"linestyle": "--", "color": "black", "label": "Level E (exa
                "T": {"linestyle": "-.", "color": "#b8860b", "label": "Level T (finite-T flow)"}}
 
 
-#: Rows of :func:`plot_fig6` for the optimiser flows (spec section 9), when present.
+#: Rows of :func:`plot_fig6` for the optimiser flows (docs/optimisers.md), when present.
 OPTFLOW_TITLES = {"optflow_T_mean": "heavy-ball flow, Level T (runs' starts, step axis)",
                   "optflow_E_mean": "heavy-ball flow, Level E (runs' starts, step axis)"}
 #: Line styles of the optimiser flows beside the runs.
