@@ -193,7 +193,7 @@ def check_out(out, figure: str) -> Path:
 def curve_rows(exp, label: dict) -> list[dict]:
     """One row per recorded step: loss and entropy (mean, sd over seeds), the levels at
     ``flow_time`` (column ``time_map`` says which map) and the optimiser flows at the step
-    (``optflow_<level>_loss``, ``optflow_<level>_entropy``; spec section 9)."""
+    (``optflow_<level>_loss``, ``optflow_<level>_entropy``; docs/optimisers.md)."""
     run = exp.run
     losses = {name: -tr.objective for name, tr in exp.levels.items()}  # once, not per step
     rows = []
