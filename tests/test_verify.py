@@ -240,7 +240,8 @@ def test_progress_goes_to_stderr_and_not_into_json(capsys):
     assert captured.err.splitlines() == [line for line in captured.err.splitlines()
                                          if line.startswith("verify ")]
     assert [line.split(":")[0] for line in captured.err.splitlines()] == \
-        ["verify 1/2", "verify 2/2"]
+        ["verify 1/2", "verify 1/2", "verify 2/2", "verify 2/2"]  # as each starts, ends
+    assert captured.err.splitlines()[0].endswith("...") and "rows PASS" in captured.err
     assert main(["verify", "--only", "CF2", "--no-progress"]) == 0
     assert capsys.readouterr().err == ""
 

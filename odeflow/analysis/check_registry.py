@@ -369,8 +369,9 @@ def run_checks(selected, settings: CheckSettings,
     """The rows of the ``selected`` checks; an exception of a ``caught`` type is a failing row.
 
     Each family's context is built only when one of its checks is selected.
-    ``progress``, when given, receives one short line per check as it ends
-    (``"verify 3/9: CF3 Gamma(t): 6 rows PASS, 1.2 s"``).
+    ``progress``, when given, receives a short line as each check starts
+    (``"verify 3/9: CF3 Gamma(t) ..."``) and as it ends (``"verify 3/9: CF3: 6 rows
+    PASS, 1.2 s"``).
     """
     rows: list[CheckResult] = []
     total = sum(name in selected for fam in _families() for name in fam.titles)
@@ -383,6 +384,8 @@ def run_checks(selected, settings: CheckSettings,
         ctx = fam.context(settings)
         for name in names:
             before = len(rows)
+            if progress is not None:
+                progress(f"verify {done + 1}/{total}: {name} {fam.titles[name][0]} ...")
             try:
                 rows += fam.run(ctx, name)
             except caught as exc:
@@ -395,7 +398,7 @@ def run_checks(selected, settings: CheckSettings,
             if progress is not None:
                 new = rows[before:]
                 failed = sum(not r.passed for r in new)
-                progress(f"verify {done}/{total}: {name} {fam.titles[name][0]}: {len(new)} "
+                progress(f"verify {done}/{total}: {name}: {len(new)} "
                          f"row{'s' if len(new) != 1 else ''} "
                          f"{'PASS' if not failed else f'{failed} FAIL'}, "
                          f"{time.perf_counter() - start:.1f} s")

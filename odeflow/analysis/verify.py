@@ -573,8 +573,9 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     seed : int
         Seed of the random data model of CF4 (:func:`random_data_model`).
     progress : bool or callable, default False
-        One short line per check as it ends: True prints it to stderr, a
-        callable receives it (``odeflow verify`` shows it unless ``--no-progress``).
+        A short line as each check starts and ends: True prints them to stderr,
+        a callable receives them (``odeflow verify`` shows them unless
+        ``--no-progress``).
 
     Returns
     -------

@@ -3,8 +3,8 @@
 Prints one row per check (quantity, paper equation, parameters, largest
 relative error over log-spaced ``t in [1e-3, 1e9]``, floor, tolerance,
 PASS/FAIL; grouped by check within 100 columns, or one wide row each with
-``--wide``), one progress line per check on stderr, and exits 1 if any row fails.
-See :mod:`odeflow.analysis.verify`.
+``--wide``), progress lines on stderr (as each check starts and ends), and exits 1
+if any row fails. See :mod:`odeflow.analysis.verify`.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-notes", action="store_true", help="print the table without notes")
     p.add_argument("--no-progress", action="store_true",
-                   help="no progress lines (one per check, on stderr)")
+                   help="no progress lines (on stderr, as each check starts and ends)")
     add_wide_argument(p)
     p.set_defaults(func=run)
 
