@@ -1,4 +1,7 @@
-"""The solve entry point: statistics, output grid, failures, save/load."""
+"""The solve entry point: statistics, output grid, failures, save/load, progress."""
+
+import importlib
+import time
 
 import numpy as np
 import pytest
@@ -6,6 +9,7 @@ import pytest
 import odeflow
 from odeflow import SolveError, Trajectory
 from odeflow.fields.exact import ExactFlow
+from odeflow.fields.induction import Schedule
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +139,49 @@ def test_default_output_grid_is_bounded_in_memory():
     assert 8 * big * grid.size <= OUTPUT_BYTES_LIMIT + 8 * big  # t0 beside the capped grid
     assert grid[0] == 0.0 and grid[-1] == 1e8 and np.all(np.diff(grid) > 0)
     assert default_t_eval(0.0, 1e4, state_size=10**9).size == MIN_OUTPUT_POINTS + 1
+
+
+# ------------------------------------------------------------- progress, messages
+solve_module = importlib.import_module("odeflow.solver.solve")
+
+
+def test_a_staged_solve_has_a_readable_message():
+    traj = odeflow.solve(odeflow.InductionData.preset("ih-point"),
+                         schedule=Schedule.staged(2.0, 2.0, 2.0), progress=False)
+    assert traj.message == ("3 stages: The solver successfully reached the end of the "
+                            "integration interval.")
+    assert [s["message"] for s in traj.stats["stages"]] == [traj.message[10:]] * 3
+    assert solve_module._stages_message(["done", "stopped"]) == "stage 1: done; stage 2: stopped"
+
+
+def test_induction_solves_report_progress_as_scan_and_snap_do(monkeypatch, capsys):
+    monkeypatch.setattr(solve_module, "PROGRESS_LOG_SECONDS", 0.0)
+    data = odeflow.InductionData.preset("ih-point")
+    odeflow.solve(data, t_span=(0.0, 10.0))  # stderr is no terminal here: lines
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert lines and all(line.startswith("odeflow: population flow (LSODA): t = ")
+                         for line in lines if "evaluating" not in line)
+    assert captured.out == ""
+    odeflow.solve(data, t_span=(0.0, 10.0), progress=False)
+    assert capsys.readouterr().err == ""
+
+
+def test_a_long_result_evaluation_says_so(small, monkeypatch, capsys):
+    """The results of some flows (the induction heads' loss at every output time) take
+    longer to evaluate than the integration: a line says so while it lasts."""
+    monkeypatch.setattr(solve_module, "PROGRESS_LOG_SECONDS", 0.02)
+    monkeypatch.setattr(solve_module, "RESULT_QUIET_SECONDS", 0.02)
+    slow = ExactFlow.trajectory
+
+    def trajectory(self, *args):
+        time.sleep(0.2)
+        return slow(self, *args)
+
+    monkeypatch.setattr(ExactFlow, "trajectory", trajectory)
+    traj = odeflow.solve(small, t_span=(0, 10), t_eval=[0, 1, 10], progress=None)
+    err = capsys.readouterr().err
+    assert "exact flow (LSODA): integrated; evaluating the result at 3 output times" in err
+    assert traj.t.size == 3
+    odeflow.solve(small, t_span=(0, 10), t_eval=[0, 1, 10], progress=False)
+    assert capsys.readouterr().err == ""

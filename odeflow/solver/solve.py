@@ -14,7 +14,9 @@ import functools
 import inspect
 import math
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 import numpy as np
@@ -40,20 +42,18 @@ DENSE_MEMORY_LIMIT = 64 * 2**20
 #: Largest state whose dense Jacobian fits :data:`DENSE_MEMORY_LIMIT` (2896).
 DENSE_JACOBIAN_LIMIT = int(math.isqrt(DENSE_MEMORY_LIMIT // 8))
 #: BLAS threads while ``solve_ivp`` runs (threadpoolctl). One: the fields' products
-#: are small or sparse, and on the shared 2-core machine the default OpenBLAS
-#: threads made the Level R K = 1000 solve's integrator steps 2-4x slower
-#: (``benchmarks/bench_scale.py``; figures in ``docs/benchmarks.md``).
+#: are small or sparse, and more threads cost more than they give
+#: (``benchmarks/bench_scale.py`` measures both; docs/benchmarks.md).
 SOLVE_BLAS_THREADS = 1
-#: Method of ``method="auto"`` for states above :data:`DENSE_JACOBIAN_LIMIT`
-#: (memory linear in the state; chosen by ``benchmarks/bench_scale.py``).
+#: Method of ``method="auto"`` for states above :data:`DENSE_JACOBIAN_LIMIT`: explicit,
+#: its memory linear in the state (``benchmarks/bench_scale.py`` compares them).
 LARGE_STATE_METHOD = "RK45"
-#: Default budget of right-hand-side evaluations of one solve (``max_nfev``); the
-#: solves of docs/benchmarks.md need 500-3,000. A solve that exhausts it raises
-#: SolveError saying where in t it stopped, instead of running for hours.
+#: Default budget of right-hand-side evaluations of one solve (``max_nfev``), far
+#: above what a healthy solve takes. A solve that exhausts it raises SolveError saying
+#: where in t it stopped.
 MAX_NFEV = 100_000
 #: Smallest ``atol`` accepted: below it the solvers' squared error norms overflow
-#: for states near zero and the step size collapses (measured: LSODA on a
-#: 6-token model never finishes at atol = 1e-200, finishes in 766 evaluations at 1e-100).
+#: for states near zero and the step size collapses.
 MIN_ATOL = 1e-100
 #: Smallest ``rtol`` accepted: ``solve_ivp`` silently raises a smaller one to
 #: ``100 * eps`` (with a warning), so asking for less would be a false promise.
@@ -61,21 +61,23 @@ MIN_RTOL = 100 * float(np.finfo(float).eps)
 #: Seconds between progress lines when stderr is not a terminal (CI logs, pipes):
 #: a solve shorter than this prints nothing.
 PROGRESS_LOG_SECONDS = 10.0
-#: Right-hand sides between two checks that a solve still gets on (:func:`_integrate`):
-#: the solves of docs/benchmarks.md need 500-3,000 and are checked at most once.
-STALL_CALLS = 2_000
+#: Right-hand sides between two checks that a solve still gets on (:func:`_integrate`);
+#: its pace (``t`` per right-hand side) is measured over each such window.
+STALL_CALLS = 500
 #: A solve whose ``t`` advanced by less than this times ``t`` over :data:`STALL_CALLS`
 #: right-hand sides has stalled (its step size is near the spacing of floats at ``t``).
 STALL_RELATIVE = 1e-12
-#: A solve stops when one-ulp changes of its state change the right-hand side by more
-#: than this times ``rtol`` of its size (:func:`roundoff_level`): its error estimates are
-#: then rounding noise and the step size cannot settle (the crawl of ``eta_z = 1e12``:
-#: rounding 3e-4 of the field for rtol = 1e-8, 100,000 evaluations in 388 s).
+#: A field is rounding noise when one-ulp changes of the state change the right-hand
+#: side by more than this times ``rtol`` of its size (:func:`roundoff_level`): the error
+#: estimates are then noise and the step size cannot settle.
 ROUNDOFF_FACTOR = 100.0
-#: Smallest time span LSODA can integrate: below it its step-size arithmetic, which
-#: squares the step, underflows and it never leaves ``t0`` (measured on syn-small: a
-#: span of 1e-150 takes 4 right-hand sides, one of 1e-154 none in 100,000;
-#: ``sqrt(tiny) = 1.5e-154``). Radau, BDF and RK45 solve spans down to 1e-307.
+#: A solve crawls when its pace fell since the window before, its field is rounding
+#: noise, and at that pace the rest of the span needs more than this many times the
+#: right-hand sides taken so far (or more than ``max_nfev`` allows); it then stops.
+CRAWL_RATIO = 4.0
+#: Smallest time span LSODA can integrate: below about ``sqrt(tiny) = 1.5e-154`` its
+#: step-size arithmetic, which squares the step, underflows and it never leaves ``t0``.
+#: Radau, BDF and RK45 solve spans down to 1e-307.
 LSODA_MIN_SPAN = 1e-150
 
 
@@ -84,10 +86,9 @@ def blas_controller() -> ThreadpoolController:
     """The :class:`threadpoolctl.ThreadpoolController` of the BLAS libraries, found once.
 
     ``threadpool_limits`` finds the loaded libraries again on every call (it
-    reads ``/proc/self/maps``: 0.3 ms in a bare process, about 0.9 ms a solve
-    in a sweep, whose process maps more libraries: 400 near-empty points took
-    0.89 s serially with it, 0.54 s with this); the controller finds them once
-    (its handles stay valid in forked workers).
+    reads ``/proc/self/maps``, which costs about a millisecond in a sweep's
+    process); the controller finds them once (its handles stay valid in forked
+    workers).
     A BLAS library loaded after the first solve is not limited.
     """
     return ThreadpoolController()
@@ -133,9 +134,7 @@ def roundoff_level(rhs, t: float, y: np.ndarray, samples: int = 4) -> float:
 #: Memory budget, in bytes, of the default output grid of a solve: ``8 x state size x
 #: points``. A large state gets fewer default output times (at least
 #: :data:`MIN_OUTPUT_POINTS`) instead of gigabytes of snapshots; pass ``t_eval`` for more.
-#: Measured on Level E with K = 100 classes (state 502,020, t_end = 1e8): 401
-#: default points took 13.3 s, 8 of them copying the 1.6 GB of snapshots
-#: (``benchmarks/bench_scale.py --case E100``; docs/benchmarks.md).
+#: 256 MiB (``benchmarks/bench_scale.py --case E100`` shows the cost of copying them).
 OUTPUT_BYTES_LIMIT = 256 * 2**20
 #: Fewest default output times however large the state.
 MIN_OUTPUT_POINTS = 10
@@ -173,16 +172,16 @@ def dense_jacobian_bytes(size: int) -> int:
 def choose_method(field: Field) -> str:
     """The default integrator for ``method="auto"``.
 
-    Measured by ``benchmarks/bench_methods.py`` (figures in ``docs/benchmarks.md``):
-    on shared-query-small at ``rtol=1e-8`` LSODA needs the fewest right-hand sides and the
-    least wall time of Radau, BDF, LSODA, RK45 and DOP853 at every learning-rate
-    ratio tried, and it switches to its stiff (BDF) mode with our analytic
-    Jacobian when the problem turns stiff. A field may name its own choice in
-    ``preferred_method``. Any method that may form a dense Jacobian (LSODA
-    included) is only chosen while it fits :data:`DENSE_MEMORY_LIMIT` bytes
-    (``8 size^2``; states up to :data:`DENSE_JACOBIAN_LIMIT` entries); above
-    that ``auto`` uses :data:`LARGE_STATE_METHOD`, an explicit method whose
-    memory grows like the state, or the field's own ``large_state_method``.
+    LSODA: of Radau, BDF, LSODA, RK45 and DOP853 it needs the fewest right-hand
+    sides and the least wall time on the Scan and Snap flows
+    (``benchmarks/bench_methods.py``; docs/benchmarks.md), and it switches to its
+    stiff (BDF) mode with the analytic Jacobian when the problem turns stiff. A
+    field may name its own choice in ``preferred_method``. Any method that may
+    form a dense Jacobian (LSODA included) is only chosen while it fits
+    :data:`DENSE_MEMORY_LIMIT` bytes (``8 size^2``; states up to
+    :data:`DENSE_JACOBIAN_LIMIT` entries); above that ``auto`` uses
+    :data:`LARGE_STATE_METHOD`, an explicit method whose memory grows like the
+    state, or the field's own ``large_state_method``.
     """
     if dense_jacobian_bytes(field.size) > DENSE_MEMORY_LIMIT:
         return getattr(field, "large_state_method", None) or LARGE_STATE_METHOD
@@ -323,6 +322,40 @@ class _Progress:
             self.bar.close()
 
 
+#: Fewest seconds of evaluating a solve's result before a line says so, and between two
+#: such lines (:func:`_evaluating`).
+RESULT_QUIET_SECONDS = 2.0
+
+
+@contextmanager
+def _evaluating(what: str, times: int, progress):
+    """Say on stderr that a solve is evaluating its result at ``times`` output times,
+    while that lasts: a line every :data:`PROGRESS_LOG_SECONDS` (after
+    :data:`RESULT_QUIET_SECONDS` where a bar showed the integration, and never more
+    often than that); nothing when ``progress`` is False or the result takes less."""
+    mode = progress_mode(progress)
+    if mode is None:
+        yield
+        return
+    done, start = threading.Event(), time.monotonic()
+    every = max(PROGRESS_LOG_SECONDS, RESULT_QUIET_SECONDS)
+
+    def beat():
+        wait = RESULT_QUIET_SECONDS if mode == "bar" else every
+        while not done.wait(wait):
+            print(f"odeflow: {what}: integrated; evaluating the result at {times:,} output "
+                  f"times, {time.monotonic() - start:.0f} s", file=sys.stderr, flush=True)
+            wait = every
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def _coarser(level: float) -> str:
     """A tolerance at least ten times a rounding ``level``, as ``1e-k``."""
     return f"1e{min(-1, math.ceil(math.log10(10.0 * level))):d}"
@@ -334,7 +367,9 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
 
     The right-hand side is checked (floating-point errors raise, a non-finite
     value is an error), the budget ``max_nfev`` ends the solve with
-    :class:`SolveError` naming the ``t`` reached, and ``solve_ivp``'s own
+    :class:`SolveError` naming the ``t`` reached, so does a solve whose ``t`` stops
+    moving or that crawls on a field of rounding noise (checked every
+    :data:`STALL_CALLS` right-hand sides, :data:`CRAWL_RATIO`), and ``solve_ivp``'s own
     ``ValueError``/``ArithmeticError`` become :class:`SolveError`; a failed or
     non-finite solution too. Never returns a failed solve.
     """
@@ -344,7 +379,8 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
                          "and it never leaves t0); use method='Radau', 'BDF' or 'RK45', or "
                          "a longer t_end", {"method": method, "status": -1, "nfev": 0})
     bar = _Progress(t0, t_end, progress_mode(progress), desc=what)
-    calls = {"n": 0, "t": t0, "far": t0, "step": math.nan, "mark": t0}
+    calls = {"n": 0, "t": t0, "far": t0, "step": math.nan, "mark": t0,
+             "pace": 0.0}  # t per right-hand side in the last check's window (0: none yet)
 
     def rhs(t, y):
         calls["n"] += 1
@@ -363,27 +399,32 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
         return out
 
     def check_progress(t, y):
-        """Stop a solve whose t no longer moves, or whose field is rounding noise."""
+        """Stop a solve whose t no longer moves, or that crawls on a field of rounding
+        noise: slower than in the window before and far from done."""
         far = calls["far"]
         if far - calls["mark"] <= STALL_RELATIVE * max(abs(far), float(np.finfo(float).tiny)):
             raise _Stopped(far, f"t advanced by less than {STALL_RELATIVE:g} t over the last "
                                 f"{STALL_CALLS:,} right-hand sides (the step size collapsed "
                                 "to the spacing of floating-point numbers at t)")
         pace = (far - calls["mark"]) / STALL_CALLS  # t per right-hand side, lately
-        calls["mark"] = far
+        slowing = pace <= calls["pace"]
+        calls["mark"], calls["pace"] = far, pace
         needed = (t_end - far) / pace
-        if calls["n"] + needed <= max_nfev:
+        over_budget = calls["n"] + needed > max_nfev
+        if not slowing or (not over_budget and needed <= CRAWL_RATIO * calls["n"]):
             return
         with np.errstate(all="ignore"):
             level = roundoff_level(field.rhs, t, np.asarray(y, dtype=float))
         if level > ROUNDOFF_FACTOR * rtol:
-            raise _Stopped(far, f"at this pace it needs about {needed:,.0f} more, beyond "
-                                f"max_nfev = {max_nfev}, because the right-hand side is "
-                                f"rounding noise here: one-ulp changes of the state change "
-                                f"it by {level:.2g} of its size, far more than rtol = "
-                                f"{rtol:g}, so the step size cannot settle (a learning rate "
-                                "this large amplifies rounding error by its size); use rtol "
-                                f"= {_coarser(level)} or more, or a smaller learning rate")
+            beyond = (f"beyond max_nfev = {max_nfev}" if over_budget else
+                      f"over {needed / calls['n']:.0f} times the {calls['n']:,} so far")
+            raise _Stopped(far, f"at this pace it needs about {needed:,.0f} more, {beyond}, "
+                                f"because the right-hand side is rounding noise here: one-ulp "
+                                f"changes of the state change it by {level:.2g} of its size, "
+                                f"far more than rtol = {rtol:g}, so the step size cannot "
+                                "settle (a learning rate this large amplifies rounding error "
+                                f"by its size); use rtol = {_coarser(level)} or more, or a "
+                                "smaller learning rate")
 
     start = time.perf_counter()
     njev_before = field.njev
@@ -464,7 +505,7 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         Snap (:class:`~odeflow.data.DataModel`, default ``"exact"``):
         ``"exact"``: Level E, the population gradient flow of Lemma 1 (Eqns
         3-4, 7). ``"finite_t"``: Level T, the gradient flow of the finite-``T``
-        objective on a seeded sample of sequences (spec section 8; options
+        objective on a seeded sample of sequences (docs/fidelity.md; options
         ``seq_len``, ``samples_per_class``, ``seed``). ``"reduced"``: Level R,
         Theorem 1 (Eqns 8-10, 44). ``"snap"``: the scalar system of Sec. 6
         (Eqns 13-14).
@@ -502,8 +543,8 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         and ``traj.y_events``; a terminal event ends the solve early
         (``traj.status == 1``).
     optimizer : odeflow.Momentum or odeflow.Adam, optional
-        Integrate the optimiser's ODE in *step time* around the level (spec
-        section 9, :class:`~odeflow.fields.optimizers.OptimizerFlow`):
+        Integrate the optimiser's ODE in *step time* around the level
+        (docs/optimisers.md, :class:`~odeflow.fields.optimizers.OptimizerFlow`):
         ``t_span`` (from 0) and ``t_eval`` are then in optimiser steps (every
         whole step by default), ``traj.steps`` is the step axis and the
         optimiser state is kept (``traj.velocity``, ``traj.moments``). Only for
@@ -561,13 +602,14 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     event_functions, event_names = bind_events(events, field)
     if event_functions:
         kwargs["events"] = event_functions
+    what = f"{flow} flow ({method})"
     run = functools.partial(_integrate, field, method=method, rtol=rtol, atol=atol,
-                            kwargs=kwargs, max_nfev=max_nfev, what=f"{flow} flow ({method})",
-                            progress=progress, blas_threads=SOLVE_BLAS_THREADS,
-                            dense_output=dense_output)
+                            kwargs=kwargs, max_nfev=max_nfev, what=what, progress=progress,
+                            blas_threads=SOLVE_BLAS_THREADS, dense_output=dense_output)
     sol, stats = _run_from(field, t0, t_end, t_eval, run)
     stats["n_state"] = field.size
-    traj = field.trajectory(sol.t, sol.y.T, stats)
+    with _evaluating(what, len(sol.t), progress):
+        traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
     traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
                          sol.y_events if event_functions else None, event_names)
@@ -811,7 +853,7 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     ``solve_ivp`` call whose right-hand side evaluates every member in one
     vectorised call (per class block for Level T,
     :meth:`~odeflow.fields.finite_t.FiniteTFlow.gradients`); with ``optimizer``
-    the optimiser flow (spec section 9) wraps the stack, in step time, as in
+    the optimiser flow (docs/optimisers.md) wraps the stack, in step time, as in
     :func:`solve`. Each result is the one :func:`solve` returns for that start
     (same layout, series and meta), up to the solver's tolerance.
 
@@ -900,8 +942,9 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
 
 
 # --------------------------------------------------------------------------- schedules
-# A stage moves some parameter groups at their own rates and freezes the others (spec
-# section 10, training schedules: the authors' staged c -> w -> a and joint runs). Each
+# A stage moves some parameter groups at their own rates and freezes the others (the
+# training schedules of docs/induction.md: the authors' staged c -> w -> a and joint
+# runs). Each
 # stage is one solve() on [T_{k-1}, T_k] from the end state of the stage before (the
 # field's ``rates``, ``start`` and ``start_log_c`` options: the parameters and the
 # selector's ``ln|c|`` of the stage's result); the field class's ``join`` makes one result
@@ -979,4 +1022,13 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
         start, log_c = traj.parameters(-1), traj.log_c[-1]
         parts.append(traj)
         t0 = float(t1)
-    return field_class.join(parts)
+    joined = field_class.join(parts)
+    joined.stats["message"] = _stages_message([p.stats.get("message", "") for p in parts])
+    return joined
+
+
+def _stages_message(messages) -> str:
+    """One readable termination message for the stages of a schedule."""
+    if len(set(messages)) == 1:
+        return f"{len(messages)} stages: {messages[0]}"
+    return "; ".join(f"stage {i}: {m}" for i, m in enumerate(messages, start=1))
