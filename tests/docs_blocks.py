@@ -21,8 +21,10 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +50,9 @@ REPO_FOLDERS = {"derivations": "link", "benchmarks": "link", "tests": "link",
                 "docs": "copy-scripts"}
 #: Seconds a ``python`` subprocess may take.
 SUBPROCESS_TIMEOUT = 3600
+#: Seconds a block of the default suite may take (with what runs before it on its
+#: page) before it fails, naming itself, instead of stalling the suite.
+BLOCK_TIMEOUT = 300
 
 _FENCE = re.compile(r"^(`{3,}|~{3,})\s*([^\s`]*)")
 _MARKER = re.compile(r"^<!--\s*(illustrative|slow)\s*:\s*(.+?)\s*-->$")
@@ -191,6 +196,28 @@ def _chdir(folder: Path):
         yield
     finally:
         os.chdir(before)
+
+
+@contextlib.contextmanager
+def time_limit(seconds: int, what: str):
+    """Raise ``TimeoutError`` naming ``what`` after ``seconds`` (POSIX main thread only;
+    elsewhere, or with ``seconds = 0``, no limit)."""
+    usable = (seconds > 0 and hasattr(signal, "SIGALRM")
+              and threading.current_thread() is threading.main_thread())
+    if not usable:
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeoutError(f"{what} ran over {seconds} s")
+
+    before = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
 
 
 def _close_figures() -> None:

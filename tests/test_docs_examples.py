@@ -12,7 +12,17 @@ from __future__ import annotations
 import pytest
 from threadpoolctl import threadpool_limits
 
-from tests.docs_blocks import PAGES, PYTHON, SHOWN, TOML, Block, Page, read_blocks
+from tests.docs_blocks import (
+    BLOCK_TIMEOUT,
+    PAGES,
+    PYTHON,
+    SHOWN,
+    TOML,
+    Block,
+    Page,
+    read_blocks,
+    time_limit,
+)
 
 #: At most this many blocks may be marked illustrative (not run).
 MAX_ILLUSTRATIVE = 3
@@ -52,13 +62,14 @@ def test_block_runs_as_written(block, tmp_path_factory, capsys):
     if page is None:
         folder = tmp_path_factory.mktemp(block.page.replace("/", "-"))
         page = _PAGES[block.page] = Page(folder)
-    for earlier in BLOCKS[block.page]:
-        if earlier.line >= block.line:
-            break
-        if earlier.runs and _runs_in_suite(earlier) and earlier.line not in page.done:
-            page.run(earlier)
-            page.done.add(earlier.line)
-    notes = page.run(block)
+    with time_limit(0 if block.marker else BLOCK_TIMEOUT, block.id):
+        for earlier in BLOCKS[block.page]:
+            if earlier.line >= block.line:
+                break
+            if earlier.runs and _runs_in_suite(earlier) and earlier.line not in page.done:
+                page.run(earlier)
+                page.done.add(earlier.line)
+        notes = page.run(block)
     page.done.add(block.line)
     print("\n".join(notes))
     if block.lang not in PYTHON | TOML and not any(n.startswith("ran ") for n in notes):
@@ -94,3 +105,11 @@ def test_reading_of_blocks():
     assert toml_target(Block("p.md", 1, "toml", "# x.toml\na = 1")) == "x.toml"
     with pytest.raises(AssertionError, match="name its file"):
         toml_target(Block("p.md", 1, "toml", "a = 1"))
+
+
+def test_a_block_that_hangs_fails_naming_itself():
+    import time
+
+    with pytest.raises(TimeoutError, match="page.md:3 ran over 1 s"):
+        with time_limit(1, "page.md:3"):
+            time.sleep(5)
