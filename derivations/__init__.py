@@ -2,10 +2,9 @@
 
 Every closed form that :mod:`odeflow.analysis.closed_forms` evaluates numerically is
 derived here with sympy from the ODE it solves and then checked by
-substitution (see ``/work/shared/spec/dynamics.md``, section 5).  Equation
-numbers refer to Tian, Wang, Chen and Du, "Scan and Snap: Understanding
-Training Dynamics and Token Composition in 1-layer Transformer" (NeurIPS 2023,
-arXiv:2305.16380).
+substitution (docs/derivations.md shows every result). Equation numbers refer
+to Tian, Wang, Chen and Du, "Scan and Snap: Understanding Training Dynamics and
+Token Composition in 1-layer Transformer" (NeurIPS 2023, arXiv:2305.16380).
 
 One module per result:
 
@@ -18,18 +17,19 @@ module                    result                                      paper
 ``cf4_relative_gain``     relative gain of distinct tokens            Thm 3, Eqn 11
 ``cf5_dominant_bounds``   bounds on the dominant token's growth       Eqn 12
 ``cf6_snap``              common-token logit and ``B(t)``             Thm 4, Eqn 13-14
-``heavy_ball_modified_``  CF7: heavy-ball/Adam ODEs vs recursions     spec sections 6, 9
+``heavy_ball_modified_``  CF7: heavy-ball/Adam ODEs vs recursions     Sec. 8 optimisers
 ``equation``              (warm-up map, lag, modified equation)
-``cf_ih1_replicator``     induction heads, stage-1 replicator         spec 10, CF-IH1
-``cf_ih2_classifier``     induction heads, stage-3 mixture and a(t)   spec 10, CF-IH2
+``cf_ih1_replicator``     induction heads, stage-1 replicator         CF-IH1, stage 1
+``cf_ih2_classifier``     induction heads, stage-3 mixture and a(t)   CF-IH2, stage 3
 ========================  ==========================================  ==================
 
 The last two belong to the induction-head family (Chen, Sheen, Wang and Yang,
-"Unveiling Induction Heads", 2024; spec section 10): their numeric twins live
+"Unveiling Induction Heads", 2024; docs/induction.md): their numeric twins live
 in :mod:`odeflow.analysis.induction.closed_forms`.
 
-Each module exposes ``derive()`` returning a :class:`Derivation`; running
-``python -m derivations`` prints every result and its check.
+Each module exposes ``derive()`` returning a :class:`Derivation`; ``odeflow
+derive`` (installed with the package) or ``python -m derivations`` runs every
+result's check (:mod:`derivations.report`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CF-IH1: stage 1 of the induction-head model is a replicator in the subset weights.
 
-Model (spec section 10; Chen, Sheen, Wang and Yang, "Unveiling Induction
+Model (docs/induction.md; Chen, Sheen, Wang and Yang, "Unveiling Induction
 Heads", 2024, as their training code defines it): the classifier output for a
 query window ``z_q`` is
 ``y_e(z_q) = sum_z mu(z) e^{a K(z, z_q)} pi(e|z) / sum_z mu(z) e^{a K(z, z_q)}``
@@ -12,7 +12,7 @@ cross-entropy of the vector ``y`` (``"code"``), averaged over kernels.
 Steps derived and checked here:
 
 1. First order in ``a``: ``d loss/da |_{a=0} = -sum_S p_S I_S`` with the
-   spec's ``I_S = sum_{z_S} mu(z_S)^2 (sum_e pi_S(e|z_S)^2 / mu(e) - 1)``, and
+   stated ``I_S = sum_{z_S} mu(z_S)^2 (sum_e pi_S(e|z_S)^2 / mu(e) - 1)``, and
    ``-sum_S p_S J_S`` for the code loss, on a generic symbolic joint law of a
    two-token window over a binary vocabulary (every subset of its offsets).
 2. Gradient flow ``c' = -eta_c grad_c loss_1`` of ``loss_1 = loss_0 - a sum p_S I_S``:
@@ -25,8 +25,8 @@ Steps derived and checked here:
    solves the replicator for any ``kappa(t)`` with ``kappa(0) = 0``
    (substitution), and agrees with scipy's integration of the ``c`` flow.
 
-The spec's constants (the factor 4 in ``kappa``, ``I_S``, ``J_S``) are
-confirmed by this derivation.
+The constants that :mod:`odeflow.analysis.induction.closed_forms` uses (the
+factor 4 in ``kappa``, ``I_S``, ``J_S``) are confirmed by this derivation.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from . import Derivation, binary_window_law, combine, is_zero, make_latex
 
 NAME = "CF-IH1"
 TITLE = "Stage-1 replicator of the subset weights"
-EQUATION = "spec section 10, CF-IH1 (induction heads, stage 1; paper equations not extracted)"
+EQUATION = "Unveiling Induction Heads, stage 1 (the authors' model, docs/induction.md)"
 
 #: Number of subsets in the symbolic gradient-flow step (the result holds for any number).
 N_SUBSETS = 4
@@ -76,7 +76,7 @@ def _first_order_identity(loss: str):
                     lse = sp.log(sp.exp(y[0]) + sp.exp(y[1]))
                     loss_a += -sum(P[zq, e] * y[e] for e in (0, 1)) + mu_z[zq] * lse
             slope = sp.diff(loss_a, a).subs(a, 0)
-            # the spec's formula, from P_S(z_S, e) = sum over the other offsets
+            # the stated formula, from P_S(z_S, e) = sum over the other offsets
             values = sorted({tuple(z[h - 1] for h in subset) for z in windows})
             P_S = {(s, e): sum(P[z, e] for z in windows if tuple(z[h - 1] for h in subset) == s)
                    for s in values for e in (0, 1)}
@@ -152,7 +152,7 @@ def derive() -> Derivation:
         results = []
         nll, info_sym = _first_order_identity("nll")
         results.append(("d loss/da at a=0 = -I_S for every S of a generic 2-offset binary "
-                        "law (nll; I_S the spec's formula)",
+                        "law (nll; I_S the stated formula)",
                         all(is_zero(r) for _, r in nll)))
         code, _ = _first_order_identity("code")
         results.append(("d loss/da at a=0 = -J_S for every S (code loss)",
@@ -215,7 +215,7 @@ def derive() -> Derivation:
             "loss). Gradient flow on c through p_S = c_S^2/U conserves U = sum c^2 (p is "
             "scale-free) and gives the replicator p_S' = (4 eta_c a/U_0) p_S (I_S - sum p I), "
             "solved by p_S(t) = p_S(0) exp(kappa I_S)/sum p(0) exp(kappa I), "
-            "kappa = (4 eta_c/U_0) int a. The spec's constants are confirmed."
+            "kappa = (4 eta_c/U_0) int a. The constants odeflow uses are confirmed."
         ),
         exprs=exprs,
         latex=make_latex(exprs, {ks: r"\kappa", U0: "U_0", eta: r"\eta_c"}),

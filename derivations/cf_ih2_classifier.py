@@ -2,7 +2,7 @@
 
 With the exact copier and all selector weight on one subset ``S*``, the
 kernel is ``K(z, z_q) = 1[z_S* = z_{q,S*}]``. Steps derived and checked here
-(spec section 10; Chen, Sheen, Wang and Yang, "Unveiling Induction Heads",
+(docs/induction.md; Chen, Sheen, Wang and Yang, "Unveiling Induction Heads",
 2024):
 
 1. The prediction is exactly the mixture
@@ -23,8 +23,8 @@ kernel is ``K(z, z_q) = 1[z_S* = z_{q,S*}]``. Steps derived and checked here
    ``a(t) = (1/2) ln(e^{2 a_0} + 4 eta_a C t)`` (substitution), whose slope in
    ``ln t`` tends to ``1/2``.
 
-The spec's form of ``a(t)`` is confirmed; the spec leaves ``C`` to be
-derived (item 3). Needs every ``pi_S*(e|s) > 0`` (the expansion in ``u``
+The form of ``a(t)`` that odeflow uses is confirmed, and ``C`` is derived
+(item 3). Needs every ``pi_S*(e|s) > 0`` (the expansion in ``u``
 holds for ``u << min pi``).
 """
 
@@ -40,7 +40,7 @@ from . import Derivation, binary_window_law, combine, is_zero, make_latex
 
 NAME = "CF-IH2"
 TITLE = "Stage-3 classifier: exact mixture and a(t) asymptote"
-EQUATION = "spec section 10, CF-IH2 (induction heads, stage 3; paper equations not extracted)"
+EQUATION = "Unveiling Induction Heads, stage 3 (the authors' model, docs/induction.md)"
 
 #: Vocabulary of the symbolic expansion in u (the result holds for any size).
 VOCAB = 3
@@ -172,7 +172,7 @@ def derive() -> Derivation:
             "flow of a is the 1-D ODE a' = -eta_a loss'(a), du/da = -u(1-u). The first order "
             "in u cancels (sum nu = sum pi = 1), so loss - loss_inf ~ C e^{-2a} with C = (1/2) "
             "E sum_s mu(s) ((1-mu(s))/mu(s))^2 chi^2(nu||pi_S*), and a(t) ~ (1/2) ln(e^{2a_0} "
-            "+ 4 eta_a C t): slope 1/2 in ln t once u << min pi. The spec's form is confirmed."
+            "+ 4 eta_a C t): slope 1/2 in ln t once u << min pi, the form odeflow uses."
         ),
         exprs=exprs,
         latex=make_latex(exprs, {eta: r"\eta_a", a0: "a_0"}),

@@ -1,19 +1,19 @@
-"""CF7: the heavy-ball and Adam ODEs against their unit-step recursions (spec sections 6, 9).
+"""CF7: the heavy-ball and Adam ODEs against their unit-step recursions (docs/optimisers.md).
 
 The paper trains with SGD + momentum (``u_{k+1} = mu u_k + F(theta_k)``,
-``theta_{k+1} = theta_k + u_{k+1}``, ``u = eta v``) and Adam; spec section 9 models
+``theta_{k+1} = theta_k + u_{k+1}``, ``u = eta v``) and Adam; docs/optimisers.md models
 them by ODEs in step time ``s``. This module derives, with sympy, what those ODEs
 get right and wrong at unit steps, and so which start, reading and rates
 :class:`odeflow.fields.optimizers.OptimizerFlow` offers:
 
-1. the spec's ODE ``theta' = u, u' = F - (1 - mu) u`` from rest under a constant
+1. the plain ODE ``theta' = u, u' = F - (1 - mu) u`` from rest under a constant
    ``F``: ``theta(s) = theta_0 + F [s - (1 - e^{-(1-mu) s})/(1 - mu)]/(1 - mu)``
    (``dsolve``, checked by substitution);
 2. the recursion under a constant ``F``: ``theta_k = theta_0 + t_k F`` with the
    warm-up map ``t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)`` (``rsolve`` and a
-   sum), the time map of spec section 6;
+   sum), the warm-up time map of docs/optimisers.md;
 3. the lag: ``theta(k + delta) - theta_k -> 0`` as ``k -> oo`` for ``delta = 1``
-   (spec rates: the ODE from rest lags the recursion one step) and for
+   (plain rates: the ODE from rest lags the recursion one step) and for
    ``delta* = 1/b - mu/(1 - mu)`` with the matched rates ``b = -ln mu``,
    ``a = b/(1 - mu)`` (``delta* -> 1/2`` as ``mu -> 1``);
 4. the modified equation of the recursion with step ``h`` (``u_{k+1} = u_k +
@@ -28,7 +28,7 @@ get right and wrong at unit steps, and so which start, reading and rates
    ``1/2`` of :class:`odeflow.Momentum`;
 5. Adam's moments: ``m' = k (g - m)``, ``m(0) = 0`` with a constant ``g`` gives
    ``m_hat = m/(1 - b^s) = g`` at every ``s`` iff ``k = -ln b`` (the matched rate),
-   whereas the spec's ``k = 1 - b`` gives ``m_hat -> (1 - b)/(-ln b) g`` at
+   whereas the plain ``k = 1 - b`` gives ``m_hat -> (1 - b)/(-ln b) g`` at
    ``s -> 0`` (0.949 g at ``b = 0.9``);
 6. Adam's modified equation, with step ``h`` and the matched rates (``m_{k+1} =
    e^{-k_1 h} m_k + (1 - e^{-k_1 h}) g(theta_k)``, ``v`` likewise with ``G = g^2``,
@@ -59,7 +59,7 @@ from . import Derivation, combine, is_zero, make_latex
 
 NAME = "CF7"
 TITLE = "Heavy-ball and Adam ODEs vs their unit-step recursions (time map, lag, modified equation)"
-EQUATION = "spec sections 6, 9 (the Sec. 8 optimisers; no paper Eqn)"
+EQUATION = "Sec. 8 optimisers as ODEs in step time (no paper Eqn; docs/optimisers.md)"
 
 s = sp.Symbol("s", nonnegative=True)
 mu = sp.Symbol("mu", positive=True)
@@ -163,12 +163,12 @@ def derive() -> Derivation:
     Returns
     -------
     Derivation
-        Main target: ``theta(s) - theta_0`` per unit ``F`` of the spec's ODE from
+        Main target: ``theta(s) - theta_0`` per unit ``F`` of the plain ODE from
         rest, symbols ``(s, mu)``; others: the warm-up map ``t_k`` (``(k, mu)``)
         and the matched lag ``delta*`` (``(mu,)``).
     """
     gam = 1 - mu
-    # 1. the spec's ODE from rest, constant F
+    # 1. the plain ODE from rest, constant F
     th, uf = sp.Function("theta"), sp.Function("u")
     sol = sp.dsolve([sp.Eq(th(s).diff(s), uf(s)), sp.Eq(uf(s).diff(s), F - gam * uf(s))],
                     [th(s), uf(s)], ics={th(0): 0, uf(0): 0})
@@ -193,9 +193,9 @@ def derive() -> Derivation:
     closed_E = F * (s - (1 - E) / gam) / gam  # E = exp(-(1 - mu) s)
     matched_E = a * F / b * (s - (1 - E) / b)  # E = exp(-b s) = mu^s
     t_k_P = (k - mu * (1 - P) / (1 - mu)) / (1 - mu)  # P = mu^k
-    steady_spec = sp.simplify((closed_E.subs(s, k + delta) - F * t_k_P).subs({E: 0, P: 0}))
+    steady_plain = sp.simplify((closed_E.subs(s, k + delta) - F * t_k_P).subs({E: 0, P: 0}))
     steady_matched = sp.simplify((matched_E.subs(s, k + delta) - F * t_k_P).subs({E: 0, P: 0}))
-    lag_spec = sp.solve(steady_spec, delta)
+    lag_plain = sp.solve(steady_plain, delta)
     lag_matched = sp.solve(steady_matched, delta)
     delta_star = 1 / b - mu / (1 - mu)
 
@@ -221,26 +221,26 @@ def derive() -> Derivation:
     mf = sp.Function("m")
     m_sol = sp.dsolve(sp.Eq(mf(s).diff(s), r * (g - mf(s))), mf(s), ics={mf(0): 0}).rhs
     m_hat_matched = sp.simplify(m_sol.subs(r, -sp.log(beta)) / (1 - beta**s))
-    m_hat_spec0 = sp.limit(m_sol.subs(r, 1 - beta) / (1 - beta**s), s, 0)
+    m_hat_plain0 = sp.limit(m_sol.subs(r, 1 - beta) / (1 - beta**s), s, 0)
 
     # 6. Adam's modified equation (matched rates), forward and staggered
     adam = _adam_defects()
 
     exprs = {
-        "theta_spec": sp.Eq(sp.Symbol("theta(s) - theta_0"), theta_ode),
+        "theta_plain": sp.Eq(sp.Symbol("theta(s) - theta_0"), theta_ode),
         "warmup_map": sp.Eq(sp.Symbol("t_k"), t_k),
         "theta_recursion": sp.Eq(sp.Symbol("theta_k - theta_0"), theta_k),
         "delta_star": sp.Eq(sp.Symbol("delta^*"), delta_star),
         "defect_forward": sp.Eq(sp.Symbol("D_theta^fwd"), defect_forward.coeff(h, 2) * h**2),
         "defect_u_staggered": sp.Eq(sp.Symbol("D_u^stag"), defect_u.coeff(h, 2) * h**2),
-        "m_hat_spec_at_0": sp.Eq(sp.Symbol("m_hat(0+)/g"), m_hat_spec0 / g),
+        "m_hat_plain_at_0": sp.Eq(sp.Symbol("m_hat(0+)/g"), m_hat_plain0 / g),
         "adam_defect_forward": sp.Eq(sp.Symbol("D_theta^Adam,fwd"),
                                      sp.factor(adam["fwd_theta"].coeff(h, 2).doit()) * h**2),
     }
 
     def checker() -> tuple[bool, str]:
         res = []
-        res.append(("spec ODE from rest, constant F: theta(s) = F [s - (1 - e^{-(1-mu)s})"
+        res.append(("plain ODE from rest, constant F: theta(s) = F [s - (1 - e^{-(1-mu)s})"
                     "/(1-mu)]/(1-mu) (dsolve)", is_zero(theta_ode - closed)))
         res.append(("closed form satisfies theta'' = F - (1-mu) theta', theta(0) = theta'(0) = 0",
                     is_zero(closed.diff(s, 2) - (F - gam * closed.diff(s)))
@@ -256,8 +256,8 @@ def derive() -> Derivation:
                     is_zero(closed_E.subs(E, sp.exp(-gam * s)) - closed)
                     and is_zero(matched_E.subs(E, sp.exp(-b * s)) - theta_matched)
                     and is_zero(t_k_P.subs(P, mu**k) - t_k)))
-        res.append((f"spec rates: theta(k + delta) - theta_k -> 0 iff delta = {lag_spec} "
-                    "(the ODE from rest lags one step)", lag_spec == [1]))
+        res.append((f"plain rates: theta(k + delta) - theta_k -> 0 iff delta = {lag_plain} "
+                    "(the ODE from rest lags one step)", lag_plain == [1]))
         res.append((f"matched rates b = -ln mu, a = b/(1-mu): delta = {lag_matched}",
                     len(lag_matched) == 1 and is_zero(lag_matched[0] - delta_star)))
         res.append(("matched rates: u(s) = F (1 - mu^s)/(1 - mu), so u(k) = u_k exactly",
@@ -280,8 +280,8 @@ def derive() -> Derivation:
         # Adam
         res.append(("Adam, matched rate -ln b, constant g: m_hat(s) = g for all s",
                     is_zero(m_hat_matched - g)))
-        res.append((f"Adam, spec rate 1 - b: m_hat(0+) = {m_hat_spec0} (not g)",
-                    is_zero(m_hat_spec0 - g * (1 - beta) / (-sp.log(beta)))))
+        res.append((f"Adam, plain rate 1 - b: m_hat(0+) = {m_hat_plain0} (not g)",
+                    is_zero(m_hat_plain0 - g * (1 - beta) / (-sp.log(beta)))))
         res.append(("Adam, staggered reading (theta_k at (k + 1/2) h, moments at k h): "
                     "defects in theta, m and v all O(h^3) (midpoint rule)",
                     all(is_zero(adam[key].coeff(h, n)) for key in ("stag_theta", "stag_m",
@@ -301,7 +301,7 @@ def derive() -> Derivation:
         title=TITLE,
         equation=EQUATION,
         summary=(
-            "Under a constant force the spec's heavy-ball ODE from rest lags the recursion by "
+            "Under a constant force the plain heavy-ball ODE from rest lags the recursion by "
             "one step (t_k is the warm-up map); read on a staggered grid (theta half a step "
             "later) the recursion is the ODE's midpoint rule, first order only through the "
             "damping gamma = 1 - mu; matched rates -ln mu (heavy ball) and -ln b (Adam) are "

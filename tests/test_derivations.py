@@ -90,6 +90,7 @@ def test_result_object_fields(module_name):
     assert isinstance(result, Derivation)
     assert result.name.startswith("CF") and result.title and result.summary
     assert any(word in result.equation for word in ("Eqn", "Lemma", "Theorem", "Sec.", "stage"))
+    assert "spec" not in result.equation  # users have the papers and docs/, not the spec
     assert set(result.latex) == set(result.exprs)
     assert all(isinstance(s, str) and s for s in result.latex.values())
     assert result.targets["main"] == (result.expr, result.symbols)
@@ -155,7 +156,8 @@ def test_docs_page_renders():
         assert f"## {result.name}:" in text
     for eqn in ("Eqns 44-45", "Eqn 128", "Eqn 11", "Eqn 12", "Eqns 13-14"):
         assert eqn in text
-    assert "python -m derivations" in text
+    assert "python -m derivations" in text and "`odeflow derive CF1`" in text
+    assert "spec" not in text.replace("inspect", "")
 
 
 def test_python_m_derivations_runs_one_in_process(capsys):
