@@ -22,7 +22,7 @@ ROOT = PACKAGE.parent
 #: Layer of each top-level subpackage or module; a module may import only from
 #: its own layer or lower ones (the front ends and odeflow/__init__ may import anything).
 LAYERS = {
-    "errors": 0, "numerics": 0, "io": 0, "version": 0,
+    "errors": 0, "numerics": 0, "io": 0, "version": 0, "tables": 0,
     "data": 1,
     "results": 2,
     "fields": 3,
@@ -166,7 +166,7 @@ def test_the_layers_are_folders():
                    "cli", "plots"):
         assert (PACKAGE / folder / "__init__.py").is_file(), folder
     flat = sorted(p.stem for p in PACKAGE.glob("*.py"))
-    assert flat == ["__init__", "__main__", "errors", "io", "numerics", "testing",
+    assert flat == ["__init__", "__main__", "errors", "io", "numerics", "tables", "testing",
                     "version"], flat
 
 
@@ -212,7 +212,7 @@ def test_every_public_name_is_defined_and_documented():
 #: Scan and Snap family the rest.
 SHARED_MODULES = {
     "odeflow", "odeflow.__main__", "odeflow.errors", "odeflow.io", "odeflow.numerics",
-    "odeflow.version", "odeflow.testing",
+    "odeflow.version", "odeflow.testing", "odeflow.tables",
     "odeflow.data", "odeflow.data.checks", "odeflow.data.forms",
     "odeflow.results", "odeflow.results.solution", "odeflow.results.files",
     "odeflow.fields", "odeflow.fields.base", "odeflow.fields.families",

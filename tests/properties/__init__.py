@@ -6,6 +6,9 @@
 - ``test_reduced_properties``: Level R (Theorem 1-3, Eqns 10-12, 98).
 - ``test_closed_form_properties``: the closed forms CF1-CF6 and the snap system.
 - ``test_robustness_properties``: extreme valid parameters and bad solve arguments.
+- ``test_induction_properties``: the induction-head family's data model and flows.
+- ``test_fuzz_properties``, ``test_store_tamper_properties``: the CLI and result-file
+  fuzzers (strategies in ``tests/fuzzers.py``; invalid inputs in ``tests/invalid_inputs.py``).
 
 Helpers shared by these modules live here.
 """
@@ -14,12 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 from hypothesis import settings
-
-#: Kinds of invalid input (labels of :class:`odeflow.testing.InvalidInput`) that
-#: hit an open package bug: the general bad-input properties leave them out with
-#: ``assume`` and each gets a strict ``xfail`` test. Empty: every bug the suite
-#: found is fixed and its test is now a regression property.
-OPEN_BUGS: dict[str, str] = {}
 
 
 def examples(n: int) -> int:

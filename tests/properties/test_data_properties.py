@@ -18,15 +18,12 @@ from hypothesis import strategies as st
 
 from odeflow import DataModel, SequenceClass, ValidationError
 from odeflow.data import parse_config
-from odeflow.testing import (
-    data_models,
+from odeflow.testing import data_models, learning_rates, model_tables, probability_vectors
+from tests.invalid_inputs import (
     invalid_data_model_args,
     invalid_model_tables,
     invalid_run_tables,
     invalid_sequence_class_args,
-    learning_rates,
-    model_tables,
-    probability_vectors,
     toml_documents,
 )
 from tests.properties import assert_field, examples

@@ -4,7 +4,7 @@
 - result files: damaged bytes or tampered arrays/metadata -> a Trajectory whose
   arrays are finite, or ValidationError naming ``path``;
 - CLI, per verb, in-process: exit 0, 2 (one line on stderr) or 3, no traceback;
-  one fuzzer per verb of the real parser (``CLI_VERBS``), ``sweep`` on generated
+  one fuzzer per verb of the real parser (``cli_verbs()``), ``sweep`` on generated
   configs (serial backend, tiny grids) and ``reproduce`` on tiny or out-of-limit
   counts (Fig. 6's grid cut to 1 x 2 x 2 cells so that an example stays short).
 
@@ -32,11 +32,11 @@ from hypothesis import HealthCheck, event, example, given, settings
 from odeflow import DataModel, SequenceClass, Trajectory, ValidationError, solve
 from odeflow.analysis import closed_forms as cf
 from odeflow.cli import main
-from odeflow.testing import (
+from tests.fuzzers import (
     CLI_FLAGS,
-    CLI_VERBS,
     cli_argv,
     cli_flags,
+    cli_verbs,
     closed_form_calls,
     corrupted_bytes,
     sweep_config_texts,
@@ -368,10 +368,11 @@ def test_cli_reproduce(argv, _small_fig6):
 
 
 def test_every_verb_has_a_fuzzer():
-    assert set(CLI_VERBS) == set(cli_verbs_of_parser())
+    verbs = set(cli_verbs())
+    assert verbs == cli_verbs_of_parser()
     assert {name.removeprefix("test_cli_").replace("_", "-")
-            for name in globals() if name.startswith("test_cli_")} == set(CLI_VERBS)
-    assert set(CLI_FLAGS) == set(CLI_VERBS)
+            for name in globals() if name.startswith("test_cli_")} == verbs
+    assert set(CLI_FLAGS) == verbs
     for verb, flags in CLI_FLAGS.items():  # no fuzzer draws a flag the verb lost
         assert set(flags) <= cli_flags(verb), (verb, set(flags) - cli_flags(verb))
 

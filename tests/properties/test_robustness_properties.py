@@ -12,20 +12,15 @@ import warnings
 
 import numpy as np
 import pytest
-from hypothesis import assume, event, example, given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 import odeflow
 from odeflow import DataModel, SequenceClass, SolveError, ValidationError
 from odeflow.analysis import closed_forms as cf
-from odeflow.testing import (
-    InvalidInput,
-    data_models,
-    invalid_solve_arguments,
-    learning_rate_pairs,
-    learning_rates,
-)
-from tests.properties import OPEN_BUGS, assert_field, examples
+from odeflow.testing import data_models, learning_rate_pairs, learning_rates
+from tests.invalid_inputs import InvalidInput, invalid_solve_arguments
+from tests.properties import assert_field, examples
 
 SMALL = DataModel(6, [SequenceClass(4, 1, {0: 0.5, 2: 0.5}), SequenceClass(5, 1, {0: 0.25,
                                                                                    3: 0.75})])
@@ -161,10 +156,8 @@ def test_closed_forms_are_finite_at_extremes(t, M, rates, pi, a, zc0):
 @given(data=data_models(max_classes=2, max_vocab=6), draw=st.data())
 def test_invalid_solve_arguments_name_the_field(data, draw):
     """Every invalid argument of odeflow.solve (learning rates, t_span, t_eval,
-    method, tolerances, flow, z0, data, beta, iota) is a ValidationError naming it.
-    Kinds with an open bug (OPEN_BUGS) are left to their strict-xfail tests."""
+    method, tolerances, flow, z0, data, beta, iota) is a ValidationError naming it."""
     bad = draw.draw(invalid_solve_arguments(data))
-    assume(bad.kind not in OPEN_BUGS)
     kwargs = dict(bad.value)
     with pytest.raises(Exception) as info:
         odeflow.solve(kwargs.pop("data"), **kwargs)
