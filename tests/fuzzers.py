@@ -202,10 +202,12 @@ CLI_FLAGS = {
     "sweep": ["--backend", "--scheduler", "--workers", "--batch", "--out", "--resume",
               "--retry-failed", "--rows", "--no-progress"],
     "reproduce": ["--seeds", "--steps", "--out", "--same-start", "--no-progress"],
+    "derive": ["--list", "--detail"],
 }
 
 #: Flags without a value.
-_SWITCHES = ("--resume", "--retry-failed", "--no-progress", "--same-start")
+_SWITCHES = ("--resume", "--retry-failed", "--no-progress", "--same-start", "--list",
+             "--detail")
 
 
 def _cli_number():
@@ -227,7 +229,8 @@ def cli_argv(draw, verb: str, files: dict | None = None):
     Costly inputs are bounded: ``--t-end`` is at most 10 unless drawn from the
     extreme list; ``reproduce`` draws ``--steps``/``--seeds`` of 1 or 2 or past
     the command's limits. ``sweep`` takes its config from ``files["config"]``
-    (see :func:`sweep_config_texts`) and keeps the backend ``serial``.
+    (see :func:`sweep_config_texts`) and keeps the backend ``serial``;
+    ``derive`` always names one cheap derivation (or a wrong name).
     """
     files = files or {}
     argv = [verb]
@@ -239,6 +242,10 @@ def cli_argv(draw, verb: str, files: dict | None = None):
         argv.append(draw(st.sampled_from(list(files.get("config") or ["sweep.toml"]))))
     elif verb == "reproduce":
         argv.append(draw(st.sampled_from(["fig4", "fig5", "fig6", "fig7", "FIG4", ""])))
+    elif verb == "derive":
+        # always a name: the whole set of derivations takes half a minute
+        argv.append(draw(st.sampled_from(["CF2", "cf3", "CF5", "cf5_dominant_bounds", "",
+                                          " CF2", "CF-IH9", "nope", "-"])))
     chosen = draw(st.lists(st.sampled_from(flags), max_size=5, unique=True))
     for flag in chosen:
         key = flag.lstrip("-")

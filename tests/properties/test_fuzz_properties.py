@@ -6,7 +6,8 @@
 - CLI, per verb, in-process: exit 0, 2 (one line on stderr) or 3, no traceback;
   one fuzzer per verb of the real parser (``cli_verbs()``), ``sweep`` on generated
   configs (serial backend, tiny grids) and ``reproduce`` on tiny or out-of-limit
-  counts (Fig. 6's grid cut to 1 x 2 x 2 cells so that an example stays short).
+  counts (Fig. 6's grid cut to 1 x 2 x 2 cells so that an example stays short),
+  ``derive`` on one cheap derivation or a wrong name.
 
 Small budgets in the default profile; at least 2,000 examples per fuzzer under
 ``HYPOTHESIS_PROFILE=thorough`` (see docs/testing.md). Every solve is bounded by
@@ -365,6 +366,14 @@ def test_cli_reproduce(argv, _small_fig6):
             check_cli(argv, one_line=True)
         finally:
             plt.close("all")
+
+
+@settings(max_examples=fuzz_examples(6), suppress_health_check=SUPPRESS)
+@given(argv=cli_argv("derive"))
+@example(argv=["derive", "nope", "--list"])
+def test_cli_derive(argv):
+    with _sandbox():
+        check_cli(argv, one_line=True)
 
 
 def test_every_verb_has_a_fuzzer():
