@@ -2,7 +2,8 @@
 
 Extreme but valid parameters (vocabularies up to 1e5, eta_Z / eta_Y from 1e-4
 to 1e4, t_end up to 1e10) either solve with finite results everywhere or raise
-a clear SolveError / ValidationError; invalid arguments of odeflow.solve are
+a clear SolveError / ValidationError, and most of them (MIN_SOLVED) solve;
+invalid arguments of odeflow.solve are
 rejected with a ValidationError naming the argument, before any integration.
 """
 
@@ -69,11 +70,12 @@ def check_trajectory(traj) -> dict:
     data = traj.data
     out = {"t": traj.t, "z_active": traj.z_active, "decoder": traj.decoder_lumped,
            "objective": traj.objective}
+    active = data.active_tokens
     for n in data.next_tokens:
-        out[f"attention({n})"] = traj.attention(n)[:, data.active_tokens]
-        out[f"features({n})"] = traj.features(n)[:, data.active_tokens]
+        out[f"attention({n})"] = traj.attention(n, tokens=active)
+        out[f"features({n})"] = traj.features(n, tokens=active)
         m = int(data.classes[data.class_index(n)].query_token)
-        out[f"logits({m})"] = traj.logits(m)[:, data.active_tokens]
+        out[f"logits({m})"] = traj.logits(m, tokens=active)
         for token in data.distinct_tokens(n)[:2]:
             chi = traj.growth_factor(n, int(token))
             assert not np.any(np.isnan(chi)), "growth_factor is NaN"
@@ -86,48 +88,88 @@ def check_trajectory(traj) -> dict:
     return out
 
 
-@settings(max_examples=examples(20))
-@given(problem=extreme_problems())
-def test_exact_flow_at_extremes_is_finite_or_fails_clearly(problem):
+#: Share of the examples of an extreme-parameter test that must solve (the rest may
+#: fail clearly): a solver that refused every extreme problem would pass the
+#: finite-or-clear-error check alone.
+MIN_SOLVED = 0.8
+
+
+def solved_share(solve_one, strategy, n: int) -> float:
+    """Run ``solve_one`` (True if it solved, False if it failed clearly) on ``n`` examples
+    of ``strategy`` (``examples(n)`` under the active profile); the share that solved."""
+    outcomes = []
+
+    @settings(max_examples=examples(n))
+    @given(strategy)
+    def run(example):
+        outcomes.append(bool(solve_one(example)))
+
+    run()
+    assert outcomes
+    return sum(outcomes) / len(outcomes)
+
+
+def test_exact_flow_at_extremes_is_finite_or_fails_clearly():
     """Level E at extreme valid parameters: finite logits, decoder, J, attention,
     features and growth factors at every output time, or a SolveError /
-    ValidationError; attention still sums to one."""
-    traj = check_finite_or_clear_error("exact", *problem)
-    if traj is not None:
-        for n in traj.data.next_tokens:
-            assert np.allclose(traj.attention(n).sum(axis=1), 1.0, atol=1e-9)
+    ValidationError; attention still sums to one; at least MIN_SOLVED of the
+    examples solve."""
+
+    def solve_one(problem):
+        traj = check_finite_or_clear_error("exact", *problem)
+        if traj is not None:
+            for n in traj.data.next_tokens:
+                total = traj.attention(n, tokens=traj.data.active_tokens).sum(axis=1)
+                assert np.allclose(total, 1.0, atol=1e-9)
+        return traj is not None
+
+    assert solved_share(solve_one, extreme_problems(), 20) >= MIN_SOLVED
 
 
-@settings(max_examples=examples(20))
-@given(problem=extreme_problems())
-def test_reduced_flow_at_extremes_is_finite_or_fails_clearly(problem):
+def test_reduced_flow_at_extremes_is_finite_or_fails_clearly():
     """Level R at extreme valid parameters: finite h, gamma, Gamma, B, xi and logits,
-    or a SolveError / ValidationError; h and B stay non-decreasing."""
-    traj = check_finite_or_clear_error("reduced", *problem)
-    if traj is not None:
-        h = traj.series["margin"]
-        assert np.all(np.diff(h, axis=0) >= -1e-6 * (1 + np.abs(h).max()))
+    or a SolveError / ValidationError; h and B stay non-decreasing; at least
+    MIN_SOLVED of the examples solve."""
+
+    def solve_one(problem):
+        traj = check_finite_or_clear_error("reduced", *problem)
+        if traj is not None:
+            h = traj.series["margin"]
+            assert np.all(np.diff(h, axis=0) >= -1e-6 * (1 + np.abs(h).max()))
+        return traj is not None
+
+    assert solved_share(solve_one, extreme_problems(), 20) >= MIN_SOLVED
 
 
-@settings(max_examples=examples(40))
-@given(M=st.integers(2, 10**6), rates=learning_rate_pairs((1e-4, 1e4), (1e-4, 1e4)),
-       K=st.integers(1, 100), a=learning_rates(1e-6, 1e3), zc0=st.floats(-5, 5),
-       t_end=learning_rates(1.0, 1e10))
-def test_snap_flow_at_extremes_is_finite_or_fails_clearly(M, rates, K, a, zc0, t_end):
+@st.composite
+def extreme_snap_problems(draw):
+    """Arguments of the Sec. 6 system: M up to 1e6, rates 1e-4..1e4, K up to 100
+    classes (pi = 1/K), a in [1e-6, 1e3], z_c(0) in [-5, 5], t_end up to 1e10."""
+    eta_y, eta_z = draw(learning_rate_pairs((1e-4, 1e4), (1e-4, 1e4)))
+    return {"eta_y": eta_y, "eta_z": eta_z, "a": draw(learning_rates(1e-6, 1e3)),
+            "pi": 1.0 / draw(st.integers(1, 100)), "vocab_size": draw(st.integers(2, 10**6)),
+            "zc0": draw(st.floats(-5, 5)), "t_span": (0.0, draw(learning_rates(1.0, 1e10)))}
+
+
+def test_snap_flow_at_extremes_is_finite_or_fails_clearly():
     """The Sec. 6 system at extreme parameters: finite h, z_c, B, Gamma, gamma, xi,
-    or a SolveError / ValidationError. (Larger a exp(2 z_c(0)) can fail the very
-    first step: test_failed_first_step_raises_solve_error.)"""
-    try:
-        res = odeflow.solve(None, flow="snap", eta_y=rates[0], eta_z=rates[1], a=a,
-                            pi=1.0 / K, vocab_size=M, zc0=zc0, t_span=(0.0, t_end),
-                            rtol=1e-6, atol=1e-9)
-    except (SolveError, ValidationError) as exc:
-        event(f"snap: {type(exc).__name__}")
-        assert str(exc)
-        return
-    event("snap: solved")
-    for name in ("t", "margin", "common_logit", "B", "gamma_integral", "gamma", "xi"):
-        assert np.all(np.isfinite(getattr(res, name))), name
+    or a SolveError / ValidationError; at least MIN_SOLVED of the examples solve.
+    (Larger a exp(2 z_c(0)) can fail the very first step:
+    test_violent_first_step_fails_clearly_or_solves.)"""
+
+    def solve_one(kwargs):
+        try:
+            res = odeflow.solve(None, flow="snap", rtol=1e-6, atol=1e-9, **kwargs)
+        except (SolveError, ValidationError) as exc:
+            event(f"snap: {type(exc).__name__}")
+            assert str(exc)
+            return False
+        event("snap: solved")
+        for name in ("t", "margin", "common_logit", "B", "gamma_integral", "gamma", "xi"):
+            assert np.all(np.isfinite(getattr(res, name))), name
+        return True
+
+    assert solved_share(solve_one, extreme_snap_problems(), 40) >= MIN_SOLVED
 
 
 @settings(max_examples=examples(200))
