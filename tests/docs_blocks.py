@@ -44,10 +44,11 @@ SHELL, CONSOLE = {"bash", "sh", "shell"}, {"console", ""}
 SHOWN = {"text", "{eval-rst}", "{figure}", "{image}", "{toctree}"}
 #: Commands whose lines are not run in the suite, and why.
 SKIPPED = {"pip": "pip install: the suite runs on the installed package"}
-#: Folders of the repository a documented ``python`` command may name (they are
-#: copied, or linked when read-only, into the page's working folder).
-REPO_FOLDERS = {"derivations": "link", "benchmarks": "link", "tests": "link",
-                "docs": "copy-scripts"}
+#: Paths of the repository a documented ``python`` command may name, as it is run
+#: from the repository's root (linked into the page's working folder; ``docs``: a
+#: folder of copies of its scripts, so that what they write stays there).
+REPO_PATHS = {"derivations": "link", "benchmarks": "link", "tests": "link",
+              "setup.cfg": "link", "pyproject.toml": "link", "docs": "copy-scripts"}
 #: Seconds a ``python`` subprocess may take.
 SUBPROCESS_TIMEOUT = 3600
 #: Seconds a block of the default suite may take (with what runs before it on its
@@ -150,7 +151,7 @@ class Page:
         self.folder = folder
         self.namespace: dict = {"__name__": "__docs__"}
         self.done: set[int] = set()
-        for name, how in REPO_FOLDERS.items():
+        for name, how in REPO_PATHS.items():
             if how == "link":
                 (folder / name).symlink_to(REPO / name)
             else:  # the folder's scripts, so that what they write stays here
