@@ -89,8 +89,9 @@ def test_stdout_that_fails_ends_with_one_line(stores, verb, budget, code):
                       'eta_z = [0.1, 1.0, 2.0]\n[sweep.settings]\nt_end = 50.0\n')
     argv = {"sweep": ["sweep", config, "--backend", "serial", "--out", paths["finished"],
                       "--resume", "--no-progress"],
-            "verify": ["verify", "--only", "CF1", "CF2", "--t-max", "10"],
-            "verify-json": ["verify", "--only", "CF1", "--t-max", "10", "--json"]}[verb]
+            "verify": ["verify", "--only", "CF1", "CF2", "--t-max", "10", "--no-progress"],
+            "verify-json": ["verify", "--only", "CF1", "--t-max", "10", "--json",
+                            "--no-progress"]}[verb]
     real = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = FailingStdout(budget, code), io.StringIO()
     try:
