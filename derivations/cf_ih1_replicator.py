@@ -42,7 +42,7 @@ from . import Derivation, binary_window_law, combine, is_zero, make_latex
 
 NAME = "CF-IH1"
 TITLE = "Stage-1 replicator of the subset weights"
-EQUATION = "Unveiling Induction Heads, stage 1 (the authors' model, docs/induction.md)"
+EQUATION = "Unveiling Induction Heads, stage 1 (docs/induction.md)"
 
 #: Number of subsets in the symbolic gradient-flow step (the result holds for any number).
 N_SUBSETS = 4

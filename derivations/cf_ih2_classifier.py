@@ -40,7 +40,7 @@ from . import Derivation, binary_window_law, combine, is_zero, make_latex
 
 NAME = "CF-IH2"
 TITLE = "Stage-3 classifier: exact mixture and a(t) asymptote"
-EQUATION = "Unveiling Induction Heads, stage 3 (the authors' model, docs/induction.md)"
+EQUATION = "Unveiling Induction Heads, stage 3 (docs/induction.md)"
 
 #: Vocabulary of the symbolic expansion in u (the result holds for any size).
 VOCAB = 3

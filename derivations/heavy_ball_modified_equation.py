@@ -58,8 +58,8 @@ import sympy as sp
 from . import Derivation, combine, is_zero, make_latex
 
 NAME = "CF7"
-TITLE = "Heavy-ball and Adam ODEs vs their unit-step recursions (time map, lag, modified equation)"
-EQUATION = "Sec. 8 optimisers as ODEs in step time (no paper Eqn; docs/optimisers.md)"
+TITLE = "Heavy-ball and Adam ODEs vs their recursions (time map, lag, modified equation)"
+EQUATION = "Sec. 8 optimisers in step time (docs/optimisers.md)"
 
 s = sp.Symbol("s", nonnegative=True)
 mu = sp.Symbol("mu", positive=True)

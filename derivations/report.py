@@ -51,8 +51,9 @@ def run_derivations(names: Iterable[str] = MODULES, detail: bool = False, latex:
                     out: Callable[[str], None] = print) -> list[str]:
     """Derive and check the derivation modules ``names``; return the names that failed.
 
-    Prints ``PASS|FAIL <name>: <title> [<paper equations>] (<seconds> s)`` for
-    each, and a last line with the total. With ``detail``, also the summary,
+    Prints ``PASS|FAIL <name>: <title> (<seconds> s)`` for each (within 100
+    columns), and a last line with the total. With ``detail``, also the paper's
+    equations, the summary,
     each derived expression (pretty-printed; with ``latex`` its LaTeX too) and
     the outcome of every individual check. A derivation that raises counts as
     a failure.
@@ -72,7 +73,7 @@ def run_derivations(names: Iterable[str] = MODULES, detail: bool = False, latex:
         if not passed:
             failures.append(result.name)
         out(f"{'PASS' if passed else 'FAIL'} {result.name}: {result.title} "
-            f"[{result.equation}] ({time.perf_counter() - t0:.2f} s)")
+            f"({time.perf_counter() - t0:.1f} s)")
         if detail or not passed:
             _details(result, checks, detail, latex, out)
     total = time.perf_counter() - start
@@ -88,6 +89,7 @@ def _details(result, checks: str, expressions: bool, latex: bool, out) -> None:
     """Print a result's summary and expressions (with ``expressions``) and its checks."""
     if expressions:
         out("=" * 78)
+        out(f"Paper: {result.equation}")
         out(result.summary)
         for key, value in result.exprs.items():
             out(f"--- {key}")

@@ -40,6 +40,7 @@ def test_each_derivation_passes_through_odeflow_derive(name, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.splitlines()[0].startswith(f"PASS {name}: ")
+    assert max(map(len, out.splitlines())) <= 100
     assert out.splitlines()[-1].startswith("1 derivation passed")
 
 
@@ -47,9 +48,9 @@ def test_derive_list_names_every_derivation_without_running_them(capsys, monkeyp
     monkeypatch.setattr(cf3_gamma_integral, "derive", None)  # running one would fail
     assert odeflow_main(["derive", "--list"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[:2] for line in lines] == [
-        [module.NAME, module.__name__.rsplit(".", 1)[1]] for module in catalogue()]
-    assert len(lines) == len(MODULES)
+    assert lines[::2] == [f"{module.NAME:<7} {module.TITLE}" for module in catalogue()]
+    assert [line.split()[0] for line in lines[1::2]] == [f"{name}:" for name in MODULES]
+    assert max(map(len, lines)) <= 100
 
 
 def test_a_derivation_is_found_by_result_or_module_name():

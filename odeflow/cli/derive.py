@@ -23,7 +23,8 @@ def register(sub) -> None:
                    help="run only this derivation (e.g. CF1, CF-IH2, or a module name such "
                         "as cf1_decoder_margin; --list shows them); all by default")
     p.add_argument("--list", action="store_true",
-                   help="list the derivations (name, module, paper equations) and exit")
+                   help="list the derivations (name, title; module and paper equations "
+                        "below) and exit")
     p.add_argument("--detail", action="store_true",
                    help="also print each derived expression and every individual check")
     p.set_defaults(func=run)
@@ -37,7 +38,8 @@ def run(args) -> int:
     if args.list:
         for module in catalogue():
             short = module.__name__.rsplit(".", 1)[1]
-            print(f"{module.NAME:<7} {short:<30} {module.EQUATION}")
+            print(f"{module.NAME:<7} {module.TITLE}")
+            print(f"{'':<7} {short}: {module.EQUATION}")
         return 0
     try:
         names = [find(args.name)] if args.name is not None else list(MODULES)
