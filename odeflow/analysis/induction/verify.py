@@ -355,7 +355,8 @@ def _check_population_first_order(ctx: _Context, name: str) -> CheckResult:
     low, high = FIRST_ORDER_RATIO
     best = max(table, key=table.get)
     return CheckResult(
-        "CF-IH1", f"p_S(t): population flow, a={FIRST_ORDER_A[0]:g}", "stage 1, docs/derivations.md",
+        "CF-IH1", f"p_S(t): population flow, a={FIRST_ORDER_A[0]:g}",
+        "stage 1, docs/derivations.md",
         f"{name}, flow=population (w = w(0) fixed), eta_c={REPLICATOR_ETA_C:g}, a fixed",
         errors[0], FIRST_ORDER_A[0], floor="abs",
         conditions_met=bool(low <= ratio <= high and max(drifts) < 1e-8),
