@@ -1,16 +1,30 @@
-"""odeflow: the training dynamics of a 1-layer transformer as ODEs.
+"""odeflow: the training dynamics of transformers as ordinary differential equations.
 
-Implements "Scan and Snap: Understanding Training Dynamics and Token
-Composition in 1-layer Transformer" (Tian, Wang, Chen, Du; NeurIPS 2023).
+Two model families, each a paper's theory:
+
+- Scan and Snap ("Scan and Snap: Understanding Training Dynamics and Token
+  Composition in 1-layer Transformer", Tian, Wang, Chen, Du; NeurIPS 2023):
+  :class:`DataModel`, flows ``exact`` (Level E), ``reduced`` (Level R), ``snap``
+  (the Sec. 6 system) and ``finite_t`` (Level T), and the optimiser flows
+  :class:`Momentum` and :class:`Adam` around Levels E and T;
+- induction heads ("Unveiling Induction Heads", Chen, Sheen, Wang, Yang 2024):
+  :class:`InductionData`, flows ``population``, ``copier`` and ``finite_l``.
+
+The terms (levels, flows, time maps, CF1-CF7, CF-IH1/2) are explained in
+``docs/glossary.md``.
 
 The package is layered, each layer importing only the ones below it:
 
 1. :mod:`odeflow.data`: sequence classes, data models, presets, configs;
-2. :mod:`odeflow.results`: :class:`Trajectory` and :class:`SnapResult`;
-3. :mod:`odeflow.fields`: one vector field per level (exact, reduced, snap);
-4. :mod:`odeflow.solver`: the one entry point :func:`solve` around ``solve_ivp``;
+2. :mod:`odeflow.results`: what a solve returns (:class:`Trajectory`,
+   :class:`SnapResult`, the finite-T and induction-head trajectories);
+3. :mod:`odeflow.fields`: one vector field per level of each family, and the
+   optimiser flows that wrap a parameter level;
+4. :mod:`odeflow.solver`: :func:`solve` around ``solve_ivp`` (with
+   ``solve_batch``, ``solve_ensemble``, ``solve_schedule``, ``solve_snap``);
 5. :mod:`odeflow.analysis` (closed forms, diagnostics, level comparisons,
-   verification) and :mod:`odeflow.training` (gradient ascent, SGD);
+   verification, both families' closed forms) and :mod:`odeflow.training`
+   (gradient ascent, SGD, the papers' protocols, the induction family's training);
 6. :mod:`odeflow.sweep`: parameter sweeps (``odeflow.sweep(task, grid, ...)``);
 7. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
 
@@ -50,9 +64,14 @@ _EXPORTS = {
 
 __all__ = sorted({*_EXPORTS, "SolveError", "ValidationError", "__version__"})
 
+#: Subpackages reached as attributes after ``import odeflow`` alone (e.g. the docs'
+#: ``odeflow.analysis.measures.distinct_entropy``); imported on first use, not in __all__.
+_SUBPACKAGES = frozenset({"analysis", "cli", "data", "fields", "io", "numerics", "plots",
+                          "results", "solver", "testing", "training"})
+
 
 def __getattr__(name: str):
-    module = _EXPORTS.get(name, "")
+    module = None if name in _SUBPACKAGES else _EXPORTS.get(name, "")
     if module == "":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if module is None:
