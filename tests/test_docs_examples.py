@@ -113,3 +113,17 @@ def test_a_block_that_hangs_fails_naming_itself():
     with pytest.raises(TimeoutError, match="page.md:3 ran over 1 s"):
         with time_limit(1, "page.md:3"):
             time.sleep(5)
+
+
+def test_documented_dotted_paths_resolve_after_import_odeflow_alone():
+    """The pages write ``import odeflow`` and then ``odeflow.analysis.measures...``,
+    ``odeflow.fields.ExactFlow``: that holds in a fresh interpreter too, whatever
+    an earlier block imported (the flat API loads its modules lazily)."""
+    import subprocess
+    import sys
+
+    code = ("import odeflow; odeflow.analysis.measures.distinct_entropy; "
+            "odeflow.fields.ExactFlow; odeflow.fields.induction; odeflow.io.atomic_write")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-1000:]
