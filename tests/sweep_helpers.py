@@ -1,4 +1,4 @@
-"""Helpers shared by the sweep tests and benchmarks/fault_campaign.py: a 20-point sweep
+"""Helpers shared by the sweep tests: a 20-point sweep
 config, comparing two sweep datasets number for number, and watching sweeps in
 subprocesses (their stored points, their workers, a local dask cluster)."""
 
