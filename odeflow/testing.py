@@ -37,6 +37,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover
     raise ImportError("odeflow.testing needs hypothesis: pip install 'odeflow[test]'") from exc
 
 from odeflow.data import DataModel, SequenceClass
+from odeflow.data import induction as ih
 from odeflow.data.induction import InductionData
 
 __all__ = ["data_models", "induction_kernels", "induction_models", "induction_parameters",
@@ -411,8 +412,6 @@ def induction_models(draw, *, max_vocab: int = 3, max_n_gram: int = 3, max_heads
     -------
     SearchStrategy[InductionData]
     """
-    from odeflow.data import induction as ih
-
     if prior not in (None, *ih.PRIOR_KINDS):
         raise ValueError(f"prior must be None or one of {list(ih.PRIOR_KINDS)}, got {prior!r}")
     d = draw(st.integers(2, max(2, max_vocab)))
