@@ -185,3 +185,26 @@ def test_a_long_result_evaluation_says_so(small, monkeypatch, capsys):
     assert traj.t.size == 3
     odeflow.solve(small, t_span=(0, 10), t_eval=[0, 1, 10], progress=False)
     assert capsys.readouterr().err == ""
+
+
+def test_integrator_warnings_go_to_the_stats_and_others_are_issued():
+    """scipy's integrator warnings (LSODA's convergence complaints) are collected once
+    each for the solve's statistics; a warning of any other origin is still issued."""
+    import warnings
+
+    from odeflow.solver.solve import _integrator_warnings
+
+    lsoda = "/site-packages/scipy/integrate/_ivp/lsoda.py"
+    with pytest.warns(RuntimeWarning, match="from the field"):
+        with _integrator_warnings() as said:
+            for _ in range(2):
+                warnings.warn_explicit("lsoda: Repeated convergence failures", UserWarning,
+                                       lsoda, 161)
+            warnings.warn("from the field", RuntimeWarning, stacklevel=1)
+    assert said == ["lsoda: Repeated convergence failures"]
+
+
+def test_a_solve_reports_its_integrator_warnings():
+    traj = odeflow.solve(odeflow.DataModel.preset("syn-small"), flow="reduced",
+                         t_span=(0.0, 10.0), progress=False)
+    assert traj.stats["integrator_warnings"] == []

@@ -622,7 +622,7 @@ def read_result_file(path, file_format: str) -> tuple[dict, dict]:
         raise ValidationError("path", f"{where} is not an odeflow result file (not an .npz "
                               "archive)")
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
     except MemoryError:
         raise ValidationError("path", f"{where}: an array is too large to load; the file is "

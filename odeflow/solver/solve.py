@@ -16,6 +16,7 @@ import math
 import sys
 import threading
 import time
+import warnings
 from contextlib import contextmanager
 from types import SimpleNamespace
 
@@ -441,7 +442,8 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
                 "njev": field.njev - njev_before, "status": -1, "t_reached": calls["t"]}
 
     try:
-        with blas_controller().limit(limits=blas_threads, user_api="blas"):
+        with blas_controller().limit(limits=blas_threads, user_api="blas"), \
+                _integrator_warnings() as said:
             sol = solve_ivp(rhs, (t0, t_end), field.initial_state() if y0 is None else y0,
                             method=method,
                             t_eval=t_eval, rtol=rtol, atol=atol, dense_output=dense_output,
@@ -466,13 +468,35 @@ def _integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, w
     finally:
         bar.close()
     stats = {**common(), "nfev": int(sol.nfev), "njev": int(sol.njev), "nlu": int(sol.nlu),
-             "status": int(sol.status), "message": str(sol.message)}
+             "status": int(sol.status), "message": str(sol.message),
+             "integrator_warnings": said}
     if not sol.success:
         reached = sol.t[-1] if len(sol.t) else t0
         raise SolveError(f"{what} failed at t = {reached:g}: {sol.message}", stats)
     if not np.all(np.isfinite(sol.y)):
         raise SolveError(f"{what}: the solution is not finite", stats)
     return sol, stats
+
+
+@contextmanager
+def _integrator_warnings():
+    """Collect the warnings of scipy's integrators (LSODA's "repeated convergence
+    failures", ...) into the yielded list, each message once, for the solve's statistics;
+    any other warning is issued as usual."""
+    said: list[str] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield said
+    finally:
+        for w in caught:
+            if "scipy" in (w.filename or "") and "integrate" in w.filename:
+                text = " ".join(str(w.message).split())
+                if text not in said:
+                    said.append(text)
+            else:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
+                                       source=w.source)
 
 
 class _FamilyDefault:
