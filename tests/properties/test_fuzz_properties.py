@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
 
 from odeflow import DataModel, SequenceClass, Trajectory, ValidationError, solve
 from odeflow.analysis import closed_forms as cf
@@ -281,19 +282,23 @@ def test_cli_compare(argv):
         check_cli(argv)
 
 
-@settings(max_examples=fuzz_examples(8), suppress_health_check=SUPPRESS)
-@given(argv=cli_argv("plot", FILES).map(_bounded))
-@example(argv=["plot", "margin", "--dpi", "100000", "--out", "m.png"])
-@example(argv=["plot", "attention-map", "--dpi", "5", "--t-end", "2"])
-@example(argv=["plot", "scan-snap", "--t-end", "1", "--out", "s.png"])
-@example(argv=["plot", "levels", "--eta-z", "1e12", "--t-end", "10", "--out", "l.png"])
-@example(argv=["plot", "levels", "--eta-z", "1e4", "--t-end", "1e10", "--out", "l.png"])
-@example(argv=["plot", "all", "--t-end", "5e-324"])  # found by the thorough profile
-@example(argv=["plot", "levels", "--t-end", "nan", "--out", "l.png"])  # and this one
-@example(argv=["plot", "margin", "--t-end", "1e300", "--out", "m.png"])  # and this one
-@example(argv=["plot", "margin", "--t-end", "0.01", "--dpi", "10"])  # and this one
-@example(argv=["plot", "margin", "--t-end", "5e-324", "--out", "m.png"])
-def test_cli_plot(argv):
+#: Arguments of ``odeflow plot`` that once failed (the last five found by the thorough
+#: profile); one test case each, so that xdist spreads them.
+PLOT_REPRODUCERS = [
+    ["plot", "margin", "--dpi", "100000", "--out", "m.png"],
+    ["plot", "attention-map", "--dpi", "5", "--t-end", "2"],
+    ["plot", "scan-snap", "--t-end", "1", "--out", "s.png"],
+    ["plot", "levels", "--eta-z", "1e12", "--t-end", "10", "--out", "l.png"],
+    ["plot", "levels", "--eta-z", "1e4", "--t-end", "1e10", "--out", "l.png"],
+    ["plot", "all", "--t-end", "5e-324"],
+    ["plot", "levels", "--t-end", "nan", "--out", "l.png"],
+    ["plot", "margin", "--t-end", "1e300", "--out", "m.png"],
+    ["plot", "margin", "--t-end", "0.01", "--dpi", "10"],
+    ["plot", "margin", "--t-end", "5e-324", "--out", "m.png"],
+]
+
+
+def _check_plot(argv):
     import matplotlib.pyplot as plt
 
     with _sandbox():
@@ -301,6 +306,19 @@ def test_cli_plot(argv):
             check_cli(argv)
         finally:
             plt.close("all")
+
+
+@settings(max_examples=fuzz_examples(8), suppress_health_check=SUPPRESS)
+@given(argv=cli_argv("plot", FILES).map(_bounded))
+def test_cli_plot(argv):
+    _check_plot(argv)
+
+
+@pytest.mark.parametrize("argv", PLOT_REPRODUCERS, ids=" ".join)
+@settings(max_examples=1, suppress_health_check=SUPPRESS)
+@given(nothing=st.none())  # check_cli records hypothesis events: run inside a test
+def test_cli_plot_reproducers(argv, nothing):
+    _check_plot(argv)
 
 
 @settings(max_examples=fuzz_examples(8), suppress_health_check=SUPPRESS)
