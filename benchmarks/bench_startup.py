@@ -46,13 +46,16 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def median_time(args: list[str], env: dict, repeats: int, cwd: str) -> tuple[float, float]:
-    """Median wall and CPU time (s) of ``python ARGS`` over ``repeats`` fresh processes."""
+def median_time(args: list[str], env: dict, repeats: int, cwd: str) -> tuple | None:
+    """Median wall and CPU time (s) of ``python ARGS`` over ``repeats`` fresh processes;
+    None when the command fails (a revision without that command)."""
     walls, cpus = [], []
     for _ in range(repeats):
         start, cpu = time.perf_counter(), _children_cpu()
-        subprocess.run([sys.executable, *args], env=env, cwd=cwd, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run([sys.executable, *args], env=env, cwd=cwd,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if done.returncode != 0:
+            return None
         walls.append(time.perf_counter() - start)
         cpus.append(_children_cpu() - cpu)
     return statistics.median(walls), statistics.median(cpus)
@@ -88,7 +91,9 @@ def main(argv=None) -> None:
             goal = GOALS["run"] if label == "odeflow run" else \
                 GOALS["help"] if label.endswith("--help") else None
             mark = f"   goal < {goal:g}" if goal else ""
-            print(f"{label:<30s}" + "".join(f"{w:10.3f} ({c:5.3f})" for w, c in cells) + mark)
+            print(f"{label:<30s}" + "".join("-".rjust(18) if cell is None else
+                                            f"{cell[0]:10.3f} ({cell[1]:5.3f})"
+                                            for cell in cells) + mark)
 
 
 if __name__ == "__main__":
