@@ -28,7 +28,7 @@ import numpy as np
 from odeflow.data import DataModel, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.fields.exact import ExactFlow
-from odeflow.fields.optimizers import OptimizerFlow
+from odeflow.fields.optimizers import GradientDescent, OptimizerFlow
 from odeflow.training.common import (
     StepProgress,
     check_count,
@@ -76,7 +76,8 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
     steps = check_count(steps, "steps")
     dt = validate_positive(dt, "dt")
     marks = record_steps(steps, record_every)
-    y = field.initial_state()
+    rule = GradientDescent()
+    y = np.array(field.initial_state(), dtype=float)
     states = np.empty((marks.size, y.size))
     states[0] = y
     bar = StepProgress(steps, progress, "gradient ascent")
@@ -86,7 +87,7 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             for r in range(1, marks.size):
                 while k < marks[r]:
-                    y = y + dt * field.rhs(k * dt, y)
+                    rule.step(y, field.rhs(k * dt, y), [], k + 1, dt)
                     k += 1
                 states[r] = y
                 bar.update(int(marks[r] - marks[r - 1]))
@@ -130,8 +131,9 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     b2^{k+1})``) with ``g = field.gradient`` and ``eta = field.rate_vector``:
     PyTorch's ``SGD(momentum)`` / ``Adam`` on the population objective, as the
     paper trains, without minibatch noise. The start is the field's
-    (``y0``, ``z0`` of the level). Only ``optimizer.kind`` and its parameters
-    (``mu``; ``betas``, ``eps``) enter; ``start`` and ``modified`` describe the ODE.
+    (``y0``, ``z0`` of the level). The steps are the optimiser's own ``step``
+    (:meth:`OptimizerFlow.advance`), so only its parameters (``mu``; ``betas``,
+    ``eps``) enter; ``start`` and ``modified`` describe the ODE.
 
     Parameters
     ----------
@@ -167,9 +169,8 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     flow = OptimizerFlow(field, optimizer)
     steps = check_count(steps, "steps")
     marks = record_steps(steps, record_every)
-    opt, n = flow.optimizer, flow.n
-    theta = flow.rest_state()[:n].copy()
-    first, second = np.zeros(n), (np.zeros(n) if flow.blocks == 3 else None)
+    opt = flow.optimizer
+    theta, *state = (x.copy() for x in flow.split(flow.rest_state()))
     states = np.empty((marks.size, flow.size))
     states[0] = flow.rest_state()
     bar = StepProgress(steps, progress, f"discrete {opt.kind}")
@@ -178,9 +179,9 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
             for k in range(1, steps + 1):
-                theta, first, second = flow.recursion_step(k, theta, first, second)
+                flow.advance(k, theta, state)
                 if k == marks[r]:
-                    states[r] = flow.join(theta, first, second)
+                    states[r] = flow.join(theta, *state)
                     r += 1
                     bar.update(int(marks[r - 1] - marks[r - 2]))
     except FloatingPointError as exc:

@@ -51,6 +51,7 @@ from threadpoolctl import threadpool_limits
 
 from odeflow.data import DataModel, as_real_number, validate_positive
 from odeflow.errors import ValidationError
+from odeflow.fields.optimizers import Adam, GradientDescent, Momentum, Optimizer
 from odeflow.results import Trajectory
 from odeflow.training.batch import LumpedLayout
 from odeflow.training.common import (
@@ -185,6 +186,14 @@ class Protocol:
             return np.asarray(steps, dtype=float).copy()
         return warmup_time(steps, self.momentum)
 
+    def update_rule(self) -> Optimizer:
+        """The optimiser whose ``step`` the run takes: plain gradient steps (SGD at
+        ``momentum = 0``), :class:`~odeflow.fields.optimizers.Momentum` or
+        :class:`~odeflow.fields.optimizers.Adam` with these settings."""
+        if self.optimizer == "adam":
+            return Adam(self.betas, self.eps, modified=False)
+        return Momentum(self.momentum) if self.momentum else GradientDescent()
+
     def step_of(self, t) -> np.ndarray:
         """The inverse of :meth:`flow_time` (real steps; for plot axes)."""
         if self.optimizer != "sgd":
@@ -194,34 +203,21 @@ class Protocol:
 
 # ------------------------------------------------------------------ optimisers
 class _Optimizer:
-    """One optimiser state for one parameter array (leading axis: the seeds)."""
+    """One optimiser state for one parameter array (leading axis: the seeds), stepped by
+    the shared :meth:`odeflow.fields.optimizers.Optimizer.step` (descent: ``rate = -eta``)."""
 
     def __init__(self, protocol: Protocol, eta: float, shape: tuple):
         self.eta, self.p = eta, protocol
-        self.first = np.zeros(shape)
-        self.second = np.zeros(shape) if protocol.optimizer == "adam" else None
+        self.rule = protocol.update_rule()
+        self.state = self.rule.init_state(shape)
         self.k = 0
 
     def step(self, theta: np.ndarray, grad: np.ndarray) -> None:
         """Update ``theta`` in place with the loss gradient ``grad``."""
-        p = self.p
-        if p.weight_decay:
-            grad = grad + p.weight_decay * theta
+        if self.p.weight_decay:
+            grad = grad + self.p.weight_decay * theta
         self.k += 1
-        if p.optimizer == "sgd":
-            if p.momentum:
-                self.first *= p.momentum
-                self.first += grad
-                grad = self.first
-            theta -= self.eta * grad
-            return
-        b1, b2 = p.betas
-        self.first *= b1
-        self.first += (1.0 - b1) * grad
-        self.second *= b2
-        self.second += (1.0 - b2) * grad * grad
-        c1, c2 = 1.0 - b1 ** self.k, 1.0 - b2 ** self.k
-        theta -= (self.eta / c1) * self.first / (np.sqrt(self.second / c2) + p.eps)
+        self.rule.step(theta, grad, self.state, self.k, -self.eta)
 
 
 # ------------------------------------------------------------------ layouts

@@ -28,6 +28,7 @@ import numpy as np
 from odeflow.data import DataModel, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.fields.base import initial_logits
+from odeflow.fields.optimizers import GradientDescent, Momentum
 from odeflow.results import Trajectory
 from odeflow.training.batch import Batch, LumpedLayout, stacked_loss_and_gradient
 from odeflow.training.common import (
@@ -72,7 +73,8 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
     z_base = initial_logits(data, z0)
     Y = np.zeros((S, layout.R, layout.L))
     Z = np.repeat(z_base[None][:, :, data.active_tokens], S, axis=0)
-    vel_Y, vel_Z = np.zeros_like(Y), np.zeros_like(Z)
+    rule = Momentum(mu) if mu else GradientDescent()  # descent on the loss: rate -eta
+    state_Y, state_Z = rule.init_state(Y.shape), rule.init_state(Z.shape)
     rec_Y = np.empty((marks.size, *Y.shape))
     rec_Z = np.empty((marks.size, *Z.shape))
     rec_Y[0], rec_Z[0] = Y, Z
@@ -88,14 +90,8 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
                 batch = Batch(np.stack([b.classes for b in drawn]),
                               np.stack([b.tokens for b in drawn]))
                 _, grad_Y, grad_Z = stacked_loss_and_gradient(layout, Y, Z, batch)
-                if mu:
-                    vel_Y *= mu
-                    vel_Y += grad_Y
-                    vel_Z *= mu
-                    vel_Z += grad_Z
-                    grad_Y, grad_Z = vel_Y, vel_Z
-                Y -= eta_y * grad_Y
-                Z -= eta_z * grad_Z
+                rule.step(Y, grad_Y, state_Y, k + 1, -eta_y)
+                rule.step(Z, grad_Z, state_Z, k + 1, -eta_z)
                 if k + 1 == marks[r]:
                     rec_Y[r], rec_Z[r] = Y, Z
                     r += 1

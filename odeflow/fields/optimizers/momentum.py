@@ -1,0 +1,145 @@
+"""Heavy-ball momentum (SGD with momentum, no dampening) and its ODE (``docs/optimisers.md``).
+
+The recursion ``v <- mu v + g``, ``theta <- theta + eta v`` and, with ``u = eta v``,
+its ODE in step time ``theta' = u``, ``u' = a F(theta) - b u`` (``F = eta g``; the
+rates ``a``, ``b`` of :meth:`Momentum.coefficients`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from odeflow.data.checks import as_real_number
+from odeflow.errors import ValidationError
+from odeflow.fields.optimizers.base import Optimizer, choice, flag, fraction
+
+#: Starts of :class:`Momentum`: ``"rest"`` (``u(0) = 0``) or ``"first_step"``.
+MOMENTUM_STARTS = ("rest", "first_step")
+
+
+def warmup_flow_time(steps, mu: float) -> np.ndarray:
+    """Flow time of step ``k`` of heavy ball from rest (the warm-up map, ``docs/optimisers.md``):
+    ``t_k = [k - mu (1 - mu^k)/(1 - mu)] / (1 - mu)``, for real ``k >= 0`` too.
+
+    ``k`` heavy-ball steps under a constant gradient move the parameters as
+    far as the first-order flow with the same rates does in time ``t_k``
+    (``t_1 = 1``, slope ``1/(1 - mu)`` for large ``k``); ``mu = 0`` gives ``t_k = k``.
+    """
+    mu = fraction(mu, "mu")
+    k = np.asarray(steps, dtype=float)
+    if mu == 0.0:
+        return k.copy()
+    return (k + mu * np.expm1(k * math.log(mu)) / (1.0 - mu)) / (1.0 - mu)
+
+
+class Momentum(Optimizer):
+    """Heavy-ball momentum (SGD with momentum, no dampening): an optimiser description.
+
+    Parameters
+    ----------
+    mu : float
+        Momentum coefficient in ``[0, 1)`` (0.9 in the paper).
+    start : {"rest", "first_step"}, default "rest"
+        ``"rest"``: ``u = 0`` at the ODE's start;
+        ``"first_step"``: the first heavy-ball step taken exactly on ``[0, 1]``
+        of the ODE's clock (``theta_1 = theta_0 + F_0``, ``u_1 = F_0``; a straight
+        line in between), the ODE from there.
+    offset : float, default 0.5
+        Step ``k`` of the trajectory is the ODE at ``s = k + offset``, ``offset``
+        in ``[0, 1]`` (module docstring; the half-step of the staggered reading).
+    modified : bool, optional
+        The matched rates ``b = -ln mu``, ``a = b / (1 - mu)`` instead of the plain
+        ``a = 1``, ``b = 1 - mu`` (needs ``mu > 0``). Default: the matched rates
+        when ``mu > 0``, the plain ones at ``mu = 0`` (where ``-ln mu`` has no value).
+        With the half-step reading the matched rates make the recursion the ODE's
+        midpoint rule to second order under a constant force (CF7,
+        ``derivations/heavy_ball_modified_equation.py``), and at the paper's unit
+        steps they follow the deterministic discrete heavy ball closer than the
+        plain rates, on every Fig. 6 cell and in the Fig. 4 loss
+        (``docs/optimisers.md``, ``python docs/make_optimisers.py --grid``).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``mu``, ``start``, ``offset`` or ``modified``.
+    """
+
+    kind = "momentum"
+    state_blocks = 1
+
+    def __init__(self, mu: float = 0.9, start: str = "rest", offset: float = 0.5,
+                 modified: bool | None = None):
+        self.mu = fraction(mu, "mu")
+        self.start = choice(start, "start", MOMENTUM_STARTS)
+        off = as_real_number(offset, "offset", "in [0, 1]")
+        if not 0.0 <= off <= 1.0:
+            raise ValidationError("offset", f"must be in [0, 1], got {offset!r}")
+        self.offset = off
+        self.modified = self.mu > 0.0 if modified is None else flag(modified, "modified")
+        if self.modified and self.mu == 0.0:
+            raise ValidationError("modified", "the matched rates -ln(mu) need mu > 0")
+
+    def __repr__(self) -> str:
+        return (f"Momentum(mu={self.mu!r}, start={self.start!r}, offset={self.offset!r}, "
+                f"modified={self.modified!r})")
+
+    @property
+    def exact_request(self) -> int:
+        """1 with ``start="first_step"`` (the first step taken exactly), else 0."""
+        return 1 if self.start == "first_step" else 0
+
+    def step(self, theta, g, state, k, rate) -> None:
+        """Heavy-ball step in place: ``v <- mu v + g``, ``theta <- theta + rate v``.
+
+        ``state = [v]``, the velocity in gradient units (PyTorch's momentum buffer
+        for ``g = grad L``, ``rate = -eta``); ``k`` is unused.
+        """
+        (v,) = state
+        v *= self.mu
+        v += g
+        theta += rate * v
+
+    def flow_step(self, theta, g, state, k, rate) -> None:
+        """:meth:`step` on a flow's layout ``[u]``, ``u = rate v`` (the velocity in
+        parameter units): the step with the force ``F = rate g`` and unit rate,
+        ``u <- mu u + F``, ``theta <- theta + u``."""
+        self.step(theta, rate * g, state, k, 1.0)
+
+    def ode_rhs(self, s, theta, state, inner, rate) -> np.ndarray:
+        """``theta' = u``, ``u' = a F(theta) - b u`` (:meth:`coefficients`)."""
+        (u,) = state
+        a, b = self.coefficients()
+        return np.concatenate([u, a * inner.rhs(s, theta) - b * u])
+
+    def ode_jacobian(self, s, theta, state, inner, rate, dF) -> np.ndarray:
+        """``[[0, I], [a dF, -b I]]``, dense."""
+        n = theta.size
+        a, b = self.coefficients()
+        J = np.zeros((2 * n, 2 * n))
+        diag = np.arange(n)
+        J[diag, n + diag] = 1.0
+        J[n:, :n] = a * dF
+        J[n + diag, n + diag] = -b
+        return J
+
+    def series(self, steps, state) -> dict:
+        """``velocity`` (``u``) and ``flow_time`` (the warm-up map of ``steps``)."""
+        return {"velocity": np.ascontiguousarray(state[0]), "flow_time": self.flow_time(steps)}
+
+    def coefficients(self) -> tuple[float, float]:
+        """``(a, b)`` of ``u' = a F - b u``."""
+        if not self.modified:
+            return 1.0, 1.0 - self.mu
+        b = -math.log(self.mu)
+        return b / (1.0 - self.mu), b
+
+    def flow_time(self, steps) -> np.ndarray:
+        """The warm-up map :func:`warmup_flow_time` at ``mu``."""
+        return warmup_flow_time(steps, self.mu)
+
+    def describe(self) -> dict:
+        """JSON-able description (saved with trajectories as ``meta["optimizer"]``)."""
+        return {"kind": self.kind, "mu": self.mu, "start": self.start, "offset": self.offset,
+                "modified": self.modified}
