@@ -55,8 +55,8 @@ from pathlib import Path
 import numpy as np
 
 import odeflow
-from odeflow.analysis import paper
 from odeflow.cli import main as cli_main
+from odeflow.experiments import paper
 from odeflow.training.protocol import train
 
 

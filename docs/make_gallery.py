@@ -223,7 +223,7 @@ def _optflow_rows(docs: Path):
 
 
 def _optflow_text(rows4, rows5, rows6) -> str:
-    from odeflow.analysis.paper import fig4_goal, fig5_goal, fig6_goal
+    from odeflow.experiments.goals import fig4_goal, fig5_goal, fig6_goal
 
     g4, g5, g6 = fig4_goal(rows4), fig5_goal(rows5), fig6_goal(rows6)
     worst5 = max(g["worst"] for g in g5.values())

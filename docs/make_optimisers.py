@@ -137,8 +137,8 @@ def distances(data, make_level, options, optimizer, steps):
 def grid_rows(steps: int) -> list[dict]:
     """The Fig. 6 grid: the plain and the matched heavy-ball readings against the discrete
     heavy ball on Level T, distinct-token entropy (module docstring, ``--grid``)."""
-    from odeflow.analysis import paper
     from odeflow.analysis.measures import distinct_entropy
+    from odeflow.experiments import paper
     from odeflow.fields import SCAN_SNAP
 
     flow, options = paper.OPTFLOWS["T"]

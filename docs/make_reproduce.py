@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import odeflow
-from odeflow.analysis.paper import FIG5_ETA_Z, trend_summary
 from odeflow.cli import main as cli_main
 from odeflow.cli.reproduce import csv_rows as read_csv
+from odeflow.experiments.paper import FIG5_ETA_Z, trend_summary
 from odeflow.io import atomic_write_text
 
 DOCS = Path(__file__).resolve().parent
@@ -271,7 +271,7 @@ from a random state (the initial entropies differ by the random `Z(0)`, column
 `initial_mean` of fig6.csv). `odeflow reproduce fig6 --same-start` solves Level
 E and Level T from each seed's `Y(0), Z(0)` (all `M` decoder rows) and Level R
 from its `Z(0)`. It was run for the two smaller sizes
-(`odeflow.analysis.paper.fig6_rows(seeds=10, sizes=(1, 3), same_start=True)`,
+(`odeflow.experiments.paper.fig6_rows(seeds=10, sizes=(1, 3), same_start=True)`,
 {{download}}`fig6_same_start.csv <reproduce/fig6_same_start.csv>`, {seconds:.0f} s of
 flow solves); shares of pairs falling with `eta_Z` / rising with the ratio:
 
@@ -399,8 +399,8 @@ def build(seeds: int, run: bool = True) -> None:
     rows4, rows5, rows6 = (read_csv(OUT / f"{s}.csv") for s in ("fig4", "fig5", "fig6"))
     same_path = OUT / "fig6_same_start.csv"
     if not same_path.exists():
-        from odeflow.analysis.paper import fig6_rows
         from odeflow.cli.reproduce import csv_text
+        from odeflow.experiments.paper import fig6_rows
 
         rows = fig6_rows(seeds, sizes=(1, 3), same_start=True, progress=False,
                          optflows=False)

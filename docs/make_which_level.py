@@ -8,7 +8,7 @@ nothing runs here unless asked: ``--study`` measures the missed Fig. 6 cells aga
 the runs' starts over the Fig. 6 grid (``fig6_discrete.csv``), ``--adam-starts``
 solves the Fig. 5 Adam flow with ``exact_steps`` = 1, 2, 3, 4, 5, 10, 20 read forward
 and staggered, and the default (``fig5_adam_starts.csv``). The goal functions are those
-of :mod:`odeflow.analysis.paper` (``fig4_goal``, ``fig5_goal``, ``fig6_goal``).
+of :mod:`odeflow.experiments.goals` (``fig4_goal``, ``fig5_goal``, ``fig6_goal``).
 
 Usage: ``python docs/make_which_level.py [--csv docs/reproduce] [--docs docs] [--study]
 [--discrete] [--adam-starts]``.
@@ -21,7 +21,8 @@ import math
 import sys
 from pathlib import Path
 
-from odeflow.analysis.paper import (
+from odeflow.cli.reproduce import csv_rows as read_csv
+from odeflow.experiments.goals import (
     FIG4_GOAL_REL,
     FIG4_GOAL_STEPS,
     FIG5_GOAL_SD,
@@ -31,7 +32,6 @@ from odeflow.analysis.paper import (
     fig5_goal,
     fig6_goal,
 )
-from odeflow.cli.reproduce import csv_rows as read_csv
 from odeflow.io import atomic_write_text
 
 DOCS = Path(__file__).resolve().parent
@@ -48,8 +48,8 @@ def adam_start_rows(steps: int = 100) -> list[dict]:
     import numpy as np
 
     import odeflow
-    from odeflow.analysis import paper
     from odeflow.analysis.measures import distinct_entropy
+    from odeflow.experiments import paper
 
     data = odeflow.DataModel.preset("syn-small")
     flow, options = paper.OPTFLOWS["T"]
@@ -140,7 +140,7 @@ def miss_reason(cell: dict, row: dict, study: dict | None) -> str:
     """Why a Fig. 6 cell misses, in numbers measured beside it (no fitting).
 
     ``study`` is the cell's row of ``fig6_misses.csv``
-    (:func:`odeflow.analysis.paper.miss_study`): the same runs (seeds, starts, unit
+    (:func:`odeflow.experiments.goals.miss_study`): the same runs (seeds, starts, unit
     steps) at a larger batch, where only the minibatch noise is smaller.
     """
     sd, mean, flow = cell["sgd_std"], cell["sgd_mean"], cell["prediction"]
@@ -292,7 +292,7 @@ sharper).
 
 Cells outside one sd ({len(goal['misses'])}). "Why" gives, for the
 {len([m for m in goal['misses'] if cell(m) in studied])} of
-them in `fig6_misses.csv`, what `odeflow.analysis.paper.miss_study` measured (`python
+them in `fig6_misses.csv`, what `odeflow.experiments.goals.miss_study` measured (`python
 docs/make_which_level.py --study` computes it for every cell that misses; its numbers do
 not depend on the flow, only on the cell): the same runs (same seeds, hence the same starts,
 and the same unit steps) again with an 8 times larger batch (1024), where only the
@@ -530,20 +530,20 @@ def main(argv=None) -> int:
     parser.add_argument("--docs", type=Path, default=DOCS, help="where which_level.md goes")
     parser.add_argument("--study", action="store_true",
                         help="first measure the missed Fig. 6 cells again "
-                             "(odeflow.analysis.paper.miss_study: the runs at batch 1024 and "
+                             "(odeflow.experiments.goals.miss_study: the runs at batch 1024 and "
                              "the discrete heavy ball on Level T) into fig6_misses.csv (slow)")
     parser.add_argument("--seeds", type=int, default=10, help="seeds of --study (10)")
     parser.add_argument("--discrete", action="store_true",
                         help="first solve the discrete heavy ball on Level T from the runs' "
-                             "starts over the Fig. 6 grid (odeflow.analysis.paper."
+                             "starts over the Fig. 6 grid (odeflow.experiments.paper."
                              "fig6_discrete_rows) into fig6_discrete.csv (a few minutes)")
     parser.add_argument("--adam-starts", action="store_true",
                         help="first solve the Fig. 5 Adam flow with each (exact_steps, "
                              "offset) of ADAM_STARTS into fig5_adam_starts.csv (a minute)")
     args = parser.parse_args(argv)
     if args.discrete:
-        from odeflow.analysis.paper import fig6_discrete_rows
         from odeflow.cli.reproduce import csv_text
+        from odeflow.experiments.paper import fig6_discrete_rows
 
         atomic_write_text(args.csv / "fig6_discrete.csv",
                           csv_text(fig6_discrete_rows(seeds=args.seeds)))
@@ -554,8 +554,8 @@ def main(argv=None) -> int:
         atomic_write_text(args.csv / "fig5_adam_starts.csv", csv_text(adam_start_rows()))
         print(f"wrote {args.csv / 'fig5_adam_starts.csv'}")
     if args.study:
-        from odeflow.analysis.paper import miss_study
         from odeflow.cli.reproduce import csv_text
+        from odeflow.experiments.goals import miss_study
 
         rows = miss_study(read_csv(args.csv / "fig6.csv"), seeds=args.seeds, progress=False)
         if rows:

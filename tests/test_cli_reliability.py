@@ -186,7 +186,7 @@ def test_sweep_good_store_still_runs_and_resumes(tmp_path, capsys, config):
     (["--seeds", "1000", "--steps", "1000"], "--steps: seeds x steps = 1,000,000; at most"),
 ])
 def test_reproduce_counts_are_bounded(capsys, monkeypatch, argv, line):
-    from odeflow.analysis import paper
+    from odeflow.experiments import paper
 
     monkeypatch.setattr(paper, "fig4", lambda *a, **k: pytest.fail("trained anyway"))
     code, out, err = cli(capsys, "reproduce", "fig4", *argv)
@@ -196,7 +196,7 @@ def test_reproduce_counts_are_bounded(capsys, monkeypatch, argv, line):
 
 def test_reproduce_out_that_is_a_file_is_refused_before_training(tmp_path, capsys,
                                                                     monkeypatch):
-    from odeflow.analysis import paper
+    from odeflow.experiments import paper
 
     monkeypatch.setattr(paper, "fig6_rows", lambda *a, **k: pytest.fail("trained anyway"))
     (tmp_path / "f").write_text("x")

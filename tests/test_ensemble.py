@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import odeflow
-from odeflow.analysis import paper
 from odeflow.analysis.measures import distinct_entropy
 from odeflow.errors import ValidationError
+from odeflow.experiments import paper
 from odeflow.fields.ensemble import StartEnsemble
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.finite_t import FiniteTFlow

@@ -30,6 +30,7 @@ LAYERS = {
     "analysis": 5, "training": 5,
     "sweep": 6,
     "testing": 7, "cli": 7, "plots": 7, "__main__": 7,
+    "experiments": 7,
 }
 
 
@@ -142,6 +143,35 @@ def test_every_module_imports_only_its_own_layer_or_lower():
     assert not wrong, "imports from a higher layer: " + ", ".join(sorted(wrong))
 
 
+def experiments_importers(graph: dict[str, set[str]]) -> set[str]:
+    """The modules that import ``odeflow.experiments`` (or a module of it) but are
+    neither in that package nor ``odeflow.cli.reproduce*``."""
+    def allowed(name: str) -> bool:
+        return (name == "odeflow.experiments" or name.startswith("odeflow.experiments.")
+                or name.startswith("odeflow.cli.reproduce"))
+
+    return {name for name, targets in graph.items() if not allowed(name)
+            and any(t == "odeflow.experiments" or t.startswith("odeflow.experiments.")
+                    for t in targets)}
+
+
+def test_only_the_reproduce_command_imports_the_experiments():
+    """The papers' reproductions (``odeflow/experiments/``) import the library, never the
+    other way: only ``odeflow reproduce`` (``odeflow/cli/reproduce*.py``) imports them,
+    and only inside its functions, so that no other command loads them."""
+    graph = import_graph()
+    assert not experiments_importers(graph), sorted(experiments_importers(graph))
+    planted = {**graph, "odeflow.analysis.levels": {"odeflow.experiments.paper"}}
+    assert experiments_importers(planted) == {"odeflow.analysis.levels"}
+    at_top = []
+    for path in PACKAGE.glob("cli/reproduce*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            at_top += [f"{path.name}: {n}" for n in names if n.startswith("odeflow.experiments")]
+    assert not at_top, f"module-level imports of the experiments: {at_top}"
+
+
 def test_a_vector_field_never_calls_the_solver():
     graph = import_graph()
     for name, targets in graph.items():
@@ -163,7 +193,7 @@ def test_no_module_imports_another_modules_private_names():
 
 def test_the_layers_are_folders():
     for folder in ("data", "results", "fields", "solver", "analysis", "training", "sweep",
-                   "cli", "plots"):
+                   "cli", "plots", "experiments"):
         assert (PACKAGE / folder / "__init__.py").is_file(), folder
     flat = sorted(p.stem for p in PACKAGE.glob("*.py"))
     assert flat == ["__init__", "__main__", "errors", "io", "numerics", "tables", "testing",
@@ -251,7 +281,7 @@ def test_no_module_of_one_family_imports_the_other():
 def test_family_rule_sees_a_planted_crossing():
     assert family("odeflow.fields.induction.population") == "induction"
     assert family("odeflow.fields.exact") == "scan_snap"
-    assert family("odeflow.solver.solve") == "shared"
+    assert family("odeflow.solver.api") == "shared"
     assert family("odeflow.data.checks") == "shared"
 
 

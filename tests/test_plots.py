@@ -270,7 +270,7 @@ def test_gallery_builds(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def fig4_experiment():
-    from odeflow.analysis import paper
+    from odeflow.experiments import paper
 
     return paper.fig4(1, 6, progress=False)
 

@@ -8,7 +8,8 @@ import pytest
 
 import odeflow
 from odeflow import DataModel, ValidationError
-from odeflow.analysis import measures, paper
+from odeflow.analysis import measures
+from odeflow.experiments import paper
 from odeflow.training import batch as batch_mod
 from odeflow.training.batch import LumpedLayout, stacked_loss_and_gradient
 from odeflow.training.counts import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from odeflow.analysis import paper
+from odeflow.experiments import goals, paper
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -21,13 +21,13 @@ def _fig6_rows(predictions, means, sds):
 def test_fig6_goal_counts_cells_within_one_sd():
     rows = _fig6_rows([2.0, 2.09, 2.11, 1.5, 2.0], [2.0, 2.0, 2.0, 2.0, 2.0],
                       [0.1, 0.1, 0.1, 0.1, 0.0])
-    g = paper.fig6_goal(rows)
+    g = goals.fig6_goal(rows)
     assert g["cells"] == 5 and g["hits"] == 3          # 0, 0.9 sd and the exact zero-sd cell
     assert [m["ratio"] for m in g["misses"]] == [2.0, 3.0]
     assert g["misses"][0]["distance"] == pytest.approx(1.1)
     assert g["distance"][1] == pytest.approx(0.9)
     # a prediction off a zero-sd mean is an infinite distance, not a hit
-    assert paper.fig6_goal(_fig6_rows([2.1], [2.0], [0.0]))["hits"] == 0
+    assert goals.fig6_goal(_fig6_rows([2.1], [2.0], [0.0]))["hits"] == 0
 
 
 def test_fig4_goal_ratio_and_worst_step():
@@ -35,11 +35,11 @@ def test_fig4_goal_ratio_and_worst_step():
             for k in range(0, 60)]
     rows[10]["optflow_T_loss"] = 1.3 / 11
     rows[11]["optflow_T_loss"] = 9.0        # an odd step is not part of the goal
-    g = paper.fig4_goal(rows)
+    g = goals.fig4_goal(rows)
     assert g["steps"] == list(range(2, 51, 2)) and not g["missing"]
     assert g["worst_step"] == 10 and g["worst_ratio"] == pytest.approx(1.3)
     assert g["worst_rel"] == pytest.approx(0.3)
-    short = paper.fig4_goal(rows[:20])
+    short = goals.fig4_goal(rows[:20])
     assert short["missing"] == list(range(20, 51, 2))
 
 
@@ -50,11 +50,11 @@ def test_fig5_goal_worst_distance_per_rate():
             rows.append({"eta_z": ez, "step": float(k), "entropy_mean": 2.0,
                          "entropy_std": 0.0 if k == 0 else 0.01,
                          "optflow_T_entropy": 2.0 + (0.03 if (ez == 1.0 and k == 2) else 0.0)})
-    g = paper.fig5_goal(rows)
+    g = goals.fig5_goal(rows)
     assert g[0.1]["worst"] == 0.0
     assert g[1.0]["worst"] == pytest.approx(3.0) and g[1.0]["worst_step"] == 2
     rows[0]["optflow_T_entropy"] = 2.5     # off at the shared zero start: infinite
-    assert math.isinf(paper.fig5_goal(rows)[0.1]["worst"])
+    assert math.isinf(goals.fig5_goal(rows)[0.1]["worst"])
 
 
 def load_script(name: str, monkeypatch):

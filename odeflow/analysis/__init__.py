@@ -14,7 +14,7 @@
 - :mod:`odeflow.analysis.compare`: gradient ascent and SGD beside the flow.
 - :mod:`odeflow.analysis.measures`: the paper's attention-sparsity measures
   (distinct-token entropy, recall-threshold curves, attention maps).
-- :mod:`odeflow.analysis.paper`: the paper's experiments (Figs. 4-6) beside the levels.
+- :mod:`odeflow.analysis.paper`: the levels and optimiser flows beside real training.
 - :mod:`odeflow.analysis.check_registry`: the checks of ``odeflow verify``, registered
   by each family (rows, report, :func:`relative_error`).
 - :mod:`odeflow.analysis.induction`: the induction-head family (``docs/induction.md``):

@@ -1,9 +1,9 @@
-"""The paper's experiments (Sec. 8, Figs. 4-6) beside the levels (``docs/reproduce.md``).
+"""Scan and Snap's flows beside real training (``docs/reproduce.md``, ``docs/optimisers.md``).
 
-Each experiment trains with the paper's protocol
-(:class:`odeflow.training.protocol.Protocol`), measures what the paper
-measures (:mod:`odeflow.analysis.measures`) and puts beside every run the
-prediction of the first-order flows at the mapped flow time of the warm-up map
+:func:`experiment` trains with a protocol (:class:`odeflow.training.protocol.Protocol`)
+on any :class:`~odeflow.data.DataModel`, measures the distinct-token entropy
+(:mod:`odeflow.analysis.measures`) and puts beside every run the prediction of the
+first-order flows at the mapped flow time of the warm-up map
 ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``
 (:meth:`Protocol.flow_time`), solved from the zero start with the same rates:
 
@@ -13,12 +13,14 @@ prediction of the first-order flows at the mapped flow time of the warm-up map
   protocol's sequence length ``T`` with :data:`LEVEL_T_SAMPLES` sampled
   sequences per class.
 
-:data:`LEVELS` lists them (name -> flow and options). From a zero start (Figs. 4-5) the flows
-start from the runs' initial state exactly. The Fig. 6 protocol starts from a
-uniform random ``Y(0), Z(0)``; the flows are solved from the zero start there
-unless ``same_start=True`` (``odeflow reproduce fig6 --same-start``): then Level
-E and Level T start from each seed's ``Y(0), Z(0)`` (un-lumped decoder) and Level
-R from its ``Z(0)``, at a cost (see :func:`experiment`). The tables say which.
+:data:`LEVELS` lists them (name -> flow and options). From a zero start the flows
+start from the runs' initial state exactly. From a random start they are solved
+from the zero start unless ``same_start=True``: then Level E and Level T start
+from each seed's ``Y(0), Z(0)`` (un-lumped decoder) and Level R from its ``Z(0)``,
+at a cost (see :func:`experiment`). Beside the runs also the optimiser flows
+(:func:`optimizer_flows`, on the step axis) and the deterministic discrete
+optimiser (:func:`discrete_twins`). The papers' figures built from these are
+``odeflow reproduce fig4|fig5|fig6``.
 """
 
 from __future__ import annotations
@@ -28,13 +30,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from odeflow.analysis.measures import distinct_attention, distinct_entropy, recall_curve
+from odeflow.analysis.measures import distinct_attention, distinct_entropy
 from odeflow.data import DataModel
-from odeflow.data.presets import SYN_MEDIUM_SIZES
 from odeflow.errors import ValidationError
 from odeflow.fields.optimizers import Adam, Momentum
 from odeflow.solver import solve
-from odeflow.training.common import check_seeds
 from odeflow.training.discrete import optimizer_steps, training_start
 from odeflow.training.protocol import Protocol, TrainingRun, train
 
@@ -59,17 +59,6 @@ OPTFLOWS = {"E": ("exact", {}),
 #: are not stiff in step time at the paper's rates, and a dense Jacobian of an
 #: un-lumped Level T state would cost more than the solve).
 OPTFLOW_RTOL, OPTFLOW_ATOL, OPTFLOW_METHOD = 1e-5, 1e-7, "RK45"
-
-#: Fig. 4: syn-small, zero start, SGD with momentum 0.9, eta_Y = eta_Z = 1.
-FIG4 = Protocol(optimizer="sgd", eta_y=1.0, eta_z=1.0, momentum=0.9, init="zero",
-                batch_size=128, seq_len=128, steps=100)
-#: Fig. 5: the same with Adam at two attention rates (the rates of the paper's
-#: figure were lost in extraction; these are ours).
-FIG5_ETA_Z = (0.1, 1.0)
-#: Fig. 6 grid: attention rates and decoder/attention ratios.
-FIG6_ETA_Z = (0.5, 1.0, 2.0, 3.0)
-FIG6_RATIO = (1.0, 2.0, 5.0, 10.0)
-FIG6 = FIG4.replace(init="uniform")
 #: Thresholds of the recall curves (Appendix G, Figs. 11-12): around the uniform
 #: level 1/10 of the ten distinct tokens of a class.
 RECALL_THRESHOLDS = tuple(np.round(np.linspace(0.02, 0.30, 29), 3).tolist())
@@ -228,40 +217,6 @@ def discrete_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=
     return _per_start_entropy(data, protocol, seeds, levels, member)
 
 
-def fig6_discrete_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z,
-                       ratios=FIG6_RATIO, levels=None) -> list[dict]:
-    """The Fig. 6 grid for the deterministic discrete heavy ball (:func:`discrete_ensemble`,
-    Level T by default) from the runs' starts (seeds ``0 .. seeds - 1``, the runs' own):
-    one row per cell, ``preset, eta_z, ratio, eta_y, seeds, steps``, and per level
-    ``discrete_<level>_mean``, ``discrete_<level>_std`` (over the seeds, at ``steps``) and
-    ``discrete_<level>_seconds``. No training: the runs' columns are in ``fig6.csv``."""
-    levels = {"T": OPTFLOWS["T"]} if levels is None else levels
-    rows = []
-    for name, data, eta_z, ratio, p in fig6_cells(steps, sizes, eta_zs, ratios):
-        H, seconds = discrete_ensemble(data, p, range(seeds), [0, steps], levels)
-        row = {"preset": name, "eta_z": eta_z, "ratio": ratio, "eta_y": p.eta_y,
-               "seeds": seeds, "steps": steps}
-        for level, values in H.items():
-            row[f"discrete_{level}_mean"] = float(values[:, -1].mean())
-            row[f"discrete_{level}_std"] = float(values[:, -1].std())
-            row[f"discrete_{level}_seconds"] = seconds[level]
-        rows.append(row)
-    return rows
-
-
-def fig6_cells(steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z, ratios=FIG6_RATIO):
-    """The cells of the Fig. 6 grid in order: ``(preset name, DataModel, eta_Z,
-    eta_Y/eta_Z, Protocol)`` for ``syn-medium-N x eta_Z x eta_Y/eta_Z`` (the :data:`FIG6`
-    protocol at those rates)."""
-    for size in sizes:
-        name = f"syn-medium-{size}"
-        data = DataModel.preset(name)
-        for eta_z in eta_zs:
-            for ratio in ratios:
-                yield (name, data, eta_z, ratio,
-                       FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps))
-
-
 @dataclass
 class Experiment:
     """One training ensemble with its measures and the levels beside it.
@@ -330,7 +285,7 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
     long, so this is off by default.
     ``optflow_steps`` (a random start only): the steps at which the optimiser-flow
     ensemble is recorded, default the runs' recorded steps; Fig. 6 reads only the
-    last one (:func:`fig6_rows`), and recording every step of the un-lumped state
+    last one (``odeflow reproduce fig6``), and recording every step of the un-lumped state
     costs a large part of a member's solve (``docs/benchmarks.md``).
     """
     start = time.perf_counter()
@@ -393,221 +348,7 @@ def add_optimizer_flows(exp: Experiment, levels=None, steps=None) -> None:
         exp.seconds[f"optflow_{name}"] = seconds[name]
 
 
-def fig4(seeds=10, steps: int = 100, progress: bool | None = None) -> Experiment:
-    """Fig. 4: syn-small, zero start, SGD (momentum 0.9), ``eta_Y = eta_Z = 1``."""
-    return experiment(DataModel.preset("syn-small"), FIG4.replace(steps=steps), seeds,
-                      progress=progress)
-
-
-def fig5(seeds=10, steps: int = 100, progress: bool | None = None) -> list[Experiment]:
-    """Fig. 5: the Fig. 4 setting with Adam, one experiment per attention rate."""
-    data = DataModel.preset("syn-small")
-    return [experiment(data, FIG4.replace(optimizer="adam", eta_z=ez, steps=steps), seeds,
-                       progress=progress) for ez in FIG5_ETA_Z]
-
-
-def fig6_rows(seeds=10, steps: int = 100, sizes=SYN_MEDIUM_SIZES, eta_zs=FIG6_ETA_Z,
-              ratios=FIG6_RATIO, progress: bool | None = None,
-              same_start: bool = False, optflows=None) -> list[dict]:
-    """Fig. 6: final distinct-token entropy over ``syn-medium-N x eta_Z x eta_Y/eta_Z``.
-
-    One row per cell: ``preset, M, eta_z, ratio, eta_y``, the runs' mean and
-    standard deviation over seeds (``sgd_mean, sgd_std``), the entropy at the
-    start (``initial_mean``), each level's entropy at the mapped flow time
-    (``level_E``, ``level_R``, ...; from the zero start, or the mean over the
-    seeds' starts with ``same_start``; column ``levels_from``), ``recall``: the
-    runs' mean recall at :data:`RECALL_THRESHOLDS` after the last step, the
-    optimiser-flow ensemble from the seeds' own starts at the last step
-    (``optflow_T_mean``, ``optflow_T_std``, ``optflow_E_mean``, ``optflow_E_std``;
-    ``docs/optimisers.md``), wall times (``train_seconds``, ``flow_seconds``,
-    ``optflow_<level>_seconds``) and ``time_map`` (the map of ``flow_time``).
-    """
-    rows = []
-    for name, data, eta_z, ratio, p in fig6_cells(steps, sizes, eta_zs, ratios):
-        exp = experiment(data, p, seeds, progress=progress, same_start=same_start,
-                         optflows=optflows, optflow_steps=[0, steps])
-        final = exp.entropy[:, -1]
-        row = {"preset": name, "M": data.vocab_size, "eta_z": eta_z, "ratio": ratio,
-               "eta_y": p.eta_y, "steps": steps, "flow_time": float(exp.t[-1]),
-               "seeds": len(exp.run.seeds), "levels_from": "run start" if
-               exp.seconds["same_start"] else "zero",
-               "sgd_mean": float(final.mean()),
-               "sgd_std": float(final.std()),
-               "initial_mean": float(exp.entropy[:, 0].mean())}
-        for level, H in exp.level_entropy.items():
-            row[f"level_{level}"] = float(H[-1])
-        for level, H in exp.optflow_members.items():
-            row[f"optflow_{level}_mean"] = float(H[:, -1].mean())
-            row[f"optflow_{level}_std"] = float(H[:, -1].std())
-        recall = recall_curve(data, exp.run.z_active[:, -1], RECALL_THRESHOLDS)
-        row["recall"] = recall.mean(axis=0).tolist()
-        row["train_seconds"] = exp.seconds["train"]
-        row["flow_seconds"] = exp.seconds["flows"]
-        for level in exp.optflow_members:
-            row[f"optflow_{level}_seconds"] = exp.seconds[f"optflow_{level}"]
-        row["time_map"] = p.time_map     # of flow_time and the level_* columns
-        rows.append(row)
-    return rows
-
-
-def trend_summary(rows: list[dict], column: str) -> list[dict]:
-    """Per preset: does ``column`` fall with ``eta_Z`` (each ratio) and rise with the ratio?
-
-    Returns one dict per preset with the fraction of adjacent pairs that move
-    in the predicted direction along ``eta_Z`` (``falls_with_eta_z``) and
-    along ``eta_Y/eta_Z`` (``rises_with_ratio``), and whether every pair does.
-    """
-    out = []
-    for preset in dict.fromkeys(r["preset"] for r in rows):
-        cells = [r for r in rows if r["preset"] == preset]
-        eta_zs = sorted({r["eta_z"] for r in cells})
-        ratios = sorted({r["ratio"] for r in cells})
-        grid = np.array([[next(r[column] for r in cells
-                               if r["eta_z"] == ez and r["ratio"] == q) for q in ratios]
-                         for ez in eta_zs])                          # (eta_z, ratio)
-        down_z = np.diff(grid, axis=0) < 0
-        up_r = np.diff(grid, axis=1) > 0
-        out.append({"preset": preset, "column": column,
-                    "falls_with_eta_z": float(down_z.mean()) if down_z.size else float("nan"),
-                    "rises_with_ratio": float(up_r.mean()) if up_r.size else float("nan"),
-                    "all_fall_with_eta_z": bool(down_z.all()),
-                    "all_rise_with_ratio": bool(up_r.all())})
-    return out
-
-
 def distinct_maps(exp: Experiment) -> np.ndarray:
     """Final distinct-token attention of every seed, shape ``(S, K, L)`` (Figs. 4-5)."""
     return distinct_attention(exp.data, exp.run.z_active[:, -1])
 
-
-# ------------------------------------------------------------------ goals
-#: Fig. 6 goal: the optimiser-flow ensemble within this many seed standard
-#: deviations of the runs' mean entropy (per cell), in at least FIG6_GOAL_CELLS cells.
-FIG6_GOAL_SD = 1.0
-FIG6_GOAL_CELLS = 58
-#: Fig. 4 goal: the optimiser flow's loss within this relative distance of the runs'
-#: mean batch loss at every step of FIG4_GOAL_STEPS.
-FIG4_GOAL_REL = 0.25
-FIG4_GOAL_STEPS = tuple(range(2, 51, 2))
-#: Fig. 5 goal: the Adam flow's entropy within this many seed standard deviations
-#: of the Adam runs' mean at every recorded step, for every attention rate.
-FIG5_GOAL_SD = 2.0
-
-
-def _sd_distance(pred: float, mean: float, sd: float) -> float:
-    """``|pred - mean| / sd``; 0 when both differences are zero (e.g. a shared zero start),
-    ``inf`` when ``sd = 0`` and they differ."""
-    diff = abs(pred - mean)
-    if sd > 0:
-        return diff / sd
-    return 0.0 if diff <= 1e-12 * max(1.0, abs(mean)) else float("inf")
-
-
-def fig6_goal(rows: list[dict], column: str = "optflow_T_mean",
-              within: float = FIG6_GOAL_SD) -> dict:
-    """How many Fig. 6 cells a prediction ``column`` puts within ``within`` seed sd.
-
-    ``rows`` are the cells of ``fig6.csv`` (``sgd_mean``, ``sgd_std`` and
-    ``column``). Returns ``{"cells", "hits", "misses", "distance"}``: ``misses``
-    lists the cells outside (``preset, eta_z, ratio, eta_y``, the runs' mean and
-    sd, the prediction, ``distance = |prediction - mean| / sd``), ``distance``
-    every cell's in row order.
-    """
-    distance, misses = [], []
-    for r in rows:
-        d = _sd_distance(float(r[column]), float(r["sgd_mean"]), float(r["sgd_std"]))
-        distance.append(d)
-        if not d <= within:
-            misses.append({"preset": r["preset"], "M": int(r["M"]), "eta_z": float(r["eta_z"]),
-                           "ratio": float(r["ratio"]), "eta_y": float(r["eta_y"]),
-                           "sgd_mean": float(r["sgd_mean"]), "sgd_std": float(r["sgd_std"]),
-                           "prediction": float(r[column]), "distance": d})
-    return {"column": column, "within": within, "cells": len(rows),
-            "hits": len(rows) - len(misses), "misses": misses, "distance": distance}
-
-
-def fig4_goal(rows: list[dict], column: str = "optflow_T_loss",
-              steps=FIG4_GOAL_STEPS) -> dict:
-    """The ratio of a predicted loss ``column`` to the runs' mean batch loss, per step.
-
-    ``rows`` are ``fig4.csv`` (``step``, ``loss_mean`` and ``column``). Returns
-    ``{"steps", "ratio", "worst_step", "worst_ratio", "worst_rel"}`` with
-    ``worst_rel = max |ratio - 1|`` over ``steps`` (steps beyond the table are
-    left out and listed in ``"missing"``).
-    """
-    by_step = {int(float(r["step"])): r for r in rows}
-    present = [k for k in steps if k in by_step]
-    ratio = [float(by_step[k][column]) / float(by_step[k]["loss_mean"]) for k in present]
-    rel = [abs(x - 1.0) for x in ratio]
-    i = int(np.argmax(rel)) if rel else None
-    return {"column": column, "steps": present, "ratio": ratio,
-            "missing": [k for k in steps if k not in by_step],
-            "worst_step": present[i] if rel else None,
-            "worst_ratio": ratio[i] if rel else float("nan"),
-            "worst_rel": rel[i] if rel else float("nan")}
-
-
-def fig5_goal(rows: list[dict], column: str = "optflow_T_entropy") -> dict:
-    """Worst ``|prediction - mean| / sd`` of the entropy over the recorded steps, per rate.
-
-    ``rows`` are ``fig5.csv`` (``eta_z``, ``step``, ``entropy_mean``,
-    ``entropy_std`` and ``column``). Returns ``{eta_z: {"worst", "worst_step",
-    "diff", "sd"}}``; a step where the runs' sd is zero counts 0 when the
-    prediction equals their mean (the shared zero start) and ``inf`` otherwise.
-    """
-    out = {}
-    for ez in dict.fromkeys(float(r["eta_z"]) for r in rows):
-        sub = [r for r in rows if float(r["eta_z"]) == ez]
-        d = [_sd_distance(float(r[column]), float(r["entropy_mean"]), float(r["entropy_std"]))
-             for r in sub]
-        i = int(np.argmax(d))
-        out[ez] = {"worst": d[i], "worst_step": int(float(sub[i]["step"])),
-                   "diff": float(sub[i][column]) - float(sub[i]["entropy_mean"]),
-                   "sd": float(sub[i]["entropy_std"]), "distance": d}
-    return out
-
-
-#: Batch sizes of :func:`miss_study` (the paper's is 128).
-MISS_STUDY_BATCHES = (1024,)
-
-
-def miss_study(rows: list[dict], seeds=10, batches=MISS_STUDY_BATCHES,
-               column: str = "optflow_T_mean", within: float = FIG6_GOAL_SD,
-               progress: bool | None = None) -> list[dict]:
-    """What separates the runs from the optimiser flow in the Fig. 6 cells it misses.
-
-    For each cell of ``rows`` (``fig6.csv``) where ``column`` is more than
-    ``within`` seed sd from the runs (:func:`fig6_goal`): the same protocol
-    trained again at larger batches (``batch_<B>_mean``, ``batch_<B>_std``,
-    ``batch_<B>_seconds``; the same seeds, so the same starts, and the same unit
-    steps: only the minibatch noise shrinks, like ``1/sqrt(B)``), and the
-    deterministic discrete heavy ball on Level T from the same starts
-    (``discrete_T_mean``, ``discrete_T_std``; :func:`discrete_twins`: no minibatch
-    noise at all). When the runs move onto the flow as the batch grows, the flow's
-    miss is the runs' minibatch noise, not the flow's discreteness or the level.
-    Nothing is fitted. Returns one dict per missed cell.
-    """
-    out = []
-    for miss in fig6_goal(rows, column, within)["misses"]:
-        data = DataModel.preset(miss["preset"])
-        steps = int(next(r["steps"] for r in rows if r["preset"] == miss["preset"]))
-        p = FIG6.replace(eta_z=miss["eta_z"], eta_y=miss["eta_y"], steps=steps)
-        row = {k: miss[k] for k in ("preset", "M", "eta_z", "ratio", "eta_y", "sgd_mean",
-                                    "sgd_std")}
-        row[column] = miss["prediction"]
-        for B in batches:
-            began = time.perf_counter()
-            run = train(data, p.replace(batch_size=int(B)), seeds=seeds, record_every=steps,
-                        progress=progress)
-            H = distinct_entropy(data, run.z_active)[:, -1]
-            row[f"batch_{B}_mean"], row[f"batch_{B}_std"] = float(H.mean()), float(H.std())
-            row[f"batch_{B}_seconds"] = time.perf_counter() - began
-        levels = {"T": OPTFLOWS["T"]}
-        H = []
-        for s in check_seeds(seeds):
-            y0, z0 = training_start(data, s)
-            twin, keep = discrete_twins(data, p, [steps], levels, y0=y0, z0=z0)["T"]
-            H.append(distinct_entropy(data, twin.z_active[keep])[-1])
-        row["discrete_T_mean"], row["discrete_T_std"] = float(np.mean(H)), float(np.std(H))
-        out.append(row)
-    return out

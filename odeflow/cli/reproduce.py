@@ -5,7 +5,7 @@ writes a CSV table and a PNG figure into ``--out`` (atomically), then prints
 the table (results first). Beside every run: Level E, Level R and Level T
 (at the protocol's ``T``) at the mapped flow time of the warm-up map
 ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)`` (the warm-up map of
-docs/levels.md; see :mod:`odeflow.analysis.paper`).
+docs/levels.md; see :mod:`odeflow.experiments.paper`).
 ``--seeds`` and ``--steps`` are bounded by :data:`LIMITS` (exit 2 past them).
 
 Beside every run also the optimiser flows (docs/optimisers.md; on the step axis,
@@ -265,7 +265,7 @@ def run(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from odeflow.analysis import paper
+    from odeflow.experiments import paper
     from odeflow.plots.paper import plot_fig4, plot_fig5, plot_fig6, plot_recall
 
     check_counts(args.seeds, args.steps)

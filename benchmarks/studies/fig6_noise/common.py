@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from odeflow.analysis.measures import distinct_entropy
-from odeflow.analysis.paper import FIG6, OPTFLOWS
 from odeflow.data import DataModel
+from odeflow.experiments.paper import FIG6, OPTFLOWS
 from odeflow.fields.finite_t import FiniteTFlow
 from odeflow.training.discrete import training_start
 
