@@ -356,7 +356,7 @@ def test_cli_sweep(text, argv):
 @pytest.fixture
 def _small_fig6(monkeypatch):
     """Fig. 6 on syn-medium-1 x 2 rates x 2 ratios (4 cells, not 64): an example stays short."""
-    from odeflow.analysis import paper
+    from odeflow.experiments import paper
 
     full = paper.fig6_rows
 
