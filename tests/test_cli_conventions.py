@@ -115,8 +115,9 @@ def test_ctrl_c_is_one_line_and_exit_130(capsys, monkeypatch):
 
 
 def test_progress_lines_off_a_terminal(capsys, monkeypatch):
-    solve_mod = __import__("odeflow.solver.solve", fromlist=["solve"])
-    monkeypatch.setattr(solve_mod, "PROGRESS_LOG_SECONDS", 0.0)
+    from odeflow.solver import integrate as solve_loop
+
+    monkeypatch.setattr(solve_loop, "PROGRESS_LOG_SECONDS", 0.0)
     odeflow.solve(SMALL, t_span=(0.0, 100.0))  # progress=None, stderr captured (no tty)
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(line.startswith("odeflow: exact flow (LSODA): t = ") for line in lines)

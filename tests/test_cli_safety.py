@@ -6,7 +6,6 @@ random argv fuzzers live in tests/properties/test_fuzz_properties.py.
 
 from __future__ import annotations
 
-import importlib
 import os
 import stat
 
@@ -14,10 +13,8 @@ import pytest
 
 from odeflow import ValidationError
 from odeflow.data import parse_config
+from odeflow.solver import options as solve_options
 from tests.cli_helpers import cli, deny_temp_files, one_error_line
-
-#: The module (not the function ``odeflow.solver.solve`` of the same name).
-solve_module = importlib.import_module("odeflow.solver.solve")
 
 CONFIG = """
 vocab_size = 6
@@ -34,7 +31,7 @@ probs = [0.5, 0.5]
 @pytest.fixture
 def small_budget(monkeypatch):
     """A small evaluation budget, so that a stiff solve ends within a second."""
-    monkeypatch.setattr(solve_module, "MAX_NFEV", 2000)
+    monkeypatch.setattr(solve_options, "MAX_NFEV", 2000)
 
 
 # ----------------------------------------------------------------- configs

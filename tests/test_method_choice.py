@@ -1,35 +1,31 @@
 """Method choice and Jacobians (issue: scale): nothing that grows like size^2 beyond
 DENSE_MEMORY_LIMIT bytes, sparse Jacobian patterns for implicit methods on large states."""
 
-import importlib
-
 import numpy as np
 import pytest
 
 import odeflow
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.reduced import ReducedFlow
+from odeflow.solver import options as solve_options
 from tests.test_reduced import block_model, random_state
-
-# the module, not the function odeflow.solver.solve that shadows it
-solve_module = importlib.import_module("odeflow.solver.solve")
 
 
 def test_auto_never_picks_a_dense_jacobian_method_above_the_limit(monkeypatch):
     data = odeflow.DataModel.preset("syn-small")
     for flow in (ExactFlow(data, 1.0, 0.1), ReducedFlow(data, 1.0, 0.1)):
-        assert solve_module.choose_method(flow) == "LSODA"
-        monkeypatch.setattr(solve_module, "DENSE_MEMORY_LIMIT", 8 * flow.size ** 2 - 1)
-        assert solve_module.choose_method(flow) == solve_module.LARGE_STATE_METHOD
-        assert solve_module.LARGE_STATE_METHOD not in solve_module.IMPLICIT
+        assert solve_options.choose_method(flow) == "LSODA"
+        monkeypatch.setattr(solve_options, "DENSE_MEMORY_LIMIT", 8 * flow.size ** 2 - 1)
+        assert solve_options.choose_method(flow) == solve_options.LARGE_STATE_METHOD
+        assert solve_options.LARGE_STATE_METHOD not in solve_options.IMPLICIT
         monkeypatch.undo()
 
 
 def test_shared_query_medium_auto_is_explicit():
     """shared-query-medium's Level E state (~20k entries) would need a 3 GB dense Jacobian."""
     field = ExactFlow(odeflow.DataModel.preset("shared-query-medium"), 1.0, 0.1)
-    assert 8 * field.size ** 2 > solve_module.DENSE_MEMORY_LIMIT
-    assert solve_module.choose_method(field) not in solve_module.IMPLICIT
+    assert 8 * field.size ** 2 > solve_options.DENSE_MEMORY_LIMIT
+    assert solve_options.choose_method(field) not in solve_options.IMPLICIT
 
 
 def test_sparsity_pattern_covers_the_jacobian():
@@ -50,7 +46,7 @@ def test_implicit_methods_above_the_limit(monkeypatch):
     kw = dict(flow="reduced", t_span=(0, 50.0), rtol=1e-10, atol=1e-12, progress=False)
     dense = odeflow.solve(data, method="Radau", **kw)
     assert dense.stats["analytic_jacobian"]
-    monkeypatch.setattr(solve_module, "DENSE_MEMORY_LIMIT", 1000)
+    monkeypatch.setattr(solve_options, "DENSE_MEMORY_LIMIT", 1000)
     sparse_run = odeflow.solve(data, method="Radau", **kw)
     assert not sparse_run.stats["analytic_jacobian"]
     assert np.abs(sparse_run.z_carried - dense.z_carried).max() < 1e-7
@@ -60,4 +56,4 @@ def test_implicit_methods_above_the_limit(monkeypatch):
     with pytest.raises(odeflow.ValidationError, match="dense"):
         odeflow.solve(data, method="BDF", flow="exact", t_span=(0, 1.0))
     auto = odeflow.solve(data, method="auto", **kw)
-    assert auto.stats["method"] == solve_module.LARGE_STATE_METHOD
+    assert auto.stats["method"] == solve_options.LARGE_STATE_METHOD

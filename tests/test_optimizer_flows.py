@@ -214,7 +214,7 @@ def test_adam_events_watch_the_trajectory_after_the_exact_steps(data):
 
 def test_ensemble_refuses_auto_exact_steps_that_differ_between_starts():
     from odeflow.fields.ensemble import StartEnsemble
-    from odeflow.solver.solve import _check_common_exact_steps
+    from odeflow.solver.options import check_common_exact_steps
 
     class Toy(ConstantField):
         """``g = (1 - a, a (2 - b))``: entry 1's gradient is 0 while ``a = 0``."""
@@ -236,11 +236,11 @@ def test_ensemble_refuses_auto_exact_steps_that_differ_between_starts():
     flows = [OptimizerFlow(m, Adam()) for m in (late, early)]
     assert [f.exact_steps for f in flows] == [3, 2]
     with pytest.raises(ValidationError) as err:
-        _check_common_exact_steps(Adam(), flows)
+        check_common_exact_steps(Adam(), flows)
     assert err.value.field == "exact_steps" and "[2, 3]" in str(err.value)
-    _check_common_exact_steps(Adam(exact_steps=3), flows)  # a number: one for all
+    check_common_exact_steps(Adam(exact_steps=3), flows)  # a number: one for all
     same = [OptimizerFlow(m, Adam()) for m in (early, Toy([0.2, 1.0]))]
-    _check_common_exact_steps(Adam(), same)
+    check_common_exact_steps(Adam(), same)
     assert OptimizerFlow(StartEnsemble([late, early]), Adam()).exact_steps == 3
 
 

@@ -1,6 +1,5 @@
 """The solve entry point: statistics, output grid, failures, save/load, progress."""
 
-import importlib
 import time
 
 import numpy as np
@@ -10,6 +9,8 @@ import odeflow
 from odeflow import SolveError, Trajectory
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.induction import Schedule
+from odeflow.solver import api as solve_api
+from odeflow.solver import integrate as solve_loop
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,7 @@ def test_lumped_cost_is_independent_of_vocabulary():
 
 def test_default_output_grid_is_bounded_in_memory():
     """The default t_eval of a huge state keeps its snapshots under OUTPUT_BYTES_LIMIT."""
-    from odeflow.solver.solve import MIN_OUTPUT_POINTS, OUTPUT_BYTES_LIMIT, default_t_eval
+    from odeflow.solver.options import MIN_OUTPUT_POINTS, OUTPUT_BYTES_LIMIT, default_t_eval
 
     assert default_t_eval(0.0, 1e8).size == 401  # small states: 40 points a decade
     assert default_t_eval(0.0, 1e8, state_size=130).size == 401
@@ -142,20 +143,17 @@ def test_default_output_grid_is_bounded_in_memory():
 
 
 # ------------------------------------------------------------- progress, messages
-solve_module = importlib.import_module("odeflow.solver.solve")
-
-
 def test_a_staged_solve_has_a_readable_message():
     traj = odeflow.solve(odeflow.InductionData.preset("ih-point"),
                          schedule=Schedule.staged(2.0, 2.0, 2.0), progress=False)
     assert traj.message == ("3 stages: The solver successfully reached the end of the "
                             "integration interval.")
     assert [s["message"] for s in traj.stats["stages"]] == [traj.message[10:]] * 3
-    assert solve_module._stages_message(["done", "stopped"]) == "stage 1: done; stage 2: stopped"
+    assert solve_api._stages_message(["done", "stopped"]) == "stage 1: done; stage 2: stopped"
 
 
 def test_induction_solves_report_progress_as_scan_and_snap_do(monkeypatch, capsys):
-    monkeypatch.setattr(solve_module, "PROGRESS_LOG_SECONDS", 0.0)
+    monkeypatch.setattr(solve_loop, "PROGRESS_LOG_SECONDS", 0.0)
     data = odeflow.InductionData.preset("ih-point")
     odeflow.solve(data, t_span=(0.0, 10.0))  # stderr is no terminal here: lines
     captured = capsys.readouterr()
@@ -170,8 +168,8 @@ def test_induction_solves_report_progress_as_scan_and_snap_do(monkeypatch, capsy
 def test_a_long_result_evaluation_says_so(small, monkeypatch, capsys):
     """The results of some flows (the induction heads' loss at every output time) take
     longer to evaluate than the integration: a line says so while it lasts."""
-    monkeypatch.setattr(solve_module, "PROGRESS_LOG_SECONDS", 0.02)
-    monkeypatch.setattr(solve_module, "RESULT_QUIET_SECONDS", 0.02)
+    monkeypatch.setattr(solve_loop, "PROGRESS_LOG_SECONDS", 0.02)
+    monkeypatch.setattr(solve_loop, "RESULT_QUIET_SECONDS", 0.02)
     slow = ExactFlow.trajectory
 
     def trajectory(self, *args):
@@ -192,7 +190,7 @@ def test_integrator_warnings_go_to_the_stats_and_others_are_issued():
     each for the solve's statistics; a warning of any other origin is still issued."""
     import warnings
 
-    from odeflow.solver.solve import _integrator_warnings
+    from odeflow.solver.integrate import _integrator_warnings
 
     lsoda = "/site-packages/scipy/integrate/_ivp/lsoda.py"
     with pytest.warns(RuntimeWarning, match="from the field"):

@@ -9,7 +9,6 @@ progress lines off a terminal show ``t``, the step size and the rate.
 
 from __future__ import annotations
 
-import importlib
 import re
 
 import numpy as np
@@ -17,9 +16,8 @@ import pytest
 
 import odeflow
 from odeflow.errors import SolveError
+from odeflow.solver import integrate as solve_loop
 from tests.cli_helpers import cli, one_error_line
-
-solve_module = importlib.import_module("odeflow.solver.solve")
 
 
 @pytest.fixture(scope="module")
@@ -39,10 +37,10 @@ def test_lsoda_refuses_a_span_below_what_it_resolves(data, capsys):
 
 
 def test_a_solve_whose_t_stops_moving_stops_early(data, monkeypatch):
-    monkeypatch.setattr(solve_module, "LSODA_MIN_SPAN", 0.0)  # let LSODA try: it stalls at 0
+    monkeypatch.setattr(solve_loop, "LSODA_MIN_SPAN", 0.0)  # let LSODA try: it stalls at 0
     with pytest.raises(SolveError, match=r"stopped at t = 0 .*t advanced by less than") as info:
         odeflow.solve(data, t_span=(0.0, 1e-300), method="LSODA", progress=False)
-    assert info.value.stats["nfev"] <= solve_module.STALL_CALLS  # not the 100,000 of max_nfev
+    assert info.value.stats["nfev"] <= solve_loop.STALL_CALLS  # not the 100,000 of max_nfev
 
 
 def test_a_field_of_rounding_noise_stops_within_2000_right_hand_sides(capsys):
@@ -59,7 +57,7 @@ def test_a_field_of_rounding_noise_stops_within_2000_right_hand_sides(capsys):
 
 def test_a_stiff_but_resolved_solve_is_not_stopped(data):
     traj = odeflow.solve(data, eta_z=1e10, t_span=(0.0, 10.0), progress=False)
-    assert traj.success and traj.stats["nfev"] > 4 * solve_module.STALL_CALLS  # checked
+    assert traj.success and traj.stats["nfev"] > 4 * solve_loop.STALL_CALLS  # checked
 
 
 def test_a_solve_that_speeds_up_on_a_noisy_field_is_not_stopped():
@@ -68,20 +66,20 @@ def test_a_solve_that_speeds_up_on_a_noisy_field_is_not_stopped():
     far, but its steps keep growing; it finishes in about 4,200."""
     traj = odeflow.solve(odeflow.DataModel.preset("syn-medium-1"), eta_z=1e9,
                          t_span=(0.0, 1e4), progress=False)
-    assert traj.success and traj.stats["nfev"] > 8 * solve_module.STALL_CALLS
+    assert traj.success and traj.stats["nfev"] > 8 * solve_loop.STALL_CALLS
 
 
 def test_roundoff_level_of_a_well_conditioned_field_is_about_eps():
     def rhs(t, y):
         return -y
 
-    level = solve_module.roundoff_level(rhs, 0.0, np.linspace(1.0, 2.0, 5))
+    level = solve_loop.roundoff_level(rhs, 0.0, np.linspace(1.0, 2.0, 5))
     assert 0 < level < 10 * np.finfo(float).eps
-    assert solve_module.roundoff_level(rhs, 0.0, np.zeros(3)) == 0.0
+    assert solve_loop.roundoff_level(rhs, 0.0, np.zeros(3)) == 0.0
 
 
 def test_progress_lines_show_t_the_step_and_the_rate(data, monkeypatch, capsys):
-    monkeypatch.setattr(solve_module, "PROGRESS_LOG_SECONDS", 0.0)
+    monkeypatch.setattr(solve_loop, "PROGRESS_LOG_SECONDS", 0.0)
     odeflow.solve(data, t_span=(0.0, 10.0), progress=None)  # stderr is no terminal here
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(" step " in line and "/s)" in line for line in lines)

@@ -118,7 +118,7 @@ def test_blas_is_single_threaded_during_each_solve_and_restored_after():
     process, found once), every time, and gives the threads back afterwards."""
     from threadpoolctl import threadpool_info
 
-    from odeflow.solver.solve import SOLVE_BLAS_THREADS
+    from odeflow.solver.integrate import SOLVE_BLAS_THREADS
 
     def blas_threads():
         return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]

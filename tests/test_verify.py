@@ -336,10 +336,9 @@ def test_verify_tolerances_have_the_limits_of_solve():
 
 
 def test_verify_margin_solve_has_the_evaluation_budget(monkeypatch):
-    import importlib
-
     from odeflow.analysis.verify import integrate_margin
+    from odeflow.solver import options as solve_options
 
-    monkeypatch.setattr(importlib.import_module("odeflow.solver.solve"), "MAX_NFEV", 20)
+    monkeypatch.setattr(solve_options, "MAX_NFEV", 20)
     with pytest.raises(SolveError, match="after 20 right-hand-side evaluations"):
         integrate_margin(100.0, 1.0, 0.5, np.geomspace(1e-3, 1e6, 50))

@@ -47,7 +47,6 @@ The entry point is :func:`verify`; ``odeflow verify`` prints its table.
 
 from __future__ import annotations
 
-import importlib
 import math
 import sys
 import time
@@ -72,11 +71,8 @@ from odeflow.data import DataModel, SequenceClass, validate_positive
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields.snap import snap_parameters
 from odeflow.solver import IMPLICIT, METHODS, solve, solve_snap
-from odeflow.solver.solve import check_tolerances
-
-#: The module of odeflow.solve (its name is shadowed by the function in odeflow.solver):
-#: its evaluation budget ``MAX_NFEV`` bounds the solves of the checks too.
-solve_module = importlib.import_module("odeflow.solver.solve")
+from odeflow.solver import options as solve_options
+from odeflow.solver.options import check_tolerances
 
 __all__ = [
     "CHECKS",
@@ -175,7 +171,7 @@ def integrate_margin(M, eta_y, pi, t_eval, rtol=DEFAULT_RTOL, atol=DEFAULT_ATOL,
     rate = eta_y * pi * M / (M - 1.0)
     log_m_minus_1 = math.log(M - 1.0)
     calls = [0]
-    budget = solve_module.MAX_NFEV  # the budget of odeflow.solve, read at call time
+    budget = solve_options.MAX_NFEV  # the budget of odeflow.solve, read at call time
 
     def rhs(t, y):
         calls[0] += 1

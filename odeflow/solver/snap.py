@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odeflow.solver.solve import solve
+from odeflow.solver.api import solve
 
 
 def solve_snap(data=None, *, eta_y: float = 1.0, eta_z: float = 0.1, t_span=(0.0, 1e4),

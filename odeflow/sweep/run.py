@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from odeflow.errors import SweepStopped, ValidationError
-from odeflow.solver.solve import PROGRESS_LOG_SECONDS
+from odeflow.solver.integrate import PROGRESS_LOG_SECONDS
 from odeflow.sweep.backends import PointRunner, failure_cause
 from odeflow.sweep.journal import journal_folder
 from odeflow.sweep.reading import check_spec_attrs, check_store_spec
@@ -297,7 +297,7 @@ def _store_path(store, fmt):
 
 def _bar(total: int, enabled: bool | None):
     """Progress over ``total`` points: a bar on a terminal; off a terminal (``enabled``
-    None: logs, pipes) a line every :data:`~odeflow.solver.solve.PROGRESS_LOG_SECONDS`."""
+    None: logs, pipes) a line every :data:`~odeflow.solver.integrate.PROGRESS_LOG_SECONDS`."""
     if total == 0 or enabled is False:
         return None
     if enabled is None and not sys.stderr.isatty():
@@ -309,7 +309,7 @@ def _bar(total: int, enabled: bool | None):
 
 class _ProgressLines:
     """Progress of a sweep off a terminal: ``odeflow sweep: K of N points, T s`` on stderr
-    every :data:`~odeflow.solver.solve.PROGRESS_LOG_SECONDS` (a short sweep says nothing)."""
+    every :data:`~odeflow.solver.integrate.PROGRESS_LOG_SECONDS` (a short sweep says nothing)."""
 
     def __init__(self, total: int):
         self.total, self.done = total, 0

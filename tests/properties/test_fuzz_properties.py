@@ -18,7 +18,6 @@ ends quickly; the reproducers of the reliability issue are ``@example``s.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import io
 import json
 import os
@@ -34,6 +33,7 @@ from hypothesis import strategies as st
 from odeflow import DataModel, SequenceClass, Trajectory, ValidationError, solve
 from odeflow.analysis import closed_forms as cf
 from odeflow.cli import main
+from odeflow.solver import options as solve_options
 from tests.fuzzers import (
     CLI_FLAGS,
     cli_argv,
@@ -46,7 +46,6 @@ from tests.fuzzers import (
 )
 from tests.properties import fuzz_examples
 
-solve_module = importlib.import_module("odeflow.solver.solve")
 SMALL = DataModel(6, [SequenceClass(4, 1, {0: 0.5, 2: 0.5}),
                       SequenceClass(5, 1, {0: 0.25, 3: 0.75})])
 SUPPRESS = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large,
@@ -240,10 +239,10 @@ def check_cli(argv: list[str], one_line: bool = False) -> None:
 @pytest.fixture(autouse=True)
 def _small_budget():
     """Every solve of a fuzz example ends after 3,000 right-hand sides (SolveError)."""
-    saved = solve_module.MAX_NFEV
-    solve_module.MAX_NFEV = 3000
+    saved = solve_options.MAX_NFEV
+    solve_options.MAX_NFEV = 3000
     yield
-    solve_module.MAX_NFEV = saved
+    solve_options.MAX_NFEV = saved
 
 
 @settings(max_examples=fuzz_examples(15), suppress_health_check=SUPPRESS)

@@ -1,0 +1,447 @@
+"""The solve entry points: :func:`solve` and its conveniences over the same integrator.
+
+:func:`solve` builds a family's field (optionally wrapped by an optimiser flow) and
+hands it to :func:`odeflow.solver.integrate.integrate_field`; :func:`solve_batch` stacks
+many learning-rate points, :func:`solve_ensemble` many starts, and
+:func:`solve_schedule` solves training stages one after the other.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from odeflow.data import as_real_array
+from odeflow.errors import ValidationError
+from odeflow.fields import family_of
+from odeflow.fields.optimizers import optimizer_flow
+from odeflow.solver.events import bind_events
+from odeflow.solver.integrate import SOLVE_BLAS_THREADS, evaluating, integrate_field, run_from
+from odeflow.solver.options import (
+    DEFAULT_SPAN,
+    FAMILY_DEFAULT,
+    IMPLICIT,
+    METHODS,
+    check_common_exact_steps,
+    check_flow_options,
+    check_run,
+    check_span,
+    default_t_eval,
+    prepare,
+)
+
+
+def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
+          eta_z: float = FAMILY_DEFAULT, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
+          rtol: float = 1e-8, atol: float = 1e-10, z0=None, progress: bool | None = None,
+          max_nfev: int | None = None, dense_output: bool = False, events=None,
+          optimizer=None, **flow_options):
+    """Integrate the training dynamics of a data model with scipy.
+
+    Parameters
+    ----------
+    data : DataModel or another family's data model
+        The data distribution (sequence classes, weights, vocabulary size).
+        Its type picks the model family (:func:`odeflow.fields.family_of`):
+        the flows, and the arguments they take, are that family's.
+    flow : str, optional
+        One of the family's flows; its default flow when omitted. Scan and
+        Snap (:class:`~odeflow.data.DataModel`, default ``"exact"``):
+        ``"exact"``: Level E, the population gradient flow of Lemma 1 (Eqns
+        3-4, 7). ``"finite_t"``: Level T, the gradient flow of the finite-``T``
+        objective on a seeded sample of sequences (docs/fidelity.md; options
+        ``seq_len``, ``samples_per_class``, ``seed``). ``"reduced"``: Level R,
+        Theorem 1 (Eqns 8-10, 44). ``"snap"``: the scalar system of Sec. 6
+        (Eqns 13-14).
+    eta_y, eta_z : float, optional
+        Learning rates of the decoder and of the attention logits (Scan and
+        Snap; 1 and 0.1 by default).
+    t_span : (float, float)
+        ``(t0, t_end)``.
+    t_eval : array_like, optional
+        Output times; log-spaced by default (:func:`default_t_eval`: 40 a
+        decade, fewer for a state so large that the snapshots would exceed
+        :data:`OUTPUT_BYTES_LIMIT`).
+    method : str
+        ``"auto"`` (see :func:`choose_method`) or a method of ``solve_ivp``
+        (``Radau``, ``BDF``, ``LSODA``, ``RK45``, ``DOP853``, ``RK23``).
+    rtol, atol : float
+        Tolerances passed to ``solve_ivp``.
+    z0 : optional
+        Initial logits (``Z(0)``; zero by default; Scan and Snap).
+    progress : bool, optional
+        ``True``: a progress bar showing ``t``; ``False``: nothing. By default
+        a bar when stderr is a terminal, else a line on stderr every
+        :data:`PROGRESS_LOG_SECONDS` seconds of a long solve.
+    max_nfev : int, optional
+        Budget of right-hand-side evaluations (:data:`MAX_NFEV` by default);
+        exhausting it raises :class:`SolveError` naming the ``t`` reached.
+    dense_output : bool, default False
+        Keep ``solve_ivp``'s continuous solution as ``traj.sol`` (``sol(t)`` is
+        the raw state at any ``t`` in the span), as in ``solve_ivp``.
+    events : callable, FieldEvent or list of them, optional
+        Passed to ``solve_ivp``: plain functions ``event(t, y)`` of the raw
+        state (with ``terminal`` / ``direction`` attributes), or ready events of
+        :mod:`odeflow.solver.events` such as :func:`~odeflow.solver.events.snap_transition`
+        (the maximum of ``gamma``, Theorem 1b). Results in ``traj.t_events``
+        and ``traj.y_events``; a terminal event ends the solve early
+        (``traj.status == 1``).
+    optimizer : odeflow.Momentum or odeflow.Adam, optional
+        Integrate the optimiser's ODE in *step time* around the level
+        (docs/optimisers.md, :class:`~odeflow.fields.optimizers.OptimizerFlow`):
+        ``t_span`` (from 0) and ``t_eval`` are then in optimiser steps (every
+        whole step by default), ``traj.steps`` is the step axis and the
+        optimiser state is kept (``traj.velocity``, ``traj.moments``). Only for
+        levels whose state is the parameters (``exact``, ``finite_t``; the
+        induction-head levels refuse it). None (default): the plain gradient flow.
+    schedule : Schedule, optional
+        (Passed among ``flow_options``.) Training stages solved one after the
+        other (:func:`solve_schedule`; induction heads:
+        ``Schedule.staged(t_c, t_w, t_a)``); the stages' durations set the span,
+        so ``t_span`` must be left at its default or equal ``(0, end)``.
+    **flow_options
+        Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
+        ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
+
+    Returns
+    -------
+    Trajectory
+        With ``stats`` = ``{method, nfev, njev, nlu, status, message,
+        wall_time, rhs_calls, jac_calls}`` and ``solve_ivp``'s fields
+        ``success``, ``status``, ``message``, ``y`` (raw state), ``sol``,
+        ``t_events``, ``y_events`` (:class:`~odeflow.results.solution.SolverOutput`).
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field.
+    SolveError
+        When ``solve_ivp`` fails or the solution is not finite.
+    """
+    if flow_options.get("schedule") is not None:
+        given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z), ("z0", z0))
+                 if v is not FAMILY_DEFAULT and v is not None}
+        return _solve_scheduled(data, flow, t_span, flow_options.pop("schedule"),
+                                t_eval=t_eval, method=method, rtol=rtol, atol=atol,
+                                progress=progress, max_nfev=max_nfev, **given,
+                                **flow_options)
+    family = family_of(data)
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
+    field_class = family.field_class(flow)
+    t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
+    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
+    if z0 is not None:
+        given["z0"] = z0
+    options = {**family.defaults, **given, **flow_options}
+    check_flow_options(flow, field_class, options)
+    field = field_class(data, **options)
+    if optimizer is not None:
+        field = optimizer_flow(field, optimizer, t0)
+        if t_eval is None:
+            t_eval = field.default_steps(t0, t_end)
+        t0 = field.start_step  # at rest half a step early for the heavy ball's offset
+    t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
+    if not isinstance(dense_output, bool):
+        raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
+    event_functions, event_names = bind_events(events, field)
+    if event_functions:
+        kwargs["events"] = event_functions
+    what = f"{flow} flow ({method})"
+    run = functools.partial(integrate_field, field, method=method, rtol=rtol, atol=atol,
+                            kwargs=kwargs, max_nfev=max_nfev, what=what, progress=progress,
+                            blas_threads=SOLVE_BLAS_THREADS, dense_output=dense_output)
+    sol, stats = run_from(field, t0, t_end, t_eval, run)
+    stats["n_state"] = field.size
+    with evaluating(what, len(sol.t), progress):
+        traj = field.trajectory(sol.t, sol.y.T, stats)
+    traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
+    traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
+                         sol.y_events if event_functions else None, event_names)
+    return traj
+
+
+
+def _solve_scheduled(data, flow, t_span, schedule, **options):
+    """``solve(..., schedule=...)``: :func:`solve_schedule`, with
+    ``t_span`` left at its default or equal to ``(0, the schedule's end)``."""
+    end = getattr(schedule, "end", None)
+    if t_span != DEFAULT_SPAN and end is not None \
+            and tuple(check_span(t_span)) != (0.0, float(end)):
+        raise ValidationError("t_span", f"is set by the schedule's stages, (0, {end:g}); "
+                              f"leave it out or give that, got {t_span!r:.80}")
+    return solve_schedule(data, schedule, flow=flow, **options)
+
+
+
+def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=None,
+                method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10, z0=None,
+                progress: bool | None = None, blas_threads: int | None = 1,
+                max_nfev: int | None = None, **flow_options) -> list:
+    """Integrate one flow of one data model at many learning-rate points as one state.
+
+    The ``P`` points are stacked into one state
+    (:class:`~odeflow.fields.stacked.StackedField`) and integrated by one
+    ``solve_ivp`` call whose right-hand side evaluates every point in one
+    vectorised call: a sweep over ``(eta_Y, eta_Z)`` pays numpy's and scipy's
+    per-call overhead once per step, not once per point.
+
+    Parameters
+    ----------
+    data : DataModel
+    params : sequence of (eta_y, eta_z)
+        The learning-rate points, finite and positive.
+    flow, t_span, t_eval, method, z0, progress, **flow_options
+        As for :func:`solve`; ``method="auto"`` sees the stacked state (so
+        large batches get an explicit method, :func:`choose_method`).
+        Implicit methods get the block-diagonal analytic Jacobian as a sparse
+        matrix.
+    rtol, atol : float
+        Tolerances *per point*. ``solve_ivp`` controls the RMS norm of the
+        error over the whole stacked state, in which one point's error would
+        count ``1/sqrt(P)``; the stacked solve therefore runs at ``rtol /
+        sqrt(P)`` and ``atol / sqrt(P)`` so that each point's own RMS error
+        stays within ``rtol, atol``.
+    max_nfev : int, optional
+        Budget of right-hand-side evaluations of the stacked solve, as for
+        :func:`solve`.
+    blas_threads : int or None, default 1
+        BLAS threads during the solve (:func:`blas_controller`);
+        None keeps the library's default. The stacked products are many tiny
+        matrices, for which threads cost more than they give
+        (``benchmarks/bench_batch.py`` measures both).
+
+    Returns
+    -------
+    list of Trajectory
+        One per point, in order, each with the batch's ``stats`` (plus
+        ``batch_size``) and its own ``eta_y``, ``eta_z`` in ``meta``.
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field (``params`` for the points).
+    SolveError
+        When the stacked solve fails.
+    """
+    from odeflow.fields import SCAN_SNAP
+    from odeflow.fields.stacked import StackedField
+
+    field_class = SCAN_SNAP.field_class(flow)
+    try:
+        points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
+    except (TypeError, IndexError, KeyError):
+        points = None
+    if not points:
+        raise ValidationError("params", f"must be a non-empty sequence of (eta_y, eta_z) "
+                              f"pairs, got {params!r:.80}")
+    t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
+    check_flow_options(flow, field_class, flow_options)
+    field = StackedField([field_class(data, ey, ez, z0=z0, **flow_options)
+                          for ey, ez in points])
+    t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
+    scale = math.sqrt(field.P)
+    sol, stats = integrate_field(field, t0, t_end, t_eval, method, rtol / scale, atol / scale,
+                            kwargs, max_nfev, f"{flow} flow x {field.P} ({method})", progress,
+                            blas_threads)
+    stats.update({"rtol": rtol, "atol": atol, "batch_size": field.P, "n_state": field.n})
+    out = field.trajectory(sol.t, sol.y.T, stats)
+    for traj in out:
+        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
+                          "atol": atol})
+    return out
+
+
+def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
+                   t_span=(0.0, 1e4), t_eval=None, method: str = "RK45", rtol: float = 1e-8,
+                   atol: float = 1e-10, optimizer=None, progress: bool | None = None,
+                   blas_threads: int | None = SOLVE_BLAS_THREADS, max_nfev: int | None = None,
+                   **flow_options) -> list:
+    """Integrate one flow from many starts as one state: one result per start.
+
+    The ``P`` members (one field per start, the same rates and options; for
+    Level T the same sample) are stacked
+    (:class:`~odeflow.fields.ensemble.StartEnsemble`) and integrated by one
+    ``solve_ivp`` call whose right-hand side evaluates every member in one
+    vectorised call (per class block for Level T,
+    :meth:`~odeflow.fields.finite_t.FiniteTFlow.gradients`); with ``optimizer``
+    the optimiser flow (docs/optimisers.md) wraps the stack, in step time, as in
+    :func:`solve`. Each result is the one :func:`solve` returns for that start
+    (same layout, series and meta), up to the solver's tolerance.
+
+    Parameters
+    ----------
+    data : DataModel
+    starts : sequence of (y0, z0)
+        Each member's initial decoder and logits (either may be None: zero).
+    flow, eta_y, eta_z, t_span, t_eval, optimizer, progress, max_nfev, **flow_options
+        As for :func:`solve` (flows with a batched ``gradients``: ``"exact"``,
+        ``"finite_t"``).
+    method : str, default "RK45"
+        An explicit method of ``solve_ivp`` (the stack has no Jacobian).
+    rtol, atol : float
+        Tolerances *per member*. ``solve_ivp`` controls the RMS norm of the
+        error over the stacked state, in which one member's error counts
+        ``1/sqrt(P)``; the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
+        sqrt(P)`` so that each member's own RMS error stays within ``rtol``,
+        ``atol`` (as :func:`solve_batch`). The members share the step sizes, so
+        each result differs from its own :func:`solve` within the tolerance, not
+        bit for bit.
+    blas_threads : int or None, default :data:`SOLVE_BLAS_THREADS`
+        BLAS threads during the solve (None: the library's default).
+
+    Returns
+    -------
+    list of Trajectory
+        One per start, in order, each with the ensemble's ``stats`` (plus
+        ``ensemble_size``).
+
+    Raises
+    ------
+    ValidationError
+        For invalid input, naming the field (``starts`` for the starts,
+        ``method`` for an implicit method).
+    SolveError
+        When the stacked solve fails.
+    """
+    from odeflow.fields import SCAN_SNAP
+    from odeflow.fields.ensemble import StartEnsemble
+
+    field_class = SCAN_SNAP.field_class(flow)
+    try:
+        starts = [(y0, z0) for y0, z0 in starts]
+    except (TypeError, ValueError):
+        starts = None
+    if not starts:
+        raise ValidationError("starts", "must be a non-empty sequence of (y0, z0) pairs")
+    if method not in METHODS or method in IMPLICIT or method == "LSODA":
+        raise ValidationError("method", f"must be an explicit method of solve_ivp (RK45, "
+                              f"DOP853, RK23), got {method!r:.80}")
+    t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
+    options = {"eta_y": eta_y, "eta_z": eta_z, **flow_options}
+    check_flow_options(flow, field_class, options)
+    members = [field_class(data, y0=y0, z0=z0, **options) for y0, z0 in starts]
+    stack = StartEnsemble(members)
+    field, wrapped = stack, None
+    if optimizer is not None:
+        field = optimizer_flow(stack, optimizer, t0)
+        wrapped = [optimizer_flow(m, optimizer, t0) for m in members]
+        check_common_exact_steps(optimizer, wrapped)
+        if t_eval is None:
+            t_eval = field.default_steps(t0, t_end)
+        t0 = field.start_step
+    if t_eval is None:
+        t_eval = default_t_eval(t0, t_end, state_size=stack.n)
+    scale = math.sqrt(stack.P)
+    run = functools.partial(integrate_field, field, method=method, rtol=rtol / scale,
+                            atol=atol / scale, kwargs={}, max_nfev=max_nfev,
+                            what=f"{flow} flow from {stack.P} starts ({method})",
+                            progress=progress, blas_threads=blas_threads)
+    sol, stats = run_from(field, t0, t_end, t_eval, run)
+    stats.update({"rtol": rtol, "atol": atol, "ensemble_size": stack.P, "n_state": stack.n})
+    if wrapped is None:
+        out = stack.trajectory(sol.t, sol.y.T, stats)
+    else:  # member i's blocks (theta, then the optimiser's state) of the stacked layout
+        out = []
+        for i, flow_i in enumerate(wrapped):
+            rows = np.concatenate([b * stack.size + stack.member_slice(i)
+                                   for b in range(field.blocks)])
+            out.append(flow_i.trajectory(sol.t, sol.y[rows].T, dict(stats)))
+    for traj in out:
+        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
+                          "atol": atol})
+    return out
+
+
+# --------------------------------------------------------------------------- schedules
+# A stage moves some parameter groups at their own rates and freezes the others (the
+# training schedules of docs/induction.md: the authors' staged c -> w -> a and joint
+# runs). Each
+# stage is one solve() on [T_{k-1}, T_k] from the end state of the stage before (the
+# field's ``rates``, ``start`` and ``start_log_c`` options: the parameters and the
+# selector's ``ln|c|`` of the stage's result); the field class's ``join`` makes one result
+# on [0, T_end]. Any flow whose field takes those options, whose result has
+# ``parameters(i)`` and ``log_c``, and whose class offers ``join`` can be staged.
+
+def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **options):
+    """Solve the stages of ``schedule`` one after the other and join their results.
+
+    Parameters
+    ----------
+    data : data model
+        E.g. an :class:`~odeflow.data.induction.InductionData`.
+    schedule : Schedule
+        Its stages (:class:`~odeflow.fields.induction.base.Stage`: rates of the
+        moving groups, duration), e.g. ``Schedule.staged(t_c, t_w, t_a)``.
+    flow : str, optional
+        The family's default flow when omitted.
+    t_eval : array_like, optional
+        Output times in ``[0, T_end]``; each stage reports those in its span plus
+        its end (so that the next stage starts from it). By default every stage
+        ``[T_{k-1}, T_k]`` has :func:`odeflow.solver.options.default_t_eval`'s grid
+        of ``[0, T_k - T_{k-1}]`` shifted by ``T_{k-1}`` (log-spaced from the
+        stage's start).
+    **options
+        Passed to every :func:`odeflow.solve` call (``loss``, ``method``,
+        ``rtol``, ``atol``, ``progress``, ``max_nfev`` ...; ``start`` is the
+        first stage's start).
+
+    Returns
+    -------
+    The field class's joined result (e.g. an InductionTrajectory), with
+    ``stats["stages"]`` (each stage's statistics) and ``meta["schedule"]``.
+
+    Raises
+    ------
+    ValidationError
+        For an invalid schedule (naming ``schedule[i]...``), ``rates`` or
+        ``t_span`` among ``options`` (the schedule sets them) or a flow that
+        cannot be staged.
+    """
+    family = family_of(data)
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
+    field_class = family.field_class(flow)
+    if not hasattr(field_class, "join") or not hasattr(schedule, "checked"):
+        raise ValidationError("schedule", f"flow {flow!r} cannot be staged, or the schedule "
+                              f"is not a Schedule (got {type(schedule).__name__})")
+    for key in ("rates", "t_span"):
+        if key in options:
+            raise ValidationError(key, "is set by the schedule's stages; give it there")
+    stages = schedule.checked(field_class.groups)
+    ends = np.cumsum([s.duration for s in stages])
+    if t_eval is not None:
+        t_eval = as_real_array(t_eval, "t_eval").ravel()
+        if t_eval.size == 0 or not np.all(np.isfinite(t_eval)) or np.any(np.diff(t_eval) <= 0) \
+                or t_eval[0] < 0 or t_eval[-1] > ends[-1]:
+            raise ValidationError("t_eval", f"must be finite, strictly increasing times in "
+                                  f"[0, {ends[-1]:g}]")
+    start = options.pop("start", None)
+    log_c = options.pop("start_log_c", None)
+    parts = []
+    t0 = 0.0
+    for stage, t1 in zip(stages, ends, strict=True):
+        if t_eval is None:
+            grid = np.union1d(t0 + default_t_eval(0.0, float(t1) - t0), [t0, t1])
+            grid = grid[(grid >= t0) & (grid <= t1)]
+        else:
+            inside = t_eval[(t_eval >= t0) & (t_eval < t1)]
+            grid = np.union1d(inside, [t0, t1]) if not parts else np.union1d(inside, [t1])
+            grid = np.union1d(grid, [t0])
+        traj = solve(data, flow=flow, t_span=(t0, float(t1)), t_eval=grid, rates=stage.rates,
+                     start=start, start_log_c=log_c, **options)
+        # the next stage starts from this one's parameters, the selector's magnitudes
+        # from ln|c| (a losing coefficient may lie below the range of doubles)
+        start, log_c = traj.parameters(-1), traj.log_c[-1]
+        parts.append(traj)
+        t0 = float(t1)
+    joined = field_class.join(parts)
+    joined.stats["message"] = _stages_message([p.stats.get("message", "") for p in parts])
+    return joined
+
+
+def _stages_message(messages) -> str:
+    """One readable termination message for the stages of a schedule."""
+    if len(set(messages)) == 1:
+        return f"{len(messages)} stages: {messages[0]}"
+    return "; ".join(f"stage {i}: {m}" for i, m in enumerate(messages, start=1))
