@@ -53,7 +53,6 @@ SCAN_SNAP = register_family(Family("scan_snap", DataModel, FLOWS, default_flow="
                                    defaults={"eta_y": 1.0, "eta_z": 0.1}, accepts_none=True,
                                    presets=PRESETS))
 
-__all__ = ["FAMILIES", "FLOWS", "SCAN_SNAP", "ClassTable", "ExactFlow", "Family", "Field",
-           "FiniteTFlow", "ReducedFlow", "SnapFlow", "StackedField", "Supports", "VectorField",
-           "family_of", "find_preset", "preset_names", "register_family"]
-__all__ += ["INDUCTION"]  # the induction-head family (Chen, Sheen, Wang, Yang 2024)
+__all__ = ["FAMILIES", "FLOWS", "INDUCTION", "SCAN_SNAP", "ClassTable", "ExactFlow", "Family",
+           "Field", "FiniteTFlow", "ReducedFlow", "SnapFlow", "StackedField", "Supports",
+           "VectorField", "family_of", "find_preset", "preset_names", "register_family"]

@@ -27,6 +27,5 @@ from odeflow.training.protocol import Protocol, TrainingRun, train
 from odeflow.training.sgd import train_sgd
 
 __all__ = ["Batch", "Protocol", "SGDEnsemble", "TrainingRun", "batch_loss",
-           "batch_loss_gradient", "gradient_ascent", "sample_batch", "sgd_ensemble", "train",
-           "train_sgd"]
-__all__ += ["optimizer_steps", "training_start"]  # the optimiser flows' discrete twins
+           "batch_loss_gradient", "gradient_ascent", "optimizer_steps", "sample_batch",
+           "sgd_ensemble", "train", "train_sgd", "training_start"]
