@@ -185,3 +185,42 @@ def test_every_optimizer_is_one_class_behind_the_base():
     assert odeflow.Momentum is Momentum and odeflow.Adam is Adam
     assert Momentum(0.9) == Momentum(0.9) and Momentum(0.9) != Adam()
     assert Adam(eps=1e-6).describe()["eps"] == 1e-6
+
+
+@pytest.mark.parametrize("rule, fields", [
+    (Momentum(0.5), {"optimizer": "sgd", "momentum": 0.5}),
+    (GradientDescent(), {"optimizer": "sgd", "momentum": 0.0}),
+    (Adam((0.8, 0.99), 1e-6), {"optimizer": "adam", "betas": (0.8, 0.99), "eps": 1e-6}),
+], ids=["momentum", "gradient", "adam"])
+def test_protocol_takes_an_optimizer_object_and_keeps_the_string_form(rule, fields):
+    p = Protocol(optimizer=rule)
+    assert p == Protocol(**fields)
+    assert p.to_dict()["optimizer"] == fields["optimizer"]
+    assert Protocol(optimizer=rule, **{k: v for k, v in fields.items() if k != "optimizer"}) == p
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"optimizer": Momentum(0.5), "momentum": 0.8}, "momentum"),
+    ({"optimizer": Adam(), "eps": 1e-3}, "eps"),
+    ({"optimizer": Adam(), "betas": [0.5, 0.9]}, "betas"),
+])
+def test_protocol_refuses_an_optimizer_object_that_contradicts_a_field(kwargs, field):
+    with pytest.raises(odeflow.ValidationError) as err:
+        Protocol(**kwargs)
+    assert err.value.field == field and "give one of them" in str(err.value)
+
+
+def test_train_sgd_takes_a_momentum_object(data):
+    kw = {"steps": 3, "batch_size": 4, "seq_len": 8, "progress": False}
+    by_object = train_sgd(data, 1.0, 1.0, momentum=Momentum(0.9), **kw)
+    by_number = train_sgd(data, 1.0, 1.0, momentum=0.9, **kw)
+    assert np.ptp(by_number.decoder_lumped) > 0  # the run moved
+    q = int(data.query_tokens[0])
+    np.testing.assert_array_equal(by_object.logits(q), by_number.logits(q))
+    np.testing.assert_array_equal(by_object.decoder_lumped, by_number.decoder_lumped)
+    assert by_object.meta["momentum"] == 0.9
+    plain = train_sgd(data, 1.0, 1.0, momentum=GradientDescent(), **kw)
+    assert plain.meta["momentum"] == 0.0
+    with pytest.raises(odeflow.ValidationError) as err:
+        train_sgd(data, 1.0, 1.0, momentum=Adam(), **kw)
+    assert err.value.field == "momentum"

@@ -42,6 +42,7 @@ alone (each draws from its own generator).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -84,9 +85,13 @@ class Protocol:
 
     Parameters
     ----------
-    optimizer : {"sgd", "adam"}
+    optimizer : {"sgd", "adam"} or Optimizer
         The same kind of optimiser for ``Y`` and ``Z``, each with its own state
-        and rate.
+        and rate. An optimiser object names it too: ``odeflow.Momentum(mu)`` is
+        ``"sgd"`` with ``momentum=mu``, ``GradientDescent()`` is ``"sgd"`` with
+        ``momentum=0``, ``odeflow.Adam(betas, eps)`` is ``"adam"`` with those
+        ``betas`` and ``eps`` (their other settings describe the flows, not the
+        steps); the protocol then holds the string form.
     eta_y, eta_z : float
         Learning rates of the decoder and of the attention logits (``> 0``).
     momentum : float
@@ -122,6 +127,9 @@ class Protocol:
 
     def __post_init__(self):
         set_ = object.__setattr__
+        if isinstance(self.optimizer, Optimizer):
+            for name, value in _protocol_fields(self.optimizer, self).items():
+                set_(self, name, value)
         if self.optimizer not in OPTIMIZERS:
             raise ValidationError("optimizer", f"must be one of {list(OPTIMIZERS)}, "
                                   f"got {self.optimizer!r}")
@@ -202,6 +210,35 @@ class Protocol:
 
 
 # ------------------------------------------------------------------ optimisers
+def _same(a, b) -> bool:
+    """Whether two numbers or pairs of numbers are equal (False for non-numbers)."""
+    try:
+        return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
+    except (TypeError, ValueError):
+        return False
+
+
+def _protocol_fields(optimizer: Optimizer, protocol: Protocol) -> dict:
+    """The fields ``optimizer``, ``momentum``, ``betas``, ``eps`` that an optimiser object
+    stands for; a ValidationError names a field given with another value."""
+    if isinstance(optimizer, Adam):
+        fields = {"optimizer": "adam", "betas": optimizer.betas, "eps": optimizer.eps}
+    elif isinstance(optimizer, (Momentum, GradientDescent)):
+        fields = {"optimizer": "sgd", "momentum": getattr(optimizer, "mu", 0.0)}
+    else:
+        raise ValidationError("optimizer", f"must be 'sgd', 'adam', odeflow.Momentum or "
+                              f"odeflow.Adam, got {type(optimizer).__name__}")
+    defaults = {f.name: f.default for f in dataclasses.fields(Protocol)}
+    for name, value in fields.items():
+        given = getattr(protocol, name)
+        if name != "optimizer" and not _same(given, defaults[name]) \
+                and not _same(given, value):
+            raise ValidationError(name, f"is {given!r} but optimizer="
+                                  f"{type(optimizer).__name__}(...) says {value!r}; give "
+                                  "one of them")
+    return fields
+
+
 class _Optimizer:
     """One optimiser state for one parameter array (leading axis: the seeds), stepped by
     the shared :meth:`odeflow.fields.optimizers.Optimizer.step` (descent: ``rate = -eta``)."""

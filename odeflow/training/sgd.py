@@ -28,7 +28,7 @@ import numpy as np
 from odeflow.data import DataModel, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.fields.base import initial_logits
-from odeflow.fields.optimizers import GradientDescent, Momentum
+from odeflow.fields.optimizers import GradientDescent, Momentum, Optimizer
 from odeflow.results import Trajectory
 from odeflow.training.batch import Batch, LumpedLayout, stacked_loss_and_gradient
 from odeflow.training.common import (
@@ -51,7 +51,20 @@ def check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum
             "steps": check_count(steps, "steps"),
             "batch_size": check_count(batch_size, "batch_size"),
             "seq_len": check_count(seq_len, "seq_len", minimum=2),
-            "momentum": check_fraction(momentum, "momentum")}
+            "momentum": check_fraction(_heavy_ball(momentum), "momentum")}
+
+
+def _heavy_ball(momentum):
+    """``mu`` of ``momentum``: a number, ``odeflow.Momentum(mu)`` or ``GradientDescent()``."""
+    if isinstance(momentum, Momentum):
+        return momentum.mu
+    if isinstance(momentum, GradientDescent):
+        return 0.0
+    if isinstance(momentum, Optimizer):
+        raise ValidationError("momentum", f"SGD takes heavy-ball momentum, got "
+                              f"{type(momentum).__name__} (Adam trains with odeflow.train "
+                              "and Protocol(optimizer=odeflow.Adam()))")
+    return momentum
 
 
 def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
@@ -128,8 +141,9 @@ def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq
         Sequences per step, ``>= 1``.
     seq_len : int
         ``T >= 2``: ``T - 1`` contextual tokens and the query token.
-    momentum : float, default 0
-        Heavy-ball coefficient ``mu`` in ``[0, 1)``.
+    momentum : float or odeflow.Momentum, default 0
+        Heavy-ball coefficient ``mu`` in ``[0, 1)``, or ``odeflow.Momentum(mu)``
+        (only its ``mu`` enters the steps; ``GradientDescent()`` is ``mu = 0``).
     seed : int, default 0
         Seed of the ``numpy.random.Generator`` drawing the batches.
     record_every : int, optional
