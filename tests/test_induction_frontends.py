@@ -137,3 +137,48 @@ def test_plot_induction_figures_from_the_cli(tmp_path, capsys):
     code, _, err = cli(capsys, "plot", "ih-loss", "--preset", "syn-small", "--out",
                        tmp_path / "x.png")
     assert code == 2 and "data" in one_error_line(err)
+
+
+def _toy_comparison():
+    """A comparison of one run and a flow whose ``a`` differs by 10% and loss by 0.005."""
+    from types import SimpleNamespace
+
+    from odeflow.training.induction import Comparison
+
+    steps = np.array([0, 5, 10])
+    run = SimpleNamespace(steps=steps, a=np.array([0.01, 0.11, 0.22]),
+                          loss=np.array([1.0, 0.9, 0.8]))
+    flow = SimpleNamespace(a=np.array([0.01, 0.1, 0.2]), loss=np.array([1.0, 0.905, 0.805]))
+    return Comparison([run], flow, [0], "code", 10, 100)
+
+
+def test_agreement_criterion_is_a_parameter_with_the_documented_default():
+    from odeflow.training import induction
+
+    comp = _toy_comparison()
+    default = induction.agreement(comp)
+    assert [r["t"] for r in default] == [5, 10]
+    assert all(r["a_ok"] and r["loss_ok"] for r in default)        # 10% < 15%, 0.005 < 0.01
+    strict = induction.agreement(comp, a_tolerance=0.05, loss_tolerance=0.001)
+    assert not any(r["a_ok"] or r["loss_ok"] for r in strict)
+    assert [r["a_rel_err"] for r in strict] == [r["a_rel_err"] for r in default]
+    worst = induction.worst_agreement(comp, 5, 10, a_tolerance=0.05, loss_tolerance=0.001)
+    assert (worst[0]["a_misses"], worst[0]["loss_misses"]) == (2, 2)
+    assert induction.worst_agreement(comp, 5, 10)[0]["a_misses"] == 0
+
+
+def test_the_reproduction_reads_its_goal_from_the_experiments_package(monkeypatch):
+    """``odeflow.experiments.induction.reproduce``: the goal tables of the comparison at its
+    goal times; none over the interval when the run stops before the first."""
+    from odeflow.experiments import induction as experiment
+    from odeflow.training.induction import beside_flow
+
+    comp = _toy_comparison()
+    monkeypatch.setattr(beside_flow, "compare", lambda **k: comp)
+    monkeypatch.setattr(beside_flow, "rows", lambda c: ["row"])
+    rep = experiment.reproduce(seeds=1, steps=10, progress=False)
+    assert rep.comparison is comp and rep.table == ["row"]
+    assert [r["t"] for r in rep.goal] == [5, 10] and rep.worst[0]["times"] == 2
+    monkeypatch.setattr(experiment, "GOAL_TIMES", (20, 100))
+    rep = experiment.reproduce(seeds=1, steps=10, progress=False)
+    assert rep.goal == [] and rep.worst == []

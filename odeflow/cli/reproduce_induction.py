@@ -6,7 +6,7 @@ gradient descent at learning rate 1 on all parameters jointly from the code's
 init, the authors' training loss (``"code"``), ``--steps`` steps; beside it the
 population flow (``L -> infinity``) from the same init at ``t = k``, and the
 finite-``L`` level (``flow="finite_l"``, its own sample of 9000 sequences, seed
-``max(seeds) + 1``) (:mod:`odeflow.training.induction.beside_flow`). Writes into
+``max(seeds) + 1``) (:mod:`odeflow.experiments.induction`). Writes into
 ``--out``:
 
 - ``induction.csv``: per recorded step (0, 1, then log-spaced, and t = 5, 10,
@@ -63,9 +63,9 @@ def run(args) -> int:
         wrote_line,
     )
     from odeflow.cli.tables import width_of, wrap
+    from odeflow.experiments import induction as experiment
     from odeflow.io import atomic_write_text
     from odeflow.plots.induction import comparison_title, plot_run_beside_flow
-    from odeflow.training.induction import beside_flow as induction_flow
 
     if getattr(args, "same_start", False):
         raise ValidationError("same_start", "only for fig6 (induction runs start from the "
@@ -76,11 +76,8 @@ def run(args) -> int:
     replaced = replaced_files(out, OUTPUTS)
     progress = False if args.no_progress else None
     start = time.perf_counter()
-    comp = induction_flow.compare(seeds=args.seeds, steps=args.steps, progress=progress)
-    table = induction_flow.rows(comp)
-    goal = induction_flow.agreement(comp)
-    reached = any(k >= induction_flow.GOAL_TIMES[0] for k in comp.steps)
-    worst = induction_flow.worst_agreement(comp) if reached else []
+    rep = experiment.reproduce(seeds=args.seeds, steps=args.steps, progress=progress)
+    comp, table, goal, worst = rep.comparison, rep.table, rep.goal, rep.worst
     others = ({} if comp.finite_l is None else
               {f"finite-L level (own sample, seed {comp.finite_l_seed})": comp.finite_l})
     fig = plot_run_beside_flow(comp.mean_run, comp.flow,
@@ -95,42 +92,59 @@ def run(args) -> int:
         elif path.exists():  # an earlier run's goal table: it does not describe this run
             path.unlink()
             print(f"removed {path}: an earlier run's; this run (--steps {args.steps}) reaches "
-                  f"no goal time (t >= {induction_flow.GOAL_TIMES[0]:g})")  # quotes a path
+                  f"no goal time (t >= {experiment.GOAL_TIMES[0]:g})")  # quotes a path
     print_table(table, ["step", "a_run", "a_flow", "loss_run", "loss_flow"],
                 every=max(1, len(table) // 12), width=width)
     if goal:
-        print()
-        print_table(goal, ["t", "a_run", "a_flow", "a_rel_err", "loss_run", "loss_flow",
-                           "loss_abs_err"], width=width)
-        print(wrap(f"goal (a within {induction_flow.A_TOLERANCE:.0%}, loss within "
-                   f"{induction_flow.LOSS_TOLERANCE}): population flow: a met at "
-                   f"{sum(r['a_ok'] for r in goal)}/{len(goal)} times, loss at "
-                   f"{sum(r['loss_ok'] for r in goal)}/{len(goal)}", width))
-        if comp.flow_loss_at_length is not None:
-            print_table(goal, ["t", "loss_run", "loss_flow_at_length", "loss_abs_err_at_length"],
-                        width=width)
-            print(wrap(f"population flow's parameters scored at L = {comp.length} (the "
-                       f"finite-L loss on seed {comp.finite_l_seed}'s sample): loss at "
-                       f"{sum(r['loss_ok_at_length'] for r in goal)}/{len(goal)}", width))
-        if comp.finite_l is not None:
-            print_table(goal, ["t", "a_finite_l", "a_rel_err_finite_l", "loss_finite_l",
-                               "loss_abs_err_finite_l"], width=width)
-            print(wrap(f"finite-L level (seed {comp.finite_l_seed}): a met at "
-                       f"{sum(r['a_ok_finite_l'] for r in goal)}/{len(goal)} times, loss at "
-                       f"{sum(r['loss_ok_finite_l'] for r in goal)}/{len(goal)}", width))
+        print_goal(goal, comp, width)
     if worst:
-        print()
-        print_table(worst, ["level", "times", "a_rel_err", "a_rel_err_t", "a_rel_err_to_run",
-                            "a_misses", "loss_abs_err", "loss_abs_err_t", "loss_misses"],
-                    width=width)
-        print(wrap(f"the goal over every recorded step from t = {worst[0]['t_from']:g} to "
-                   f"{worst[0]['t_to']:g} ({worst[0]['times']} step"
-                   f"{'' if worst[0]['times'] == 1 else 's'}): "
-                   + "; ".join(f"{r['level']}: a misses at {r['a_misses']}, loss at "
-                               f"{r['loss_misses']}" for r in worst), width))
+        print_worst(worst, width)
     seconds = time.perf_counter() - start
     for path in written:
         print(wrote_line(path, replaced))
     print(wrap(f"induction: {len(comp.seeds)} seeds x {comp.count} sequences of L = "
                f"{comp.length}, {args.steps} steps, loss {comp.loss!r}, {seconds:.1f} s", width))
     return 0
+
+
+def print_goal(goal: list, comp, width: int) -> None:
+    """The goal table of each level and how many of its times meet the goal."""
+    from odeflow.cli.reproduce import print_table
+    from odeflow.cli.tables import wrap
+    from odeflow.experiments import induction as experiment
+
+    print()
+    print_table(goal, ["t", "a_run", "a_flow", "a_rel_err", "loss_run", "loss_flow",
+                       "loss_abs_err"], width=width)
+    print(wrap(f"goal (a within {experiment.A_TOLERANCE:.0%}, loss within "
+               f"{experiment.LOSS_TOLERANCE}): population flow: a met at "
+               f"{sum(r['a_ok'] for r in goal)}/{len(goal)} times, loss at "
+               f"{sum(r['loss_ok'] for r in goal)}/{len(goal)}", width))
+    if comp.flow_loss_at_length is not None:
+        print_table(goal, ["t", "loss_run", "loss_flow_at_length", "loss_abs_err_at_length"],
+                    width=width)
+        print(wrap(f"population flow's parameters scored at L = {comp.length} (the "
+                   f"finite-L loss on seed {comp.finite_l_seed}'s sample): loss at "
+                   f"{sum(r['loss_ok_at_length'] for r in goal)}/{len(goal)}", width))
+    if comp.finite_l is not None:
+        print_table(goal, ["t", "a_finite_l", "a_rel_err_finite_l", "loss_finite_l",
+                           "loss_abs_err_finite_l"], width=width)
+        print(wrap(f"finite-L level (seed {comp.finite_l_seed}): a met at "
+                   f"{sum(r['a_ok_finite_l'] for r in goal)}/{len(goal)} times, loss at "
+                   f"{sum(r['loss_ok_finite_l'] for r in goal)}/{len(goal)}", width))
+
+
+def print_worst(worst: list, width: int) -> None:
+    """The goal over its interval: the worst errors per level and how many steps miss."""
+    from odeflow.cli.reproduce import print_table
+    from odeflow.cli.tables import wrap
+
+    print()
+    print_table(worst, ["level", "times", "a_rel_err", "a_rel_err_t", "a_rel_err_to_run",
+                        "a_misses", "loss_abs_err", "loss_abs_err_t", "loss_misses"],
+                width=width)
+    print(wrap(f"the goal over every recorded step from t = {worst[0]['t_from']:g} to "
+               f"{worst[0]['t_to']:g} ({worst[0]['times']} step"
+               f"{'' if worst[0]['times'] == 1 else 's'}): "
+               + "; ".join(f"{r['level']}: a misses at {r['a_misses']}, loss at "
+                           f"{r['loss_misses']}" for r in worst), width))

@@ -5,5 +5,7 @@ docs' ``make_*.py`` scripts and the benchmarks import:
 
 - :mod:`odeflow.experiments.paper`: Scan and Snap's Figs. 4-6 beside the levels;
 - :mod:`odeflow.experiments.goals`: their pass/fail goal tables and the study of
-  Fig. 6's misses.
+  Fig. 6's misses;
+- :mod:`odeflow.experiments.induction`: the induction-head reproduction and its goal
+  table.
 """
