@@ -210,14 +210,6 @@ class Protocol:
 
 
 # ------------------------------------------------------------------ optimisers
-def _same(a, b) -> bool:
-    """Whether two numbers or pairs of numbers are equal (False for non-numbers)."""
-    try:
-        return np.array_equal(np.asarray(a, dtype=float), np.asarray(b, dtype=float))
-    except (TypeError, ValueError):
-        return False
-
-
 def _protocol_fields(optimizer: Optimizer, protocol: Protocol) -> dict:
     """The fields ``optimizer``, ``momentum``, ``betas``, ``eps`` that an optimiser object
     stands for; a ValidationError names a field given with another value."""
@@ -231,8 +223,9 @@ def _protocol_fields(optimizer: Optimizer, protocol: Protocol) -> dict:
     defaults = {f.name: f.default for f in dataclasses.fields(Protocol)}
     for name, value in fields.items():
         given = getattr(protocol, name)
-        if name != "optimizer" and not _same(given, defaults[name]) \
-                and not _same(given, value):
+        if name != "optimizer" and not any(np.array_equal(np.asarray(given, dtype=object),
+                                                          np.asarray(x, dtype=object))
+                                           for x in (defaults[name], value)):
             raise ValidationError(name, f"is {given!r} but optimizer="
                                   f"{type(optimizer).__name__}(...) says {value!r}; give "
                                   "one of them")
@@ -388,6 +381,37 @@ class TrainingRun:
                                 **self.protocol.to_dict()})
 
 
+def _record_marks(steps: int, record_every) -> np.ndarray:
+    """Recorded steps: ``0, record_every, ..`` and ``steps`` (only ``0, steps`` for None)."""
+    every = steps if record_every is None else check_count(record_every, "record_every")
+    marks = np.arange(0, steps + 1, every, dtype=np.int64)
+    return marks if marks[-1] == steps else np.append(marks, steps)
+
+
+def _layout(data: DataModel, init: str, unlumped: bool | None) -> tuple:
+    """``(layout, lumped)``: lumped for a zero start unless ``unlumped`` (module docstring)."""
+    lumped = init == "zero" if unlumped is None else not unlumped
+    if lumped and init != "zero":
+        raise ValidationError("unlumped", "a random start needs the un-lumped decoder")
+    return (LumpedLayout(data) if lumped else UnlumpedLayout(data)), lumped
+
+
+def _starts(data: DataModel, init: str, layout, lumped: bool, rngs) -> tuple:
+    """``(Y, Z, z_base)`` of every seed's start (:func:`initial_state` with its generator):
+    ``Y`` in ``layout`` (zero when lumped), ``Z`` on the query rows and active columns,
+    ``z_base`` the query rows over all tokens; the seed axis first."""
+    S, active = len(rngs), data.active_tokens
+    Y = np.empty((S, layout.R, layout.L))
+    Z = np.empty((S, layout.q, layout.L))
+    z_base = np.empty((S, layout.q, data.vocab_size))
+    for i, rng in enumerate(rngs):
+        Y_full, Z_full = initial_state(data, init, rng)
+        Y[i] = 0.0 if lumped else Y_full[decoder_row_order(data)][:, active]  # 0: zero init
+        z_base[i] = Z_full[data.query_tokens]
+        Z[i] = z_base[i][:, active]
+    return Y, Z, z_base
+
+
 def train(data: DataModel, protocol: Protocol | None = None, seeds=1,
           record_every: int | None = 1, progress: bool | None = None,
           unlumped: bool | None = None) -> TrainingRun:
@@ -428,28 +452,12 @@ def train(data: DataModel, protocol: Protocol | None = None, seeds=1,
         raise ValidationError("protocol", f"must be a Protocol, got {type(protocol).__name__}")
     seeds = check_seeds(seeds)
     p = protocol
-    record_every = p.steps if record_every is None else check_count(record_every,
-                                                                     "record_every")
-    marks = np.arange(0, p.steps + 1, record_every, dtype=np.int64)
-    if marks[-1] != p.steps:
-        marks = np.append(marks, p.steps)
-    lumped = p.init == "zero" if unlumped is None else not unlumped
-    if lumped and p.init != "zero":
-        raise ValidationError("unlumped", "a random start needs the un-lumped decoder")
-    layout = LumpedLayout(data) if lumped else UnlumpedLayout(data)
-    S, active, queries = len(seeds), data.active_tokens, data.query_tokens
-    rngs = [np.random.default_rng(s) for s in seeds]
-    Y = np.empty((S, layout.R, layout.L))
-    Z = np.empty((S, layout.q, layout.L))
-    z_base = np.empty((S, layout.q, data.vocab_size))
-    for i, rng in enumerate(rngs):
-        Y_full, Z_full = initial_state(data, p.init, rng)
-        Y[i] = 0.0 if lumped else Y_full[decoder_row_order(data)][:, active]  # 0: zero init
-        z_base[i] = Z_full[queries]
-        Z[i] = z_base[i][:, active]
+    marks = _record_marks(p.steps, record_every)
+    layout, lumped = _layout(data, p.init, unlumped)
+    S, rngs = len(seeds), [np.random.default_rng(s) for s in seeds]
+    Y, Z, z_base = _starts(data, p.init, layout, lumped, rngs)
     decoder_initial = Y.copy()
-    opt_y = _Optimizer(p, p.eta_y, Y.shape)
-    opt_z = _Optimizer(p, p.eta_z, Z.shape)
+    opt_y, opt_z = _Optimizer(p, p.eta_y, Y.shape), _Optimizer(p, p.eta_z, Z.shape)
     rec_Z = np.empty((marks.size, S, layout.q, layout.L))
     rec_Z[0] = Z
     loss = np.empty((S, p.steps + 1))
