@@ -1,4 +1,41 @@
-"""Adam (bias-corrected, no weight decay) and its ODE in step time (``docs/optimisers.md``)."""
+"""Adam (bias-corrected, no weight decay) and its ODE in step time (``docs/optimisers.md``).
+
+:class:`Adam` (``m <- b1 m + (1-b1) g``, ``v <- b2 v + (1-b2) g^2``, ``theta <-
+theta + eta m_hat / (sqrt(v_hat) + eps)``, bias-corrected), entrywise:
+
+.. math::
+
+    m' = k_1 (g - m), \\quad v' = k_2 (g^2 - v), \\quad
+    \\theta' = \\eta \\frac{m / (1 - b_1^s)}{\\sqrt{v / (1 - b_2^s)} + \\epsilon},
+
+with the plain rates ``k_i = 1 - b_i`` or, ``modified=True``, the rates
+``k_i = -ln b_i`` of the exact continuous twin of the moment recursions (a
+constant ``g`` then gives ``m(s) = (1 - b_1^s) g``, so ``m_hat = g`` at every
+``s``, as in the recursion). The bias corrections are singular at ``s = 0``:
+``start="limit"`` starts there from the limits ``m_hat -> (k_1 / ln(1/b_1)) g``,
+``v_hat -> (k_2 / ln(1/b_2)) g^2`` (the limits of ``m / (1 - b^s)`` as ``s -> 0``
+with ``m(0) = 0``; ``m_hat -> g`` exactly with the modified rates);
+``start="first_step"`` takes the first Adam steps exactly (``exact_steps = k``:
+the recursion's states, straight lines between them; ``"auto"``, the default:
+every step that is some entry's first, then one more) and the ODE from its clock
+``s = k``. As the heavy ball's velocity, the update takes the *new* moments, so
+read staggered (``theta_k`` at ``s = k + 1/2``, ``m_k, v_k`` at ``s = k``) the
+recursion is the ODE's midpoint rule, second order (CF7 item 6); ``offset``
+(default ``1/2``) is that reading, the ODE started at ``s = k`` from
+``theta_k - offset (theta_k - theta_{k-1})``.
+:func:`odeflow.solve` copies those states into the solution
+(:attr:`~odeflow.fields.optimizers.OptimizerFlow.exact_until`) and integrates only from ``s = k``.
+Adam acts per entry, so a lumped state is valid only where the lumped entries
+share their gradient exactly: they do in the lumped decoder row of Levels E and
+T (the ``M - K`` non-next outputs it stands for have equal rows and so equal
+gradients; the row carries one output's gradient, not their sum), and entries
+that never move (inactive columns, logits no class attends) have a
+zero gradient, so Adam leaves them at rest as the full model does.
+
+Jacobian of the flow's state ``(theta, m, v)``: ``[[0, D_m, D_v], [k_1 dg, -k_1 I, 0],
+[2 k_2 diag(g) dg, 0, -k_2 I]]`` (``dg = diag(1/eta) dF``, ``D_m``, ``D_v`` diagonal;
+``D_v`` is taken as 0 where ``v = 0``, where it is unbounded: entries at rest).
+"""
 
 from __future__ import annotations
 

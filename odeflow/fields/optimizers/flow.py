@@ -24,74 +24,23 @@ variables are not the parameters.
 
 Descriptions
 ------------
-:class:`Momentum` (heavy ball, ``v <- mu v + g``, ``theta <- theta + eta v``):
-with ``u = eta v``,
-
-.. math::
-
-    \\theta' = u, \\qquad u' = a F(\\theta) - b u,
-
-the plain rates ``a = 1, b = 1 - mu``, or (``modified=True``)
-with the *matched* rates ``b = -ln mu``, ``a = b / (1 - mu)``. The recursion
-``u_{k+1} = mu u_k + F(theta_k)``, ``theta_{k+1} = theta_k + u_{k+1}`` uses the
-*new* velocity: it is the symplectic, not the forward, Euler step of the ODE,
-and read on a staggered grid (``theta_k`` at ``s = k + 1/2``, ``u_k`` at ``s =
-k``) it is the ODE's midpoint rule, second order except for the damping term,
-which is first order in ``1 - mu``; the matched rates make that term exact for a
-constant force (``derivations/heavy_ball_modified_equation.py`` derives both
-with sympy). Hence ``offset``: the trajectory at step ``k`` is the ODE, started
-at rest, read at ``s = k + offset`` (default ``1/2``: the ODE starts at rest
-half a step *before* step 0, so its state at step 0 is not exactly
-``theta_0``). ``offset = 0`` with ``u(0) = 0`` lags the recursion by one step
-under a constant gradient. The defaults (the half-step reading, the matched
-rates when ``mu > 0``) are chosen against the deterministic discrete heavy ball,
-never against training runs (``docs/optimisers.md``, ``docs/make_optimisers.py``).
-
-:class:`Adam` (``m <- b1 m + (1-b1) g``, ``v <- b2 v + (1-b2) g^2``, ``theta <-
-theta + eta m_hat / (sqrt(v_hat) + eps)``, bias-corrected), entrywise:
-
-.. math::
-
-    m' = k_1 (g - m), \\quad v' = k_2 (g^2 - v), \\quad
-    \\theta' = \\eta \\frac{m / (1 - b_1^s)}{\\sqrt{v / (1 - b_2^s)} + \\epsilon},
-
-with the plain rates ``k_i = 1 - b_i`` or, ``modified=True``, the rates
-``k_i = -ln b_i`` of the exact continuous twin of the moment recursions (a
-constant ``g`` then gives ``m(s) = (1 - b_1^s) g``, so ``m_hat = g`` at every
-``s``, as in the recursion). The bias corrections are singular at ``s = 0``:
-``start="limit"`` starts there from the limits ``m_hat -> (k_1 / ln(1/b_1)) g``,
-``v_hat -> (k_2 / ln(1/b_2)) g^2`` (the limits of ``m / (1 - b^s)`` as ``s -> 0``
-with ``m(0) = 0``; ``m_hat -> g`` exactly with the modified rates);
-``start="first_step"`` takes the first Adam steps exactly (``exact_steps = k``:
-the recursion's states, straight lines between them; ``"auto"``, the default:
-every step that is some entry's first, then one more) and the ODE from its clock
-``s = k``. As the heavy ball's velocity, the update takes the *new* moments, so
-read staggered (``theta_k`` at ``s = k + 1/2``, ``m_k, v_k`` at ``s = k``) the
-recursion is the ODE's midpoint rule, second order (CF7 item 6); ``offset``
-(default ``1/2``) is that reading, the ODE started at ``s = k`` from
-``theta_k - offset (theta_k - theta_{k-1})``.
-:func:`odeflow.solve` copies those states into the solution
-(:attr:`OptimizerFlow.exact_until`) and integrates only from ``s = k``.
-Adam acts per entry, so a lumped state is valid only where the lumped entries
-share their gradient exactly: they do in the lumped decoder row of Levels E and
-T (the ``M - K`` non-next outputs it stands for have equal rows and so equal
-gradients; the row carries one output's gradient, not their sum), and entries
-that never move (inactive columns, logits no class attends) have a
-zero gradient, so Adam leaves them at rest as the full model does.
+Each optimiser's recursion, ODE and Jacobian are documented with its class:
+:class:`~odeflow.fields.optimizers.Momentum` (heavy ball) in
+:mod:`odeflow.fields.optimizers.momentum`, :class:`~odeflow.fields.optimizers.Adam` in
+:mod:`odeflow.fields.optimizers.adam`. :class:`OptimizerFlow` holds what they share:
+the flat state, the exact first steps, the offset clock and the result; it calls the
+optimiser's ``flow_step``, ``ode_rhs`` and ``ode_jacobian`` and never branches on
+its kind.
 
 Time axis. Trajectories of an optimiser flow are on the step axis
 (``traj.steps``); the heavy ball also carries the flow time of the warm-up map
 (``traj.flow_time``, :meth:`Momentum.flow_time`); Adam has no first-order time
 map (``traj.flow_time`` is None): its ODE is the comparison.
 
-Jacobian. The heavy ball's is ``[[0, I], [a dF, -b I]]`` and Adam's
-``[[0, D_m, D_v], [k_1 dg, -k_1 I, 0], [2 k_2 diag(g) dg, 0, -k_2 I]]``
-(``dg = diag(1/eta) dF``, ``D_m``, ``D_v`` diagonal), both built from the inner
-field's analytic Jacobian ``dF`` (Adam's ``D_v`` is taken as 0 where ``v = 0``, where it
-is unbounded: entries at rest); :meth:`OptimizerFlow.jacobian` returns them
-dense (every integrator, LSODA included, takes a dense Jacobian) and
-:meth:`OptimizerFlow.jac_sparsity` the block pattern for states too large for a
-dense one.
+Jacobian. Each optimiser's, built from the inner field's analytic Jacobian ``dF``;
+:meth:`OptimizerFlow.jacobian` returns it dense (every integrator, LSODA included,
+takes a dense Jacobian) and :meth:`OptimizerFlow.jac_sparsity` the block pattern for
+states too large for a dense one.
 """
 
 from __future__ import annotations
@@ -164,6 +113,8 @@ class OptimizerFlow(Field):
     is the inner field's (a Trajectory on the step axis) with the optimiser's
     state as the series ``velocity`` or ``moment1``, ``moment2``, the heavy
     ball's flow time as the series ``flow_time``, and ``meta["optimizer"]``.
+    The optimiser supplies the steps (``flow_step``), the right-hand side
+    (``ode_rhs``), the Jacobian (``ode_jacobian``) and the series (``series``).
     """
 
     def __init__(self, inner: Field, optimizer):

@@ -1,8 +1,30 @@
 """Heavy-ball momentum (SGD with momentum, no dampening) and its ODE (``docs/optimisers.md``).
 
-The recursion ``v <- mu v + g``, ``theta <- theta + eta v`` and, with ``u = eta v``,
-its ODE in step time ``theta' = u``, ``u' = a F(theta) - b u`` (``F = eta g``; the
-rates ``a``, ``b`` of :meth:`Momentum.coefficients`).
+:class:`Momentum` (heavy ball, ``v <- mu v + g``, ``theta <- theta + eta v``):
+with ``u = eta v``,
+
+.. math::
+
+    \\theta' = u, \\qquad u' = a F(\\theta) - b u,
+
+the plain rates ``a = 1, b = 1 - mu``, or (``modified=True``)
+with the *matched* rates ``b = -ln mu``, ``a = b / (1 - mu)``. The recursion
+``u_{k+1} = mu u_k + F(theta_k)``, ``theta_{k+1} = theta_k + u_{k+1}`` uses the
+*new* velocity: it is the symplectic, not the forward, Euler step of the ODE,
+and read on a staggered grid (``theta_k`` at ``s = k + 1/2``, ``u_k`` at ``s =
+k``) it is the ODE's midpoint rule, second order except for the damping term,
+which is first order in ``1 - mu``; the matched rates make that term exact for a
+constant force (``derivations/heavy_ball_modified_equation.py`` derives both
+with sympy). Hence ``offset``: the trajectory at step ``k`` is the ODE, started
+at rest, read at ``s = k + offset`` (default ``1/2``: the ODE starts at rest
+half a step *before* step 0, so its state at step 0 is not exactly
+``theta_0``). ``offset = 0`` with ``u(0) = 0`` lags the recursion by one step
+under a constant gradient. The defaults (the half-step reading, the matched
+rates when ``mu > 0``) are chosen against the deterministic discrete heavy ball,
+never against training runs (``docs/optimisers.md``, ``docs/make_optimisers.py``).
+
+Jacobian of the flow's state ``(theta, u)``: ``[[0, I], [a dF, -b I]]``, with ``dF``
+the inner field's.
 """
 
 from __future__ import annotations
