@@ -149,9 +149,8 @@ step by step in {{doc}}`which_level`.
 SOURCES = ("sgd_mean", "level_E", "level_R", "level_T")
 
 
-def fig6_section(rows: list[dict]) -> str:
-    seeds = int(rows[0]["seeds"])
-    steps = int(rows[0]["steps"])
+def trend_table(rows: list[dict]) -> list[str]:
+    """Markdown rows: per preset, the shares of pairs moving as the paper says, per source."""
     summaries = {c: trend_summary(rows, c) for c in SOURCES}
     table = ["| preset | M | SGD: falls with eta_Z | SGD: rises with eta_Y/eta_Z | "
              "Level E: falls | Level E: rises | Level R: falls | Level R: rises | "
@@ -162,6 +161,11 @@ def fig6_section(rows: list[dict]) -> str:
         cells = " | ".join(f"{summaries[c][i]['falls_with_eta_z']:.0%} | "
                            f"{summaries[c][i]['rises_with_ratio']:.0%}" for c in SOURCES)
         table.append(f"| {s['preset']} | {M} | {cells} |")
+    return table
+
+
+def threshold_table(rows: list[dict]) -> list[str]:
+    """Markdown rows: per preset and source, how many ratio pairs rise (1 -> 2, later)."""
     threshold = []
     for preset in dict.fromkeys(r["preset"] for r in rows):
         cells = [r for r in rows if r["preset"] == preset]
@@ -173,6 +177,13 @@ def fig6_section(rows: list[dict]) -> str:
             first = sum(ups[0::3])
             later = sum(ups[1::3]) + sum(ups[2::3])
             threshold.append(f"| {preset} | {name} | {first}/4 | {later}/8 |")
+    return threshold
+
+
+def fig6_section(rows: list[dict]) -> str:
+    seeds = int(rows[0]["seeds"])
+    steps = int(rows[0]["steps"])
+    table, threshold = trend_table(rows), threshold_table(rows)
     spread = {c: (min(x[c] for x in rows), max(x[c] for x in rows)) for c in SOURCES}
     std_max = max(x["sgd_std"] for x in rows)
     return f"""
@@ -281,6 +292,44 @@ flow solves); shares of pairs falling with `eta_Z` / rising with the ratio:
 """
 
 
+def cost_section(rows6: list[dict]) -> str:
+    """The wall time of Fig. 6's cells (training, flows, optimiser flows), measured."""
+    cost = (sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6),
+            sum(x.get("optflow_T_seconds", 0.0) + x.get("optflow_E_seconds", 0.0)
+                for x in rows6))
+    whole = ""
+    if (OUT / "cost.csv").exists():
+        seconds = {r["what"]: r["seconds"] for r in read_csv(OUT / "cost.csv")}
+        if "whole reproduce fig6" in seconds:
+            whole = f" ({seconds['whole reproduce fig6']:.0f} s wall in all)"
+    return f"""
+## Cost
+
+The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of first-order
+flow solves (columns `train_seconds`, `flow_seconds` of fig6.csv), and
+{cost[2]:.0f} s of optimiser-flow ensembles (Level T and Level E from each seed's start,
+columns `optflow_T_seconds`, `optflow_E_seconds`; {{doc}}`which_level`){whole}, on the
+two cores shared with other work (the ratio of the two, not the seconds, is the figure:
+{{doc}}`benchmarks`).
+Before the optimiser flows were added,
+`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed 102.1 s
+wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T beside every cell)
+on the 2-core machine, with a fuzz run busy on the other core (load average 0.8 when it
+started), well under the 10-minute goal. The
+same run printed, for one Fig. 6 cell per vocabulary size, 10 seeds in one
+ensemble against 10 single-seed runs (best of 2): 0.45 s vs 0.44 s
+(syn-medium-1), 0.59 vs 0.64 (-3), 0.91 vs 0.98 (-5), 2.05 vs 1.90 (-10).
+Running the seeds together saves almost nothing here, against the hope that
+it would cost far less than 10 runs: a step's work (drawing 128 count vectors
+of 127 tokens, the feature and gradient arrays of 128 sequences) grows with
+the number of seeds, and at batch 128 the Python overhead that one array
+operation removes is a small part of it (a profile of the 10-seed run on
+syn-medium-3: 0.45 s of the 1.27 s in the batch loss and gradient, 0.39 s in
+drawing the counts, both proportional to the seeds). The ensemble is kept
+because it is no slower and keeps the seeds in one array.
+"""
+
+
 def verdict_section(rows6, rows4, same) -> str:
     s = {c: trend_summary(rows6, c) for c in SOURCES}
 
@@ -304,14 +353,6 @@ def verdict_section(rows6, rows4, same) -> str:
     lo_t, hi_t = min(x["level_T"] for x in rows6), max(x["level_T"] for x in rows6)
     lo_e, hi_e = min(x["level_E"] for x in rows6), max(x["level_E"] for x in rows6)
     lo_s, hi_s = min(x["sgd_mean"] for x in rows6), max(x["sgd_mean"] for x in rows6)
-    cost = (sum(x["train_seconds"] for x in rows6), sum(x["flow_seconds"] for x in rows6),
-            sum(x.get("optflow_T_seconds", 0.0) + x.get("optflow_E_seconds", 0.0)
-                for x in rows6))
-    whole = ""
-    if (OUT / "cost.csv").exists():
-        seconds = {r["what"]: r["seconds"] for r in read_csv(OUT / "cost.csv")}
-        if "whole reproduce fig6" in seconds:
-            whole = f" ({seconds['whole reproduce fig6']:.0f} s wall in all)"
     return f"""
 ## Which level reproduces which claim
 
@@ -357,32 +398,7 @@ In words, for Fig. 6 (numbers from the tables above):
   seen in the runs; not a claim any level models.
 
 {same_start_section(same)}
-
-## Cost
-
-The 64 cells of Fig. 6 took {cost[0]:.0f} s of training and {cost[1]:.0f} s of first-order
-flow solves (columns `train_seconds`, `flow_seconds` of fig6.csv), and
-{cost[2]:.0f} s of optimiser-flow ensembles (Level T and Level E from each seed's start,
-columns `optflow_T_seconds`, `optflow_E_seconds`; {{doc}}`which_level`){whole}, on the
-two cores shared with other work (the ratio of the two, not the seconds, is the figure:
-{{doc}}`benchmarks`).
-Before the optimiser flows were added,
-`python benchmarks/bench_reproduce.py --seeds 10 --out docs/reproduce` printed 102.1 s
-wall for the whole `odeflow reproduce fig6 --seeds 10` (Level E, R and T beside every cell)
-on the 2-core machine, with a fuzz run busy on the other core (load average 0.8 when it
-started), well under the 10-minute goal. The
-same run printed, for one Fig. 6 cell per vocabulary size, 10 seeds in one
-ensemble against 10 single-seed runs (best of 2): 0.45 s vs 0.44 s
-(syn-medium-1), 0.59 vs 0.64 (-3), 0.91 vs 0.98 (-5), 2.05 vs 1.90 (-10).
-Running the seeds together saves almost nothing here, against the hope that
-it would cost far less than 10 runs: a step's work (drawing 128 count vectors
-of 127 tokens, the feature and gradient arrays of 128 sequences) grows with
-the number of seeds, and at batch 128 the Python overhead that one array
-operation removes is a small part of it (a profile of the 10-seed run on
-syn-medium-3: 0.45 s of the 1.27 s in the batch loss and gradient, 0.39 s in
-drawing the counts, both proportional to the seeds). The ensemble is kept
-because it is no slower and keeps the seeds in one array.
-"""
+{cost_section(rows6)}"""
 
 
 def build(seeds: int, run: bool = True) -> None:

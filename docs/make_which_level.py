@@ -214,6 +214,45 @@ their minibatch noise (below).
 """
 
 
+def prediction_table(rows6: list[dict], presets: list, columns: list) -> list[str]:
+    """Markdown rows: per prediction column, the cells within one seed sd per preset."""
+    starts = {r.get("levels_from", "zero") for r in rows6}
+    table = ["| prediction | " + " | ".join(presets) + " | all |",
+             "|---|" + "---|" * (len(presets) + 1)]
+    for col, name in columns:
+        if col not in rows6[0]:
+            continue
+        g = fig6_goal(rows6, col)
+        per = [sum(d <= FIG6_GOAL_SD for d, r in zip(g["distance"], rows6, strict=True)
+                   if r["preset"] == p) for p in presets]
+        n = [sum(r["preset"] == p for r in rows6) for p in presets]
+        if col.startswith("level_"):
+            name += f" ({'/'.join(sorted(starts))} start)"
+        table.append(f"| {name} | " + " | ".join(f"{a}/{b}" for a, b in zip(per, n, strict=True))
+                     + f" | {g['hits']}/{g['cells']} |")
+    return table
+
+
+def misses_table(rows6: list[dict], goal: dict, studied: dict) -> list[str]:
+    """Markdown rows: each cell outside one sd, with why (:func:`miss_reason`)."""
+    misses = ["| preset | `eta_Z` | `eta_Y/eta_Z` | `eta_Y` | runs (mean ± sd) | flow | "
+              "distance (sd) | why |", "|---|---|---|---|---|---|---|---|"]
+    by_key = {cell(r): r for r in rows6}
+    for m in goal["misses"]:
+        key = cell(m)
+        row = by_key[key]
+        misses.append(f"| {m['preset']} | {m['eta_z']:g} | {m['ratio']:g} | {m['eta_y']:g} | "
+                      f"{m['sgd_mean']:.4f} ± {m['sgd_std']:.4f} | {m['prediction']:.4f} | "
+                      f"{m['distance']:.2f} | {miss_reason(m, row, studied.get(key))} |")
+    return misses
+
+
+def spread_ratio(rows: list[dict]) -> float:
+    """Median ratio of the flows' spread over the seeds' starts to the runs' sd."""
+    vals = sorted(r["optflow_T_std"] / r["sgd_std"] for r in rows if r["sgd_std"] > 0)
+    return vals[len(vals) // 2] if vals else float("nan")
+
+
 def fig6_section(rows6: list[dict], study: list[dict],
                  discrete: list[dict] | None = None) -> tuple[str, dict]:
     if discrete and len(discrete) == len(rows6):
@@ -231,38 +270,12 @@ def fig6_section(rows6: list[dict], study: list[dict],
                ("optflow_E_mean", "heavy-ball flow, Level E (runs' starts)"),
                ("level_T", "first-order Level T, warm-up map"),
                ("level_E", "first-order Level E, warm-up map")]
-    starts = {r.get("levels_from", "zero") for r in rows6}
-    table = ["| prediction | " + " | ".join(presets) + " | all |",
-             "|---|" + "---|" * (len(presets) + 1)]
-    for col, name in columns:
-        if col not in rows6[0]:
-            continue
-        g = fig6_goal(rows6, col)
-        per = [sum(d <= FIG6_GOAL_SD for d, r in zip(g["distance"], rows6, strict=True)
-                   if r["preset"] == p) for p in presets]
-        n = [sum(r["preset"] == p for r in rows6) for p in presets]
-        if col.startswith("level_"):
-            name += f" ({'/'.join(sorted(starts))} start)"
-        table.append(f"| {name} | " + " | ".join(f"{a}/{b}" for a, b in zip(per, n, strict=True))
-                     + f" | {g['hits']}/{g['cells']} |")
-    misses = ["| preset | `eta_Z` | `eta_Y/eta_Z` | `eta_Y` | runs (mean ± sd) | flow | "
-              "distance (sd) | why |", "|---|---|---|---|---|---|---|---|"]
-    by_key = {cell(r): r for r in rows6}
+    table = prediction_table(rows6, presets, columns)
     studied = {cell(r): r for r in study}
-    for m in goal["misses"]:
-        key = cell(m)
-        row = by_key[key]
-        misses.append(f"| {m['preset']} | {m['eta_z']:g} | {m['ratio']:g} | {m['eta_y']:g} | "
-                      f"{m['sgd_mean']:.4f} ± {m['sgd_std']:.4f} | {m['prediction']:.4f} | "
-                      f"{m['distance']:.2f} | {miss_reason(m, row, studied.get(key))} |")
+    misses = misses_table(rows6, goal, studied)
     d = sorted(goal["distance"])
     median = d[len(d) // 2] if d else float("nan")
     missed = {cell(m) for m in goal["misses"]}
-
-    def spread_ratio(rows):
-        vals = sorted(r["optflow_T_std"] / r["sgd_std"] for r in rows if r["sgd_std"] > 0)
-        return vals[len(vals) // 2] if vals else float("nan")
-
     spread_miss = spread_ratio([r for r in rows6 if cell(r) in missed])
     spread_hit = spread_ratio([r for r in rows6 if cell(r) not in missed])
     above = sum(m["prediction"] > m["sgd_mean"] for m in goal["misses"])
