@@ -51,8 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
-from odeflow.sweep.journal import read_journal
-from odeflow.sweep.outputs import VARYING
+from odeflow.sweeps.journal import read_journal
+from odeflow.sweeps.outputs import VARYING
 
 #: The campaign's sweep: the exact flow on syn-small over 4 x 5 learning rates with BDF.
 CONFIG = """
@@ -158,7 +158,7 @@ class Campaign:
 
     @staticmethod
     def read(store: Path):
-        from odeflow.sweep import open_store
+        from odeflow.sweeps import open_store
 
         return open_store(store)
 

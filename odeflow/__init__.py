@@ -25,7 +25,7 @@ The package is layered, each layer importing only the ones below it:
 5. :mod:`odeflow.analysis` (closed forms, diagnostics, level comparisons,
    verification, both families' closed forms) and :mod:`odeflow.training`
    (gradient ascent, SGD, the papers' protocols, the induction family's training);
-6. :mod:`odeflow.sweep`: parameter sweeps (``odeflow.sweep(task, grid, ...)``);
+6. :mod:`odeflow.sweeps`: parameter sweeps (:func:`sweep`: ``odeflow.sweep(task, grid, ...)``);
 7. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
 
 :mod:`odeflow.errors`, :mod:`odeflow.numerics` and :mod:`odeflow.io` sit
@@ -43,7 +43,7 @@ from odeflow.version import __version__  # noqa: F401 (in __all__)
 
 #: Public name -> module that defines it (``None``: the name is a submodule of odeflow).
 _EXPORTS = {
-    "sweep": None,  # a callable package: odeflow.sweep(task, grid, ...)
+    "sweep": "odeflow.sweeps",
     "closed_forms": "odeflow.analysis",
     "diagnostics": "odeflow.analysis",
     "compare_runs": "odeflow.analysis.compare",
@@ -67,7 +67,7 @@ __all__ = sorted({*_EXPORTS, "SolveError", "ValidationError", "__version__"})
 #: Subpackages reached as attributes after ``import odeflow`` alone (e.g. the docs'
 #: ``odeflow.analysis.measures.distinct_entropy``); imported on first use, not in __all__.
 _SUBPACKAGES = frozenset({"analysis", "cli", "data", "fields", "io", "numerics", "plots",
-                          "results", "solver", "testing", "training"})
+                          "results", "solver", "sweeps", "testing", "training"})
 
 
 def __getattr__(name: str):

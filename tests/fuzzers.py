@@ -293,7 +293,7 @@ def cli_argv(draw, verb: str, files: dict | None = None):
     return argv
 
 
-#: Sweep task kinds by family (the names of :data:`odeflow.sweep.TASKS`).
+#: Sweep task kinds by family (the names of :data:`odeflow.sweeps.TASKS`).
 _SWEEP_FLOWS = ("exact", "reduced", "snap", "finite_t")
 _SWEEP_RUNS = ("gradient_ascent", "sgd", "adam")
 

@@ -11,7 +11,7 @@ fold (every point in the journal). A tampering is a bit flip, a truncation, a
 deletion (a file or a whole array), bytes appended, or an edit of a JSON
 document (an array's ``zarr.json``, the root attributes, ``odeflow_sweep``,
 ``odeflow_integrity``) at a random place. Each damaged copy is read with
-:func:`odeflow.sweep.open_store` and resumed with :func:`odeflow.sweep.sweep`
+:func:`odeflow.sweeps.open_store` and resumed with :func:`odeflow.sweeps.sweep`
 and classified (:func:`classify`):
 
 ``refused``     a :class:`ValidationError` naming ``store`` and the path (both readers)
@@ -36,10 +36,10 @@ from pathlib import Path
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.sweep import make_spec, open_store, sweep
-from odeflow.sweep.journal import JOURNAL_GROUP, Journal
-from odeflow.sweep.outputs import VARYING
-from odeflow.sweep.store import SweepArrays
+from odeflow.sweeps import make_spec, open_store, sweep
+from odeflow.sweeps.journal import JOURNAL_GROUP, Journal
+from odeflow.sweeps.outputs import VARYING
+from odeflow.sweeps.store import SweepArrays
 
 GRID = {"eta_y": [0.5, 1.0], "eta_z": [0.1, 1.0, 2.0]}
 SETTINGS = {"t_end": 50.0}

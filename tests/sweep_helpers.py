@@ -8,8 +8,8 @@ import time
 
 import numpy as np
 
-from odeflow.sweep.journal import read_journal
-from odeflow.sweep.outputs import VARYING
+from odeflow.sweeps.journal import read_journal
+from odeflow.sweeps.outputs import VARYING
 
 #: A 20-point sweep of the exact flow on syn-small (about 4 s serially; 0.6 s of
 #: solves on a quiet machine): long enough to break midway.

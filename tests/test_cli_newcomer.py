@@ -45,7 +45,7 @@ def test_run_imports_no_plotting_or_sweep_stack(tmp_path):
     loaded = modules_after("from odeflow.cli import main\n"
                            f"assert main(['run', '--no-progress', '--out', {str(out)!r}]) == 0")
     assert out.is_file()
-    for heavy in ("matplotlib", "dask", "xarray", "zarr", "odeflow.sweep"):
+    for heavy in ("matplotlib", "dask", "xarray", "zarr", "odeflow.sweeps"):
         assert not {m for m in loaded if m == heavy or m.startswith(heavy + ".")}, heavy
 
 
@@ -56,7 +56,7 @@ def test_import_odeflow_is_light_and_the_flat_api_loads_on_use():
 
     for name in odeflow.__all__:
         assert getattr(odeflow, name) is not None, name
-    assert callable(odeflow.sweep) and odeflow.sweep.__name__ == "odeflow.sweep"
+    assert callable(odeflow.sweep) and odeflow.sweep.__module__ == "odeflow.sweeps.run"
     assert callable(odeflow.solve) and odeflow.solve.__module__.startswith("odeflow.solver")
     with pytest.raises(AttributeError, match="no attribute 'sovle'"):
         odeflow.sovle  # noqa: B018

@@ -139,8 +139,8 @@ def test_a_sequence_class_command_refuses_an_induction_config(capsys, tmp_path):
 
 
 def test_a_sweep_config_reads_the_model_of_its_family():
-    from odeflow.sweep import make_spec
-    from odeflow.sweep.config import parse_sweep_config
+    from odeflow.sweeps import make_spec
+    from odeflow.sweeps.config import parse_sweep_config
 
     sweep = '[sweep]\ntask = "exact"\n[sweep.grid]\neta_y = [1.0]\n'
     ih = find_preset("ih-point")

@@ -28,7 +28,7 @@ LAYERS = {
     "fields": 3,
     "solver": 4,
     "analysis": 5, "training": 5,
-    "sweep": 6,
+    "sweeps": 6,
     "testing": 7, "cli": 7, "plots": 7, "__main__": 7,
     "experiments": 7,
 }
@@ -192,7 +192,7 @@ def test_no_module_imports_another_modules_private_names():
 
 
 def test_the_layers_are_folders():
-    for folder in ("data", "results", "fields", "solver", "analysis", "training", "sweep",
+    for folder in ("data", "results", "fields", "solver", "analysis", "training", "sweeps",
                    "cli", "plots", "experiments"):
         assert (PACKAGE / folder / "__init__.py").is_file(), folder
     flat = sorted(p.stem for p in PACKAGE.glob("*.py"))
@@ -250,7 +250,7 @@ SHARED_MODULES = {
     "odeflow.analysis", "odeflow.analysis.check_registry", "odeflow.training",
 }
 #: Layers whose every module is shared (the solver, sweeps and front ends).
-SHARED_LAYERS = {"solver", "sweep", "cli"}
+SHARED_LAYERS = {"solver", "sweeps", "cli"}
 
 
 def family(name: str) -> str:

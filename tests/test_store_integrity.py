@@ -17,10 +17,10 @@ xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 
 from odeflow.errors import ValidationError  # noqa: E402
-from odeflow.sweep import open_store, sweep  # noqa: E402
-from odeflow.sweep.journal import JOURNAL_GROUP, JOURNAL_NAME, MAGIC, Journal, encode  # noqa: E402
-from odeflow.sweep.spec import make_spec  # noqa: E402
-from odeflow.sweep.store import SweepArrays  # noqa: E402
+from odeflow.sweeps import open_store, sweep  # noqa: E402
+from odeflow.sweeps.journal import JOURNAL_GROUP, JOURNAL_NAME, MAGIC, Journal, encode  # noqa: E402
+from odeflow.sweeps.spec import make_spec  # noqa: E402
+from odeflow.sweeps.store import SweepArrays  # noqa: E402
 from tests.cli_helpers import cli, one_error_line  # noqa: E402
 from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 

@@ -21,10 +21,10 @@ import odeflow  # noqa: E402
 from odeflow.analysis.diagnostics import transition_time  # noqa: E402
 from odeflow.analysis.measures import distinct_entropy  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
-from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
-from odeflow.sweep.config import parse_sweep_config  # noqa: E402
-from odeflow.sweep.journal import read_journal  # noqa: E402
-from odeflow.sweep.outputs import VARYING  # noqa: E402
+from odeflow.sweeps import TASKS, open_store, register, sweep  # noqa: E402
+from odeflow.sweeps.config import parse_sweep_config  # noqa: E402
+from odeflow.sweeps.journal import read_journal  # noqa: E402
+from odeflow.sweeps.outputs import VARYING  # noqa: E402
 from tests.sweep_helpers import TWENTY_POINTS, assert_same_numbers  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def test_entropy_stays_finite_at_huge_logits():
 def test_the_package_is_callable():
     ds = odeflow.sweep("exact", {"eta_z": [0.1]}, settings={"t_end": 1.0}, backend="serial")
     assert "sweep" in odeflow.__all__ and ds.J.dims == ("eta_z", "time")
-    assert "exact" in odeflow.sweep.TASKS
+    assert "exact" in odeflow.sweeps.TASKS
 
 
 def test_dims_are_the_grid_then_seed_then_the_output_axes():
@@ -130,7 +130,7 @@ def test_a_failed_points_message_survives_the_store(tmp_path):
 
 
 def test_adding_a_task_kind_is_one_registry_entry(serial):
-    from odeflow.sweep.tasks import FLOW_PARAMETERS, TaskKind, solve_flow
+    from odeflow.sweeps.tasks import FLOW_PARAMETERS, TaskKind, solve_flow
 
     register(TaskKind("exact_copy", "flow", partial(solve_flow, flow="exact"), FLOW_PARAMETERS))
     try:  # in-process only: worker processes import the registry from the package source
@@ -436,7 +436,7 @@ def test_sweep_map_axes_are_log_for_geometric_values(values, scale):
 
 # ------------------------------------------- config reader and store target checks
 def test_sweep_config_is_read_like_the_data_configs(tmp_path):
-    from odeflow.sweep.config import load_sweep_config
+    from odeflow.sweeps.config import load_sweep_config
 
     bad = tmp_path / "bad.toml"
     bad.write_bytes(b'[sweep]\ntask = "exact"\xff\n')
@@ -491,7 +491,7 @@ def test_sweep_into_a_dangling_symlink_is_refused_before_zarr(tmp_path):
 
 
 def test_zarr_target_checks(tmp_path, monkeypatch):
-    from odeflow.sweep.store import check_store_target, check_zarr_target
+    from odeflow.sweeps.store import check_store_target, check_zarr_target
 
     (tmp_path / "file").write_text("x")
     with pytest.raises(ValidationError, match=r"^store: .*exists and is a regular file"):

@@ -29,9 +29,9 @@ psutil = pytest.importorskip("psutil")
 
 from odeflow.cli import main  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
-from odeflow.sweep import open_store, sweep  # noqa: E402
-from odeflow.sweep import store as store_module  # noqa: E402
-from odeflow.sweep.config import parse_sweep_config  # noqa: E402
+from odeflow.sweeps import open_store, sweep  # noqa: E402
+from odeflow.sweeps import store as store_module  # noqa: E402
+from odeflow.sweeps.config import parse_sweep_config  # noqa: E402
 from tests.cli_helpers import cli, one_error_line  # noqa: E402
 from tests.sweep_helpers import (  # noqa: E402
     TWENTY_POINTS,
@@ -188,7 +188,7 @@ def test_a_store_that_cannot_even_be_created_stops_the_sweep(config, tmp_path, r
 
 def test_memory_exhausted_stops_the_sweep_with_the_resume_hint(config, tmp_path, capsys,
                                                                 monkeypatch, reference):
-    from odeflow.sweep import backends
+    from odeflow.sweeps import backends
 
     real = backends.compute_point
     calls = {"n": 0}
@@ -313,7 +313,7 @@ def test_two_sweeps_on_one_store_one_runs_one_is_refused(tmp_path, offset):
 
 # --------------------------------------------------------------- up-front checks
 def test_a_run_beyond_the_step_cap_is_refused_naming_the_key():
-    from odeflow.sweep import make_spec
+    from odeflow.sweeps import make_spec
 
     with pytest.raises(ValidationError, match=r"must be <= 100,000 training steps") as info:
         make_spec("gradient_ascent", {"steps": [10, 1_000_000_000_000]})
@@ -324,7 +324,7 @@ def test_a_run_beyond_the_step_cap_is_refused_naming_the_key():
 
 
 def test_a_batch_beyond_the_token_cap_is_refused_naming_the_key():
-    from odeflow.sweep import make_spec
+    from odeflow.sweeps import make_spec
 
     with pytest.raises(ValidationError, match=r"batch_size x seq_len") as info:
         make_spec("sgd", settings={"batch_size": 1_000_000_000, "steps": 10})
@@ -337,7 +337,7 @@ def test_a_batch_beyond_the_token_cap_is_refused_naming_the_key():
 
 def test_a_grid_beyond_the_machines_memory_is_refused_before_set_up(tmp_path, capsys,
                                                                        monkeypatch):
-    from odeflow.sweep import spec as spec_module
+    from odeflow.sweeps import spec as spec_module
 
     monkeypatch.setattr(spec_module, "machine_memory", lambda: 8 * 2**30)
     values = ", ".join(f"{0.01 * (i + 1):.2f}" for i in range(3000))
@@ -353,7 +353,7 @@ def test_a_grid_beyond_the_machines_memory_is_refused_before_set_up(tmp_path, ca
 
 
 def test_a_large_sweep_says_so_before_its_set_up(tmp_path, capsys, monkeypatch):
-    from odeflow.sweep import run as run_module
+    from odeflow.sweeps import run as run_module
 
     monkeypatch.setattr(run_module, "ANNOUNCE_POINTS", 2)
     sweep("exact", {"eta_y": [1.0, 2.0]}, settings={"t_end": 1.0}, backend="serial")
@@ -365,7 +365,7 @@ def test_a_large_sweep_says_so_before_its_set_up(tmp_path, capsys, monkeypatch):
 
 
 def test_a_sweep_off_a_terminal_says_how_far_it_got(capsys, monkeypatch):
-    from odeflow.sweep import run as run_module
+    from odeflow.sweeps import run as run_module
 
     monkeypatch.setattr(run_module, "PROGRESS_LOG_SECONDS", 0.0)
     sweep("exact", {"eta_y": [1.0, 2.0]}, settings={"t_end": 1.0}, backend="serial")

@@ -19,9 +19,9 @@ import odeflow  # noqa: E402
 from odeflow.cli import main  # noqa: E402
 from odeflow.data.induction import POINT_KERNEL, InductionData  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
-from odeflow.sweep import TASKS, make_spec, open_store, register, sweep  # noqa: E402
-from odeflow.sweep.induction import INDUCTION_FLOW, run_induction_flow  # noqa: E402
-from odeflow.sweep.journal import read_journal  # noqa: E402
+from odeflow.sweeps import TASKS, make_spec, open_store, register, sweep  # noqa: E402
+from odeflow.sweeps.induction import INDUCTION_FLOW, run_induction_flow  # noqa: E402
+from odeflow.sweeps.journal import read_journal  # noqa: E402
 from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 
 GRID = {"init.w_plus": [1.0, 3.0], "loss": ["nll", "code"]}

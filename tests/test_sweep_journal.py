@@ -14,18 +14,18 @@ xr = pytest.importorskip("xarray")
 zarr = pytest.importorskip("zarr")
 
 from odeflow.errors import ValidationError  # noqa: E402
-from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
-from odeflow.sweep import store as store_module  # noqa: E402
-from odeflow.sweep.journal import (  # noqa: E402
+from odeflow.sweeps import TASKS, open_store, register, sweep  # noqa: E402
+from odeflow.sweeps import store as store_module  # noqa: E402
+from odeflow.sweeps.journal import (  # noqa: E402
     JOURNAL_GROUP,
     JOURNAL_NAME,
     decode,
     encode,
     read_journal,
 )
-from odeflow.sweep.outputs import VARYING  # noqa: E402
-from odeflow.sweep.store import CHUNK_BYTES, chunk_shape, store_lock  # noqa: E402
-from odeflow.sweep.tasks import FLOW_PARAMETERS, TaskKind, solve_flow  # noqa: E402
+from odeflow.sweeps.outputs import VARYING  # noqa: E402
+from odeflow.sweeps.store import CHUNK_BYTES, chunk_shape, store_lock  # noqa: E402
+from odeflow.sweeps.tasks import FLOW_PARAMETERS, TaskKind, solve_flow  # noqa: E402
 from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 
 GRID = {"eta_y": [0.5, 1.0, 2.0], "eta_z": [0.1, 1.0]}

@@ -17,9 +17,9 @@ import odeflow  # noqa: E402
 from odeflow.analysis.measures import distinct_entropy  # noqa: E402
 from odeflow.errors import SweepStopped, ValidationError  # noqa: E402
 from odeflow.results import Trajectory  # noqa: E402
-from odeflow.sweep import TASKS, open_store, register, sweep  # noqa: E402
-from odeflow.sweep.backends import MAX_AUTO_BATCH, auto_batch  # noqa: E402
-from odeflow.sweep.tasks import FLOW_PARAMETERS, TaskKind, solve_flow  # noqa: E402
+from odeflow.sweeps import TASKS, open_store, register, sweep  # noqa: E402
+from odeflow.sweeps.backends import MAX_AUTO_BATCH, auto_batch  # noqa: E402
+from odeflow.sweeps.tasks import FLOW_PARAMETERS, TaskKind, solve_flow  # noqa: E402
 from odeflow.training import Protocol, train  # noqa: E402
 from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 

@@ -66,7 +66,7 @@ def register(sub) -> None:
 def _plot_sweep(args) -> int:
     from odeflow.plots.style import save_figure
     from odeflow.plots.sweep import default_variable, plot_sweep
-    from odeflow.sweep import open_store
+    from odeflow.sweeps import open_store
 
     if not args.store:
         raise ValidationError("store", "odeflow plot sweep needs --store STORE")

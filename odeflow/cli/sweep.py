@@ -44,9 +44,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from odeflow.sweep import sweep
-    from odeflow.sweep.config import load_sweep_config
-    from odeflow.sweep.store import check_store_target
+    from odeflow.sweeps import sweep
+    from odeflow.sweeps.config import load_sweep_config
+    from odeflow.sweeps.store import check_store_target
 
     rows = check_rows(args.rows)
     try:
@@ -116,7 +116,7 @@ def refuse_existing_store(store, fmt: str | None, field: str) -> None:
     refused, pointing to ``--resume``, before any point runs."""
     from pathlib import Path
 
-    from odeflow.sweep.store import partial_path
+    from odeflow.sweeps.store import partial_path
 
     path = Path(store)
     netcdf = (fmt or ("netcdf" if path.suffix == ".nc" else "zarr")) == "netcdf"

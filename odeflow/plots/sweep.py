@@ -1,6 +1,6 @@
 """Figures from a sweep store: a heat map over two parameters, or lines over a third.
 
-A variable of the store (:mod:`odeflow.sweep.outputs`) is reduced to the
+A variable of the store (:mod:`odeflow.sweeps.outputs`) is reduced to the
 parameters drawn: a ``time`` axis is read at the point's own horizon (the
 last stored time) unless a time is given; ``seed`` and ``class`` are
 averaged (failed points, NaN, are left out of the mean and blank in a heat
@@ -177,7 +177,7 @@ def default_variable(ds) -> str:
     it (the Scan and Snap tasks), else the alphabetically first output that is a plain
     time series per point (``a`` for ``induction_flow``), else the first output that
     is not bookkeeping."""
-    from odeflow.sweep.outputs import BOOKKEEPING
+    from odeflow.sweeps.outputs import BOOKKEEPING
 
     names = sorted(str(n) for n in ds.data_vars if n not in BOOKKEEPING)
     if "entropy" in names or not names:
@@ -194,7 +194,7 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
     Parameters
     ----------
     source : xarray.Dataset or path
-        A sweep's dataset or store (:func:`odeflow.sweep.open_store`).
+        A sweep's dataset or store (:func:`odeflow.sweeps.open_store`).
     var : str, optional
         A data variable (``entropy``, ``J``, ``t0``, ``B``, ``nfev``, ``a``,
         ``population_loss``, ...); default :func:`default_variable`.
@@ -214,7 +214,7 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
     -------
     matplotlib.figure.Figure
     """
-    from odeflow.sweep import open_store
+    from odeflow.sweeps import open_store
 
     ds = source if hasattr(source, "data_vars") else open_store(source)
     var = default_variable(ds) if var is None else var

@@ -1,9 +1,9 @@
 """The sweep store: zarr arrays plus a journal of the points not yet folded into them.
 
-Layout: one data variable per output (:mod:`odeflow.sweep.outputs`), with the
+Layout: one data variable per output (:mod:`odeflow.sweeps.outputs`), with the
 point dimensions first, in chunks of about :data:`CHUNK_BYTES` (whole output
 axes, as many points as fit: :func:`chunk_shape`). A finished point is appended
-to the store's journal (:mod:`odeflow.sweep.journal`, one ``write`` call) and
+to the store's journal (:mod:`odeflow.sweeps.journal`, one ``write`` call) and
 the journal is folded into the zarr arrays every :data:`FOLD_SECONDS` and when
 the sweep ends, each touched chunk written once (zarr writes a chunk to a
 temporary file and renames it, so a chunk is either the old one or the new
@@ -13,8 +13,8 @@ sweep replay the journal over the arrays. The sweep's spec (JSON) is the group
 attribute ``odeflow_sweep``; a store made for another spec is refused, never
 overwritten. One sweep at a time writes a store (:func:`store_lock`). Every
 chunk has a checksum, and every reader
-(:func:`odeflow.sweep.reading.read_store`) refuses a store that is not what
-odeflow wrote (:mod:`odeflow.sweep.integrity`).
+(:func:`odeflow.sweeps.reading.read_store`) refuses a store that is not what
+odeflow wrote (:mod:`odeflow.sweeps.integrity`).
 
 netCDF (``format="netcdf"``): points go to a zarr store beside the target
 (``NAME.nc.partial.zarr``); once every point is done the dataset is written
@@ -36,11 +36,11 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write, writable_folder, writable_target
-from odeflow.sweep.integrity import compressors, layout, refuse, update_computed, write_record
-from odeflow.sweep.journal import Journal, remove_journal_folder
-from odeflow.sweep.outputs import FILL
-from odeflow.sweep.reading import SPEC_ATTR, StaleComputed, read_store
-from odeflow.sweep.spec import SweepSpec
+from odeflow.sweeps.integrity import compressors, layout, refuse, update_computed, write_record
+from odeflow.sweeps.journal import Journal, remove_journal_folder
+from odeflow.sweeps.outputs import FILL
+from odeflow.sweeps.reading import SPEC_ATTR, StaleComputed, read_store
+from odeflow.sweeps.spec import SweepSpec
 
 #: Output formats.
 FORMATS = ("zarr", "netcdf")
@@ -254,7 +254,7 @@ def store_lock(path: Path):
     (``fcntl.flock`` on the folder itself): taking a store is one step, so of
     two sweeps started on one path at any moment one holds it and the other
     gets a :class:`ValidationError` naming ``store``, before either decides
-    whether to create or resume it (see :func:`odeflow.sweep.run.sweep`). The
+    whether to create or resume it (see :func:`odeflow.sweeps.run.sweep`). The
     system drops the lock when the process ends, however it ends, so a killed
     sweep leaves nothing to clean before ``--resume``. At the end the
     journal's group is removed unless it still holds a journal, and the folder
@@ -322,14 +322,14 @@ def open_store(path, fmt: str | None = None):
     running or killed sweep's) is replayed over the arrays, so every stored
     point is there; ``xarray.open_zarr`` alone shows only the folded ones.
     ``attrs["journal_skipped"]`` is ``[records, bytes]`` of the journal's
-    damaged records, skipped (:func:`odeflow.sweep.journal.decode`).
+    damaged records, skipped (:func:`odeflow.sweeps.journal.decode`).
 
     Raises
     ------
     ValidationError
         Naming ``store``, the path and what is wrong: no store there, a store
         that is not an odeflow sweep's, or one that is damaged
-        (:func:`odeflow.sweep.reading.read_store`).
+        (:func:`odeflow.sweeps.reading.read_store`).
     """
     requires_xarray()
     path = Path(path)
@@ -373,7 +373,7 @@ def _open_netcdf(path: Path):
 
 
 def replay(ds, records) -> None:
-    """Put the journal ``records`` (:func:`odeflow.sweep.journal.read_journal`) into the
+    """Put the journal ``records`` (:func:`odeflow.sweeps.journal.read_journal`) into the
     in-memory dataset ``ds``, in order (a later record of a point wins)."""
     for index, outputs in records:
         for name, value in outputs.items():

@@ -29,7 +29,7 @@ from odeflow.data import DEFAULT_PRESET, validate_finite, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.results import Trajectory
 from odeflow.solver import METHODS, solve
-from odeflow.sweep.outputs import SCAN_SNAP, OutputSet
+from odeflow.sweeps.outputs import SCAN_SNAP, OutputSet
 from odeflow.training import Protocol, gradient_ascent, train, train_sgd
 from odeflow.training.common import check_count, check_fraction, check_seed
 
@@ -103,7 +103,7 @@ class TaskKind:
     stochastic : bool
         Whether the result depends on a seed (``values["seed"]``).
     outputs : OutputSet
-        The task's outputs (:mod:`odeflow.sweep.outputs`; Scan and Snap's by default).
+        The task's outputs (:mod:`odeflow.sweeps.outputs`; Scan and Snap's by default).
         The tasks of one sweep share one set.
     model_family : str
         The family of the data models the task takes (``"scan_snap"``, ``"induction"``).
@@ -111,7 +111,7 @@ class TaskKind:
         The data model of a sweep that names none.
     model_fields : bool
         Whether the grid and settings may set numbers of the data model by dotted
-        name (``prior.alpha``: :mod:`odeflow.sweep.models`), passed among ``values``.
+        name (``prior.alpha``: :mod:`odeflow.sweeps.models`), passed among ``values``.
     check : callable, optional
         ``check(grid, settings)`` on the checked grid and the settings given: a
         ValidationError naming the key refuses a sweep the task cannot run as meant.

@@ -5,11 +5,11 @@ output, more than many a point's solve (``docs/benchmarks.md``, "Sweeps"). The
 journal costs one ``write`` call instead: each point is a
 record appended to ``STORE/odeflow_journal/points``, and the records are
 *folded* into the zarr arrays in bulk (every
-:data:`odeflow.sweep.store.FOLD_SECONDS` and when the sweep ends), after which
+:data:`odeflow.sweeps.store.FOLD_SECONDS` and when the sweep ends), after which
 the file is removed. ``odeflow_journal`` is an empty zarr group (so zarr and
 ``xarray.open_zarr`` read past it without a warning) that exists only while a
 sweep runs or after one was killed (the running sweep locks the store folder
-itself: :func:`odeflow.sweep.store.store_lock`).
+itself: :func:`odeflow.sweeps.store.store_lock`).
 
 A record is ``MAGIC | header length | payload length | crc32 | header | payload``:
 the header is JSON (the point's index, each array's name, dtype and shape, and
@@ -21,7 +21,7 @@ skipped: reading resynchronises at the next record that starts with
 :data:`MAGIC` and passes its checksum (:func:`decode`), so one bad byte costs
 one point, and the reader is told how many records and bytes it skipped. A
 record whose checksum is valid but that is not what odeflow writes is refused.
-:func:`odeflow.sweep.store.open_store` and a resumed sweep replay the records
+:func:`odeflow.sweeps.store.open_store` and a resumed sweep replay the records
 over the zarr arrays; replaying twice gives the same arrays (a record holds
 values, not increments).
 """

@@ -26,8 +26,8 @@ from functools import lru_cache
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.sweep.spec import SweepSpec
-from odeflow.sweep.tasks import TASKS, point_times
+from odeflow.sweeps.spec import SweepSpec
+from odeflow.sweeps.tasks import TASKS, point_times
 
 #: The backends by name.
 BACKENDS = ("processes", "serial", "dask")
@@ -46,7 +46,7 @@ def _plan(plan_json: str) -> tuple:
 
 
 def compute_point(plan_json: str, values: dict) -> dict:
-    """Run one point and return its named outputs (see :mod:`odeflow.sweep.outputs`).
+    """Run one point and return its named outputs (see :mod:`odeflow.sweeps.outputs`).
 
     A point whose task raises any :class:`Exception` (a
     :class:`~odeflow.errors.SolveError`, a

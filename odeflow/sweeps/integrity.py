@@ -15,7 +15,7 @@ A store written by this version of odeflow is *checked*:
 
 Stores written before (no :data:`INTEGRITY_ATTR`, no checksums in ``computed``)
 are read with the structural checks only (every output of the task's set,
-:class:`~odeflow.sweep.outputs.OutputSet`, there with the spec's shape, dims and data
+:class:`~odeflow.sweeps.outputs.OutputSet`, there with the spec's shape, dims and data
 type; ``njev``, ``nlu``, ``wall_time`` may be missing: its ``added_later``).
 Every refusal is a :class:`~odeflow.errors.ValidationError` naming ``store``,
 the store's path and what is wrong.

@@ -6,7 +6,7 @@ finite_l with its sample's ``length``, ``sequences``, ``sample_seed``; ``loss``;
 the groups' rates ``rate_c``, ``rate_w``, ``rate_a`` of the joint run), on the
 sweep's time grid up to ``t_end``. The grid may also set numbers
 of the data model by dotted name (``prior.alpha``, ``init.w_plus``, ...:
-:mod:`odeflow.sweep.models`).
+:mod:`odeflow.sweeps.models`).
 
 ==================  ========================  ==========================================
 variable            dims (per point)          meaning
@@ -35,8 +35,8 @@ from odeflow.fields.families import FAMILIES
 from odeflow.fields.induction import LOSSES
 from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
 from odeflow.solver import solve
-from odeflow.sweep.models import edited_model
-from odeflow.sweep.outputs import (
+from odeflow.sweeps.models import edited_model
+from odeflow.sweeps.outputs import (
     ATTRS,
     BOOKKEEPING,
     BOOKKEEPING_VARIABLES,
@@ -45,7 +45,7 @@ from odeflow.sweep.outputs import (
     grid_columns,
     put_stats,
 )
-from odeflow.sweep.tasks import FLOW_PARAMETERS, Parameter, TaskKind, register
+from odeflow.sweeps.tasks import FLOW_PARAMETERS, Parameter, TaskKind, register
 
 #: Per-point dims and dtype of each output of ``induction_flow``.
 VARIABLES = {

@@ -3,7 +3,7 @@
 Schema::
 
     [sweep]
-    task = "exact"                 # a key of odeflow.sweep.TASKS
+    task = "exact"                 # a key of odeflow.sweeps.TASKS
     preset = "syn-small"           # or a data model in the same file (vocab_size, classes)
     seeds = [0, 1, 2]              # stochastic tasks only
     backend = "processes"          # processes | serial | dask
@@ -21,7 +21,7 @@ Schema::
 
 A dotted key of ``[sweep.grid]`` or ``[sweep.settings]`` (``prior.alpha = [0.1, 1.0]``, a
 table in TOML) is the parameter ``"prior.alpha"``: a number of the data model, for a
-task that takes model fields (``induction_flow``, :mod:`odeflow.sweep.models`).
+task that takes model fields (``induction_flow``, :mod:`odeflow.sweeps.models`).
 
 Beside ``[sweep]`` a file holds only a data model (the ``toml_keys`` of its class at
 the top level, or a ``[data]`` table) and a ``[run]`` table (the
@@ -57,8 +57,8 @@ def _shown(key: str) -> str:
 
 def _parameter_names(table: dict) -> list[str] | None:
     """The parameters the config's task(s) take (``None`` if the task is not known)."""
-    from odeflow.sweep.spec import DATA_KEYS
-    from odeflow.sweep.tasks import TASKS
+    from odeflow.sweeps.spec import DATA_KEYS
+    from odeflow.sweeps.tasks import TASKS
 
     grid = table.get("grid", {})
     names = grid.get("task") if "task" in grid else [table.get("task", "exact")]
@@ -72,7 +72,7 @@ def _parameter_names(table: dict) -> list[str] | None:
 
 
 def parse_sweep_config(text: str) -> dict:
-    """Keyword arguments of :func:`odeflow.sweep.sweep` from TOML text; errors name the field."""
+    """Keyword arguments of :func:`odeflow.sweeps.sweep` from TOML text; errors name the field."""
     doc = parse_toml(text, "config")
     model_class = data_type(pop_family(doc))
     # without a [data] table: the model class's own top-level keys beside sweep and run

@@ -1,7 +1,7 @@
 """The named outputs of a sweep point, and how one result becomes them.
 
 These are the outputs of the Scan and Snap tasks (``induction_flow`` has its
-own, :mod:`odeflow.sweep.induction`). Every point yields the same variables
+own, :mod:`odeflow.sweeps.induction`). Every point yields the same variables
 (padded with NaN where a task does not define one, e.g. ``J`` for the Sec. 6
 system, or where a smaller preset has fewer classes or tokens), so they stack
 into labelled arrays:

@@ -12,11 +12,11 @@ import numpy as np
 
 from odeflow.errors import SweepStopped, ValidationError
 from odeflow.solver.integrate import PROGRESS_LOG_SECONDS
-from odeflow.sweep.backends import PointRunner, failure_cause
-from odeflow.sweep.journal import journal_folder
-from odeflow.sweep.reading import check_spec_attrs, check_store_spec
-from odeflow.sweep.spec import make_spec, memory_estimate
-from odeflow.sweep.store import (
+from odeflow.sweeps.backends import PointRunner, failure_cause
+from odeflow.sweeps.journal import journal_folder
+from odeflow.sweeps.reading import check_spec_attrs, check_store_spec
+from odeflow.sweeps.spec import make_spec, memory_estimate
+from odeflow.sweeps.store import (
     FORMATS,
     SweepArrays,
     check_store_target,
@@ -47,13 +47,13 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     Each point is one solve (``task`` a flow of Scan and Snap: ``exact``,
     ``reduced``, ``snap``, ``finite_t``; or ``induction_flow``, a flow of the
     induction-head family) or one training run (``gradient_ascent``, ``sgd``,
-    ``adam``); see :data:`odeflow.sweep.tasks.TASKS`. Its named outputs become
+    ``adam``); see :data:`odeflow.sweeps.tasks.TASKS`. Its named outputs become
     data variables whose dims are the grid parameters (in the order given),
     ``seed``, and the outputs' own dims: for Scan and Snap final logits, the
     distinct-token attention entropy of the paper's Fig. 6, ``J`` of Eqn 2,
     ``B_n`` of Eqn 98, ``t_0`` of CF2 (dims ``time``, ``class``, ``token``;
-    :mod:`odeflow.sweep.outputs`), for ``induction_flow`` ``a(t)``, the loss,
-    ``p_S(t)`` and ``w(t)`` (:mod:`odeflow.sweep.induction`); for every task the
+    :mod:`odeflow.sweeps.outputs`), for ``induction_flow`` ``a(t)``, the loss,
+    ``p_S(t)`` and ``w(t)`` (:mod:`odeflow.sweeps.induction`); for every task the
     solver stats ``nfev``, ``njev``, ``nlu``, ``status``, ``wall_time``.
 
     Parameters
@@ -94,7 +94,7 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         the backend's per-task cost on short points; a batch's points are
         stored together when the batch returns. Default: 1 on ``"processes"``;
         automatic on ``"dask"``, about 4 tasks per worker thread and at most 25
-        points per task (:func:`odeflow.sweep.backends.auto_batch`). A given
+        points per task (:func:`odeflow.sweeps.backends.auto_batch`). A given
         ``batch`` always wins.
     progress : bool, optional
         A progress bar over points; by default when stderr is a terminal.
@@ -113,11 +113,11 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         Naming the field: unknown parameters, empty lists, non-numeric values,
         a store that exists (without ``resume``), belongs to another sweep or is
         being written by another sweep, a damaged store
-        (:func:`~odeflow.sweep.reading.read_store`),
+        (:func:`~odeflow.sweeps.reading.read_store`),
         netCDF output without h5netcdf (``format``). Nothing is overwritten.
-        Before any set-up: more than :data:`~odeflow.sweep.spec.MAX_STEPS` steps a
+        Before any set-up: more than :data:`~odeflow.sweeps.spec.MAX_STEPS` steps a
         point, too many tokens a step, a grid too large for this machine's memory
-        (:func:`~odeflow.sweep.spec.check_size`).
+        (:func:`~odeflow.sweeps.spec.check_size`).
     SweepStopped
         The backend or the store failed (a worker died, a dask worker killed with
         no retries left, the scheduler gone, the store cannot be written, memory
@@ -259,10 +259,10 @@ def add_missing_outputs(arrays, missing) -> list:
     """Add to the store of ``arrays`` the outputs ``missing`` it was written without.
 
     A store written before an output existed (``njev``, ``nlu``, ``wall_time``:
-    :data:`~odeflow.sweep.outputs.ADDED_LATER`) is resumed as before; its
+    :data:`~odeflow.sweeps.outputs.ADDED_LATER`) is resumed as before; its
     stored points get that output's fill value (-1, NaN: unknown), the points
     computed now their own. ``missing`` comes from
-    :func:`~odeflow.sweep.reading.check_store_spec`, which refuses a store of
+    :func:`~odeflow.sweeps.reading.check_store_spec`, which refuses a store of
     another sweep, and any other missing output, untouched.
     """
     import zarr

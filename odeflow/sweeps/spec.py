@@ -18,7 +18,7 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.fields.families import family_of
-from odeflow.sweep.models import (
+from odeflow.sweeps.models import (
     edited_model,
     model_family,
     model_field_names,
@@ -26,8 +26,8 @@ from odeflow.sweep.models import (
     model_to_dict,
     preset_model,
 )
-from odeflow.sweep.outputs import OutputSet
-from odeflow.sweep.tasks import TASKS, TaskKind, task_kind, time_grid
+from odeflow.sweeps.outputs import OutputSet
+from odeflow.sweeps.tasks import TASKS, TaskKind, task_kind, time_grid
 from odeflow.training.common import check_seed
 
 #: Grid and settings keys that are not task parameters.
@@ -59,7 +59,7 @@ class SweepSpec:
     list of integers; ``settings`` holds every other parameter of the task,
     checked; ``data`` is ``None`` when the data model comes from ``preset``
     (fixed in ``settings`` or swept in ``grid``), else the model as a dict
-    (:func:`odeflow.sweep.models.model_to_dict`).
+    (:func:`odeflow.sweeps.models.model_to_dict`).
     """
 
     grid: dict
@@ -152,7 +152,7 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     Parameters
     ----------
     task : str or None
-        A key of :data:`odeflow.sweep.tasks.TASKS`; ``None`` when ``grid``
+        A key of :data:`odeflow.sweeps.tasks.TASKS`; ``None`` when ``grid``
         sweeps ``task``.
     grid : mapping of str to list
         Swept parameters: any parameter of the task, ``task`` and ``preset``.
@@ -363,7 +363,7 @@ def _check_models(data_dict, grid, preset, kinds) -> list:
 class ModelField:
     """A number of the sweep's data model set by dotted name (``prior.alpha``), checked
     by rebuilding each of the sweep's models with the value in
-    (:func:`odeflow.sweep.models.edited_model`)."""
+    (:func:`odeflow.sweeps.models.edited_model`)."""
 
     default = None
     numeric = True

@@ -1,7 +1,7 @@
 """Reading a sweep store with every check: the spec it was made for, its integrity
-(:mod:`odeflow.sweep.integrity`), its journal's records, and only then its values.
+(:mod:`odeflow.sweeps.integrity`), its journal's records, and only then its values.
 
-Every reader of a zarr sweep store (:func:`odeflow.sweep.store.open_store`,
+Every reader of a zarr sweep store (:func:`odeflow.sweeps.store.open_store`,
 ``odeflow plot sweep``, a resumed sweep) goes through :func:`read_store`; a
 store that is not what odeflow wrote is a :class:`~odeflow.errors.ValidationError`
 naming ``store``, the path and what is wrong.
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.sweep.integrity import (
+from odeflow.sweeps.integrity import (
     array_metadata,
     check_arrays,
     check_computed,
@@ -25,8 +25,8 @@ from odeflow.sweep.integrity import (
     refuse,
     root_attributes,
 )
-from odeflow.sweep.journal import check_journal_paths, read_journal
-from odeflow.sweep.spec import SweepSpec, spec_from_dict
+from odeflow.sweeps.journal import check_journal_paths, read_journal
+from odeflow.sweeps.spec import SweepSpec, spec_from_dict
 
 #: Group attribute holding the spec.
 SPEC_ATTR = "odeflow_sweep"
@@ -122,12 +122,12 @@ def read_store(path: Path, spec: SweepSpec | None = None):
 
     The attributes, every array's metadata and chunks (present, checksums,
     decoding), the journal (its files; each record fits the store) and the
-    ``computed`` flags (:func:`odeflow.sweep.integrity.check_computed`) are
+    ``computed`` flags (:func:`odeflow.sweeps.integrity.check_computed`) are
     checked. With ``spec``, a store of another sweep is refused.
 
     Returns
     -------
-    (xarray.Dataset, odeflow.sweep.journal.Records)
+    (xarray.Dataset, odeflow.sweeps.journal.Records)
         The arrays as stored (the journal not replayed) and the journal's records.
 
     Raises
