@@ -43,75 +43,56 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     Parameters
     ----------
     data : DataModel or another family's data model
-        The data distribution (sequence classes, weights, vocabulary size).
-        Its type picks the model family (:func:`odeflow.fields.family_of`):
-        the flows, and the arguments they take, are that family's.
+        Its type picks the family (:func:`odeflow.fields.family_of`) and so the flows.
     flow : str, optional
-        One of the family's flows; its default flow when omitted. Scan and
-        Snap (:class:`~odeflow.data.DataModel`, default ``"exact"``):
-        ``"exact"``: Level E, the population gradient flow of Lemma 1 (Eqns
-        3-4, 7). ``"finite_t"``: Level T, the gradient flow of the finite-``T``
-        objective on a seeded sample of sequences (docs/fidelity.md; options
-        ``seq_len``, ``samples_per_class``, ``seed``). ``"reduced"``: Level R,
-        Theorem 1 (Eqns 8-10, 44). ``"snap"``: the scalar system of Sec. 6
-        (Eqns 13-14).
-    eta_y, eta_z : float, optional
-        Learning rates of the decoder and of the attention logits (Scan and
-        Snap; 1 and 0.1 by default).
-    t_span : (float, float)
-        ``(t0, t_end)``.
-    t_eval : array_like, optional
-        Output times; log-spaced by default (:func:`default_t_eval`: 40 a
-        decade, fewer for a state so large that the snapshots would exceed
-        :data:`OUTPUT_BYTES_LIMIT`).
+        One of the family's flows; its default flow when omitted. Scan and Snap
+        (:class:`~odeflow.data.DataModel`, default ``"exact"``): ``"exact"``, Level E,
+        the population gradient flow of Lemma 1 (Eqns 3-4, 7); ``"finite_t"``, Level T,
+        the gradient flow of the finite-``T`` objective on a seeded sample
+        (docs/fidelity.md); ``"reduced"``, Level R, Theorem 1 (Eqns 8-10, 44);
+        ``"snap"``, the scalar system of Sec. 6 (Eqns 13-14).
+    eta_y, eta_z, z0 : optional
+        Scan and Snap: learning rates of the decoder and of the attention logits
+        (1 and 0.1 by default) and the initial logits ``Z(0)`` (zero by default).
+    t_span, t_eval : (float, float), array_like
+        ``(t0, t_end)``; the output times (optional), by default log-spaced
+        (:func:`default_t_eval`: 40 a decade, fewer for a state whose snapshots would
+        exceed :data:`OUTPUT_BYTES_LIMIT`).
     method : str
-        ``"auto"`` (see :func:`choose_method`) or a method of ``solve_ivp``
-        (``Radau``, ``BDF``, ``LSODA``, ``RK45``, ``DOP853``, ``RK23``).
+        ``"auto"`` (:func:`choose_method`) or a method of ``solve_ivp`` in :data:`METHODS`.
     rtol, atol : float
         Tolerances passed to ``solve_ivp``.
-    z0 : optional
-        Initial logits (``Z(0)``; zero by default; Scan and Snap).
     progress : bool, optional
-        ``True``: a progress bar showing ``t``; ``False``: nothing. By default
-        a bar when stderr is a terminal, else a line on stderr every
-        :data:`PROGRESS_LOG_SECONDS` seconds of a long solve.
+        A bar showing ``t`` (True), nothing (False); by default a bar on a terminal,
+        else a line on stderr every :data:`PROGRESS_LOG_SECONDS` s of a long solve.
     max_nfev : int, optional
-        Budget of right-hand-side evaluations (:data:`MAX_NFEV` by default);
-        exhausting it raises :class:`SolveError` naming the ``t`` reached.
+        Budget of right-hand sides (:data:`MAX_NFEV`); a SolveError names the t reached.
     dense_output : bool, default False
-        Keep ``solve_ivp``'s continuous solution as ``traj.sol`` (``sol(t)`` is
-        the raw state at any ``t`` in the span), as in ``solve_ivp``.
+        Keep ``solve_ivp``'s continuous solution: ``traj.sol(t)``, the raw state.
     events : callable, FieldEvent or list of them, optional
-        Passed to ``solve_ivp``: plain functions ``event(t, y)`` of the raw
-        state (with ``terminal`` / ``direction`` attributes), or ready events of
-        :mod:`odeflow.solver.events` such as :func:`~odeflow.solver.events.snap_transition`
-        (the maximum of ``gamma``, Theorem 1b). Results in ``traj.t_events``
-        and ``traj.y_events``; a terminal event ends the solve early
-        (``traj.status == 1``).
+        Functions ``event(t, y)`` of the raw state (``terminal``, ``direction`` as in
+        ``solve_ivp``) or ready events of :mod:`odeflow.solver.events` (e.g. the maximum
+        of ``gamma``, Theorem 1b): results in ``traj.t_events``, ``traj.y_events``; a
+        terminal event ends the solve early (``traj.status == 1``).
     optimizer : odeflow.Momentum or odeflow.Adam, optional
         Integrate the optimiser's ODE in *step time* around the level
         (docs/optimisers.md, :class:`~odeflow.fields.optimizers.OptimizerFlow`):
-        ``t_span`` (from 0) and ``t_eval`` are then in optimiser steps (every
-        whole step by default), ``traj.steps`` is the step axis and the
-        optimiser state is kept (``traj.velocity``, ``traj.moments``). Only for
-        levels whose state is the parameters (``exact``, ``finite_t``; the
-        induction-head levels refuse it). None (default): the plain gradient flow.
+        ``t_span`` (from 0) and ``t_eval`` are in optimiser steps (every whole step by
+        default), ``traj.steps`` is the step axis and the optimiser state is kept
+        (``traj.velocity``, ``traj.moments``). None: the plain gradient flow.
     schedule : Schedule, optional
-        (Passed among ``flow_options``.) Training stages solved one after the
-        other (:func:`solve_schedule`; induction heads:
-        ``Schedule.staged(t_c, t_w, t_a)``); the stages' durations set the span,
-        so ``t_span`` must be left at its default or equal ``(0, end)``.
+        (Among ``flow_options``.) Stages solved one after the other (:func:`solve_schedule`);
+        their durations set the span: leave ``t_span`` out or give ``(0, end)``.
     **flow_options
-        Passed to the vector field (e.g. ``iota``, ``beta`` for ``"reduced"``;
-        ``seq_len``, ``samples_per_class``, ``seed`` for ``"finite_t"``).
+        Passed to the vector field (``iota``, ``beta`` of ``"reduced"``; ``seq_len``,
+        ``samples_per_class``, ``seed`` of ``"finite_t"``).
 
     Returns
     -------
     Trajectory
-        With ``stats`` = ``{method, nfev, njev, nlu, status, message,
-        wall_time, rhs_calls, jac_calls}`` and ``solve_ivp``'s fields
-        ``success``, ``status``, ``message``, ``y`` (raw state), ``sol``,
-        ``t_events``, ``y_events`` (:class:`~odeflow.results.solution.SolverOutput`).
+        With ``stats`` (``method, nfev, njev, nlu, status, message, wall_time, rhs_calls,
+        jac_calls``) and the fields of ``solve_ivp``'s result, ``y`` the raw state
+        (:class:`~odeflow.results.solution.SolverOutput`).
 
     Raises
     ------
@@ -127,13 +108,27 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
                                 t_eval=t_eval, method=method, rtol=rtol, atol=atol,
                                 progress=progress, max_nfev=max_nfev, **given,
                                 **flow_options)
+    flow, field, t0, t_end, t_eval, rtol, atol, max_nfev = _build_field(
+        data, flow, (eta_y, eta_z, z0), flow_options, optimizer, t_span, t_eval, rtol, atol,
+        max_nfev)
+    return _solve_field(field, flow, t0, t_end, t_eval, method, rtol, atol, max_nfev,
+                        progress, dense_output, events)
+
+
+def _build_field(data, flow, scan_snap: tuple, flow_options: dict, optimizer, t_span, t_eval,
+                 rtol, atol, max_nfev) -> tuple:
+    """``(flow, field, t0, t_end, t_eval, rtol, atol, max_nfev)`` of :func:`solve`: the
+    family's field for ``flow`` (its defaults, then ``eta_y, eta_z, z0`` where given, then
+    the flow options, each checked by name), wrapped by ``optimizer``'s flow in step time,
+    and the checked span, output times, tolerances and budget."""
+    eta_y, eta_z, z0 = scan_snap
+    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
+    if z0 is not None:
+        given["z0"] = z0
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
-    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
-    if z0 is not None:
-        given["z0"] = z0
     options = {**family.defaults, **given, **flow_options}
     check_flow_options(flow, field_class, options)
     field = field_class(data, **options)
@@ -142,6 +137,14 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         if t_eval is None:
             t_eval = field.default_steps(t0, t_end)
         t0 = field.start_step  # at rest half a step early for the heavy ball's offset
+    return flow, field, t0, t_end, t_eval, rtol, atol, max_nfev
+
+
+def _solve_field(field, flow, t0, t_end, t_eval, method, rtol, atol, max_nfev, progress,
+                 dense_output, events):
+    """The trajectory of :func:`solve` on a built ``field``: the method and its Jacobian,
+    the events bound to the field, one integration (:func:`run_from`) and the result with
+    its statistics, meta and ``solve_ivp`` fields."""
     t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
     if not isinstance(dense_output, bool):
         raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
@@ -160,7 +163,6 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
                          sol.y_events if event_functions else None, event_names)
     return traj
-
 
 
 def _solve_scheduled(data, flow, t_span, schedule, **options):
@@ -260,15 +262,13 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
                    **flow_options) -> list:
     """Integrate one flow from many starts as one state: one result per start.
 
-    The ``P`` members (one field per start, the same rates and options; for
-    Level T the same sample) are stacked
-    (:class:`~odeflow.fields.ensemble.StartEnsemble`) and integrated by one
-    ``solve_ivp`` call whose right-hand side evaluates every member in one
-    vectorised call (per class block for Level T,
-    :meth:`~odeflow.fields.finite_t.FiniteTFlow.gradients`); with ``optimizer``
-    the optimiser flow (docs/optimisers.md) wraps the stack, in step time, as in
-    :func:`solve`. Each result is the one :func:`solve` returns for that start
-    (same layout, series and meta), up to the solver's tolerance.
+    The ``P`` members (one field per start, the same rates and options; for Level T the
+    same sample) are stacked (:class:`~odeflow.fields.ensemble.StartEnsemble`) and
+    integrated by one ``solve_ivp`` call whose right-hand side evaluates every member in
+    one vectorised call (per class block for Level T,
+    :meth:`~odeflow.fields.finite_t.FiniteTFlow.gradients`); ``optimizer`` wraps the
+    stack in step time, as in :func:`solve`. Each result is the one :func:`solve` returns
+    for that start (same layout, series and meta), up to the solver's tolerance.
 
     Parameters
     ----------
@@ -281,13 +281,10 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     method : str, default "RK45"
         An explicit method of ``solve_ivp`` (the stack has no Jacobian).
     rtol, atol : float
-        Tolerances *per member*. ``solve_ivp`` controls the RMS norm of the
-        error over the stacked state, in which one member's error counts
-        ``1/sqrt(P)``; the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
-        sqrt(P)`` so that each member's own RMS error stays within ``rtol``,
-        ``atol`` (as :func:`solve_batch`). The members share the step sizes, so
-        each result differs from its own :func:`solve` within the tolerance, not
-        bit for bit.
+        Tolerances *per member*: the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
+        sqrt(P)`` (as :func:`solve_batch`), since ``solve_ivp`` controls the RMS error of
+        the whole stack. The members share the step sizes, so each result differs from
+        its own :func:`solve` within the tolerance, not bit for bit.
     blas_threads : int or None, default :data:`SOLVE_BLAS_THREADS`
         BLAS threads during the solve (None: the library's default).
 
@@ -323,6 +320,26 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     check_flow_options(flow, field_class, options)
     members = [field_class(data, y0=y0, z0=z0, **options) for y0, z0 in starts]
     stack = StartEnsemble(members)
+    field, wrapped, t0, t_eval = _wrap_ensemble(stack, members, optimizer, t0, t_end, t_eval)
+    scale = math.sqrt(stack.P)
+    run = functools.partial(integrate_field, field, method=method, rtol=rtol / scale,
+                            atol=atol / scale, kwargs={}, max_nfev=max_nfev,
+                            what=f"{flow} flow from {stack.P} starts ({method})",
+                            progress=progress, blas_threads=blas_threads)
+    sol, stats = run_from(field, t0, t_end, t_eval, run)
+    stats.update({"rtol": rtol, "atol": atol, "ensemble_size": stack.P, "n_state": stack.n})
+    out = _ensemble_results(stack, field, wrapped, sol, stats)
+    for traj in out:
+        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
+                          "atol": atol})
+    return out
+
+
+def _wrap_ensemble(stack, members, optimizer, t0: float, t_end: float, t_eval) -> tuple:
+    """``(field, wrapped, t0, t_eval)`` of :func:`solve_ensemble`: the stack, or with
+    ``optimizer`` its optimiser flow in step time and each member's own (``wrapped``, to
+    read the results), and the output times (by default the flow's whole steps, or
+    :func:`default_t_eval` sized to the stack)."""
     field, wrapped = stack, None
     if optimizer is not None:
         field = optimizer_flow(stack, optimizer, t0)
@@ -333,24 +350,20 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
         t0 = field.start_step
     if t_eval is None:
         t_eval = default_t_eval(t0, t_end, state_size=stack.n)
-    scale = math.sqrt(stack.P)
-    run = functools.partial(integrate_field, field, method=method, rtol=rtol / scale,
-                            atol=atol / scale, kwargs={}, max_nfev=max_nfev,
-                            what=f"{flow} flow from {stack.P} starts ({method})",
-                            progress=progress, blas_threads=blas_threads)
-    sol, stats = run_from(field, t0, t_end, t_eval, run)
-    stats.update({"rtol": rtol, "atol": atol, "ensemble_size": stack.P, "n_state": stack.n})
+    return field, wrapped, t0, t_eval
+
+
+def _ensemble_results(stack, field, wrapped, sol, stats) -> list:
+    """One trajectory per member of a stacked solve ``sol``: the stack's own split, or with
+    an optimiser each member's blocks (theta, then the optimiser's state) of the stacked
+    layout read by its own flow."""
     if wrapped is None:
-        out = stack.trajectory(sol.t, sol.y.T, stats)
-    else:  # member i's blocks (theta, then the optimiser's state) of the stacked layout
-        out = []
-        for i, flow_i in enumerate(wrapped):
-            rows = np.concatenate([b * stack.size + stack.member_slice(i)
-                                   for b in range(field.blocks)])
-            out.append(flow_i.trajectory(sol.t, sol.y[rows].T, dict(stats)))
-    for traj in out:
-        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
-                          "atol": atol})
+        return stack.trajectory(sol.t, sol.y.T, stats)
+    out = []
+    for i, flow_i in enumerate(wrapped):
+        rows = np.concatenate([b * stack.size + stack.member_slice(i)
+                               for b in range(field.blocks)])
+        out.append(flow_i.trajectory(sol.t, sol.y[rows].T, dict(stats)))
     return out
 
 
