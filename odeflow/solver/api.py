@@ -75,11 +75,11 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         of ``gamma``, Theorem 1b): results in ``traj.t_events``, ``traj.y_events``; a
         terminal event ends the solve early (``traj.status == 1``).
     optimizer : odeflow.Momentum or odeflow.Adam, optional
-        Integrate the optimiser's ODE in *step time* around the level
-        (docs/optimisers.md, :class:`~odeflow.fields.optimizers.OptimizerFlow`):
-        ``t_span`` (from 0) and ``t_eval`` are in optimiser steps (every whole step by
-        default), ``traj.steps`` is the step axis and the optimiser state is kept
-        (``traj.velocity``, ``traj.moments``). None: the plain gradient flow.
+        Integrate the optimiser's ODE in *step time* around a level whose state is the
+        parameters (``exact``, ``finite_t``; the induction-head flows refuse it;
+        docs/optimisers.md): ``t_span`` (from 0) and ``t_eval`` are in optimiser steps
+        (every whole step by default), ``traj.steps`` is the step axis and the state is
+        kept (``traj.velocity``, ``traj.moments``). None: the plain gradient flow.
     schedule : Schedule, optional
         (Among ``flow_options``.) Stages solved one after the other (:func:`solve_schedule`);
         their durations set the span: leave ``t_span`` out or give ``(0, end)``.
