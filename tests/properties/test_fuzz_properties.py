@@ -316,7 +316,7 @@ def test_cli_plot(argv):
 @pytest.mark.parametrize("argv", PLOT_REPRODUCERS, ids=" ".join)
 @settings(max_examples=1, suppress_health_check=SUPPRESS)
 @given(nothing=st.none())  # check_cli records hypothesis events: run inside a test
-def test_cli_plot_reproducers(argv, nothing):
+def test_plot_reproducers_of_past_failures(argv, nothing):
     _check_plot(argv)
 
 
