@@ -246,7 +246,8 @@ SHARED_MODULES = {
     "odeflow.data", "odeflow.data.checks", "odeflow.data.forms",
     "odeflow.results", "odeflow.results.solution", "odeflow.results.files",
     "odeflow.fields", "odeflow.fields.base", "odeflow.fields.families",
-    "odeflow.fields.optimizers",
+    "odeflow.fields.optimizers", *(f"odeflow.fields.optimizers.{m}" for m in
+                                   ("base", "gradient", "momentum", "adam", "flow")),
     "odeflow.analysis", "odeflow.analysis.check_registry", "odeflow.training",
 }
 #: Layers whose every module is shared (the solver, sweeps and front ends).
