@@ -9,6 +9,7 @@ progress lines off a terminal show ``t``, the step size and the rate.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -84,3 +85,28 @@ def test_progress_lines_show_t_the_step_and_the_rate(data, monkeypatch, capsys):
     lines = capsys.readouterr().err.splitlines()
     assert lines and all(" step " in line and "/s)" in line for line in lines)
     assert "t = " in lines[-1]
+
+
+@pytest.mark.parametrize("method", ["BDF", "Radau"])
+def test_a_finite_difference_jacobian_of_a_large_state_is_not_a_stall(method, monkeypatch):
+    """A field without an analytic Jacobian: each Jacobian is over a thousand right-hand
+    sides at one time (syn-small's random start: 1,060 numbers). That is work, not a
+    stall: the solve ends as with the analytic Jacobian."""
+    from odeflow.fields.exact import ExactFlow
+
+    data = odeflow.DataModel.preset("syn-small")
+    y0, z0 = odeflow.training_start(data, seed=0)
+    options = dict(flow="exact", method=method, y0=y0, z0=z0, t_span=(0.0, 10.0),
+                   t_eval=[10.0], progress=False)
+    analytic = odeflow.solve(data, **options)
+    monkeypatch.setattr(ExactFlow, "has_jacobian", False, raising=False)
+    real_init = ExactFlow.__init__
+
+    def without_jacobian(self, *args, **kwargs):
+        real_init(self, *args, **kwargs)
+        self.has_jacobian = False
+
+    monkeypatch.setattr(ExactFlow, "__init__", functools.wraps(real_init)(without_jacobian))
+    numeric = odeflow.solve(data, **options)
+    assert not numeric.stats["analytic_jacobian"]
+    np.testing.assert_allclose(numeric.y[:, -1], analytic.y[:, -1], rtol=1e-4, atol=1e-8)

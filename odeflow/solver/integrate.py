@@ -207,9 +207,10 @@ class _WatchedRhs:
     on ``bar``.
     """
 
-    def __init__(self, field, t0, t_end, rtol, max_nfev, bar):
+    def __init__(self, field, t0, t_end, rtol, max_nfev, bar, window=STALL_CALLS):
         self.field, self.t_end, self.rtol, self.max_nfev, self.bar = (field, t_end, rtol,
                                                                       max_nfev, bar)
+        self.window = window  # right-hand sides between two pace checks
         self.n, self.t, self.far, self.step, self.mark = 0, t0, t0, math.nan, t0
         self.pace = 0.0  # t per right-hand side in the last check's window (0: none yet)
 
@@ -220,7 +221,7 @@ class _WatchedRhs:
             self.step, self.far = t - self.far, t
         if self.n > self.max_nfev:
             raise _BudgetExhausted(t)
-        if self.n % STALL_CALLS == 0:
+        if self.n % self.window == 0:
             self.check_pace(t, y)
         self.bar.update(t, self.n, self.step)
         with np.errstate(over="raise", invalid="raise", divide="raise"):
@@ -235,9 +236,9 @@ class _WatchedRhs:
         far = self.far
         if far - self.mark <= STALL_RELATIVE * max(abs(far), float(np.finfo(float).tiny)):
             raise _Stopped(far, f"t advanced by less than {STALL_RELATIVE:g} t over the last "
-                                f"{STALL_CALLS:,} right-hand sides (the step size collapsed "
+                                f"{self.window:,} right-hand sides (the step size collapsed "
                                 "to the spacing of floating-point numbers at t)")
-        pace = (far - self.mark) / STALL_CALLS  # t per right-hand side, lately
+        pace = (far - self.mark) / self.window  # t per right-hand side, lately
         slowing = pace <= self.pace
         self.mark, self.pace = far, pace
         needed = (self.t_end - far) / pace
@@ -276,6 +277,16 @@ def _failure(exc, what: str, method: str, t_end: float, rhs: _WatchedRhs) -> str
     return f"{what} failed near t = {rhs.t:.6g}: {type(exc).__name__}: {exc}"
 
 
+def stall_window(size: int, method: str, kwargs: dict) -> int:
+    """Right-hand sides between two checks of a solve's pace: :data:`STALL_CALLS`, or
+    the calls of three finite-difference Jacobians (``size + 1`` calls each, all at one
+    ``t``) when an implicit ``method`` has no analytic Jacobian (``"jac"`` not in
+    ``kwargs``), so that forming a Jacobian is never taken for a stall."""
+    if method in IMPLICIT and "jac" not in kwargs:
+        return max(STALL_CALLS, 3 * (size + 1))
+    return STALL_CALLS
+
+
 def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nfev, what,
                     progress, blas_threads, dense_output=False, y0=None):
     """Run ``solve_ivp`` on ``field`` within the evaluation budget; ``(sol, stats)``.
@@ -294,7 +305,8 @@ def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nf
                          "and it never leaves t0); use method='Radau', 'BDF' or 'RK45', or "
                          "a longer t_end", {"method": method, "status": -1, "nfev": 0})
     bar = _Progress(t0, t_end, progress_mode(progress), desc=what)
-    rhs = _WatchedRhs(field, t0, t_end, rtol, max_nfev, bar)
+    rhs = _WatchedRhs(field, t0, t_end, rtol, max_nfev, bar,
+                      stall_window(field.size, method, kwargs))
     start, njev_before = time.perf_counter(), field.njev
 
     def common() -> dict:
