@@ -130,7 +130,10 @@ CHECKS = ("CF1", "CF2", "CF3", "CF4", "CF5", "CF6")
 # helpers
 # ---------------------------------------------------------------------------
 def _time_grid(t_min: float, t_max: float, per_decade: int) -> np.ndarray:
-    n = int(round(per_decade * math.log10(t_max / t_min))) + 1
+    """``per_decade`` log-spaced times from ``t_min`` to ``t_max`` (at least two); the
+    decades are counted as a difference of logarithms, so a ``t_max`` near the largest
+    double does not overflow."""
+    n = int(round(per_decade * (math.log10(t_max) - math.log10(t_min)))) + 1
     return np.geomspace(t_min, t_max, max(n, 2))
 
 

@@ -323,6 +323,8 @@ def test_plot_reproducers_of_past_failures(argv, nothing):
 @settings(max_examples=fuzz_examples(8), suppress_health_check=SUPPRESS)
 @given(argv=cli_argv("verify", FILES).map(_bounded))
 @example(argv=["verify", "--only", "CF1", "--t-max", "10", "--atol", "1e-300"])  # hung
+@example(argv=["verify", "--seed", "0", "--method", "LSODA", "--t-max", "1.797693134862316e+305",
+               "--only", "CF1"])  # found by the thorough profile: t_max / t_min overflowed
 def test_cli_verify(argv):
     with _sandbox():
         check_cli(argv)
