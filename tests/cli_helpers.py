@@ -3,7 +3,10 @@ and make odeflow's writer fail as an unwritable folder does (root writes anywher
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import subprocess
 
 from odeflow.cli import main
 from odeflow.io import TEMP_MARK
@@ -18,6 +21,16 @@ def cli(capsys, *argv):
     out, err = capsys.readouterr()
     assert "Traceback" not in err
     return code, out, err
+
+
+def cli_in(folder, *argv) -> subprocess.CompletedProcess:
+    """Run ``odeflow ARGV`` in-process with ``folder`` as the working folder, without
+    pytest's capture: its exit code, stdout and stderr as a finished process has them."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(folder), contextlib.redirect_stdout(out), \
+            contextlib.redirect_stderr(err):
+        code = main([str(a) for a in argv])
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def one_error_line(err: str) -> str:

@@ -10,8 +10,6 @@ moment end with one running and the other refused (exit 2 naming ``store``).
 
 from __future__ import annotations
 
-import contextlib
-import io
 import os
 import re
 import resource
@@ -27,12 +25,11 @@ xr = pytest.importorskip("xarray")
 pytest.importorskip("zarr")
 psutil = pytest.importorskip("psutil")
 
-from odeflow.cli import main  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
 from odeflow.sweeps import open_store, sweep  # noqa: E402
 from odeflow.sweeps import store as store_module  # noqa: E402
 from odeflow.sweeps.config import parse_sweep_config  # noqa: E402
-from tests.cli_helpers import cli, one_error_line  # noqa: E402
+from tests.cli_helpers import cli, cli_in, one_error_line  # noqa: E402
 from tests.sweep_helpers import (  # noqa: E402
     TWENTY_POINTS,
     alive,
@@ -104,13 +101,10 @@ def resume_and_compare(config, store, stored, reference):
         assert int(np.count_nonzero(open_store(store).computed.values > 0)) == stored
     else:
         assert stored == 0
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(config.parent), contextlib.redirect_stdout(out), \
-            contextlib.redirect_stderr(err):
-        code = main(["sweep", str(config), "--out", str(store), "--resume", "--no-progress",
-                     "--backend", "serial"])
-    assert code == 0, err.getvalue()
-    assert f"already done {stored}, computed now {POINTS - stored}, failed 0" in out.getvalue()
+    done = cli_in(config.parent, "sweep", config, "--out", store, "--resume", "--no-progress",
+                  "--backend", "serial")
+    assert done.returncode == 0, done.stderr
+    assert f"already done {stored}, computed now {POINTS - stored}, failed 0" in done.stdout
     final = open_store(store)
     assert (final.computed.values == 1).all()
     assert_same_numbers(final, reference)

@@ -4,9 +4,6 @@ API and the CLI; each point equals a direct :func:`odeflow.solve` at its setting
 
 from __future__ import annotations
 
-import contextlib
-import io
-import subprocess
 from dataclasses import replace
 
 import numpy as np
@@ -16,12 +13,12 @@ xr = pytest.importorskip("xarray")
 pytest.importorskip("zarr")
 
 import odeflow  # noqa: E402
-from odeflow.cli import main  # noqa: E402
 from odeflow.data.induction import POINT_KERNEL, InductionData  # noqa: E402
 from odeflow.errors import ValidationError  # noqa: E402
 from odeflow.sweeps import TASKS, make_spec, open_store, register, sweep  # noqa: E402
 from odeflow.sweeps.induction import INDUCTION_FLOW, run_induction_flow  # noqa: E402
 from odeflow.sweeps.journal import read_journal  # noqa: E402
+from tests.cli_helpers import cli_in  # noqa: E402
 from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 
 GRID = {"init.w_plus": [1.0, 3.0], "loss": ["nll", "code"]}
@@ -68,14 +65,6 @@ def point_model(w_plus: float) -> InductionData:
                          w_minus=0.1, c0=0.01, a0=0.01)
 
 
-def run_cli(*args, cwd):
-    """``odeflow ARGS`` in-process in the folder ``cwd``: its exit code and output."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main([str(a) for a in args])
-    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
-
-
 @pytest.fixture(scope="module")
 def swept():
     return sweep("induction_flow", GRID, settings=SETTINGS, data="ih-point", backend="serial")
@@ -106,19 +95,19 @@ def test_the_cli_writes_the_same_sweep(swept, tmp_path):
     cfg = tmp_path / "ih.toml"
     cfg.write_text(CONFIG)
     store = tmp_path / "ih.zarr"
-    done = run_cli("sweep", str(cfg), "--out", str(store), "--no-progress", cwd=tmp_path)
+    done = cli_in(tmp_path, "sweep", str(cfg), "--out", str(store), "--no-progress")
     assert done.returncode == 0, done.stderr
     assert "population_loss(end)" in done.stdout
     assert_same_numbers(open_store(store), swept)
-    plotted = run_cli("plot", "sweep", "--store", str(store), "--var", "population_loss",
-                      "--out", str(tmp_path / "loss.png"), cwd=tmp_path)
+    plotted = cli_in(tmp_path, "plot", "sweep", "--store", str(store), "--var", "population_loss",
+                     "--out", str(tmp_path / "loss.png"))
     assert plotted.returncode == 0, plotted.stderr
     assert (tmp_path / "loss.png").stat().st_size > 0
-    default = run_cli("plot", "sweep", "--store", str(store), cwd=tmp_path)
+    default = cli_in(tmp_path, "plot", "sweep", "--store", str(store))
     assert default.returncode == 0, default.stderr  # no entropy here: the task's first output
     assert "sweep a ->" in default.stdout and (tmp_path / "sweep-a.png").stat().st_size > 0
-    refused = run_cli("plot", "sweep", "--store", str(store), "--var", "entropy", "--out",
-                      str(tmp_path / "e.png"), cwd=tmp_path)
+    refused = cli_in(tmp_path, "plot", "sweep", "--store", str(store), "--var", "entropy", "--out",
+                     str(tmp_path / "e.png"))
     assert refused.returncode == 2 and "var:" in refused.stderr, refused.stderr
 
 
@@ -126,7 +115,7 @@ def test_a_dirichlet_model_of_the_config_swept_over_alpha(tmp_path):
     cfg = tmp_path / "dir.toml"
     cfg.write_text(DIRICHLET)
     store = tmp_path / "dir.zarr"
-    done = run_cli("sweep", str(cfg), "--out", str(store), "--no-progress", cwd=tmp_path)
+    done = cli_in(tmp_path, "sweep", str(cfg), "--out", str(store), "--no-progress")
     assert done.returncode == 0, done.stderr
     ds = open_store(store)
     assert (ds.error.values == "").all()
@@ -219,7 +208,7 @@ def test_a_bad_alpha_in_a_config_exits_2_before_any_point(tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text(DIRICHLET.replace("prior.alpha = [0.5, 2.0]", "prior.alpha = [0.5, -1]"))
     store = tmp_path / "bad.zarr"
-    done = run_cli("sweep", str(cfg), "--out", str(store), "--no-progress", cwd=tmp_path)
+    done = cli_in(tmp_path, "sweep", str(cfg), "--out", str(store), "--no-progress")
     assert done.returncode == 2
     assert "grid.prior.alpha[1]" in done.stderr, done.stderr
     assert not store.exists()
