@@ -194,7 +194,8 @@ def test_integrator_warnings_go_to_the_stats_and_others_are_issued():
 
     lsoda = "/site-packages/scipy/integrate/_ivp/lsoda.py"
     with pytest.warns(RuntimeWarning, match="from the field"):
-        with _integrator_warnings() as said:
+        said = []
+        with _integrator_warnings(said):
             for _ in range(2):
                 warnings.warn_explicit("lsoda: Repeated convergence failures", UserWarning,
                                        lsoda, 161)

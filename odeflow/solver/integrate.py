@@ -103,7 +103,6 @@ def roundoff_level(rhs, t: float, y: np.ndarray, samples: int = 4) -> float:
     return spread / scale
 
 
-
 def progress_mode(progress) -> str | None:
     """``"bar"``, ``"log"`` or None from :func:`solve`'s ``progress`` argument."""
     if progress is None:
@@ -308,16 +307,17 @@ def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nf
     rhs = _WatchedRhs(field, t0, t_end, rtol, max_nfev, bar,
                       stall_window(field.size, method, kwargs))
     start, njev_before = time.perf_counter(), field.njev
+    said: list[str] = []  # the integrator's warnings, each once
 
     def common() -> dict:
         """Statistics of every solve, ended or stopped, at the time of the call."""
         return {"method": method, "wall_time": time.perf_counter() - start,
                 "rhs_calls": field.nfev, "jac_calls": field.njev, "rtol": rtol, "atol": atol,
-                "analytic_jacobian": "jac" in kwargs}
+                "analytic_jacobian": "jac" in kwargs, "integrator_warnings": said}
 
     try:
         with blas_controller().limit(limits=blas_threads, user_api="blas"), \
-                _integrator_warnings() as said:
+                _integrator_warnings(said):
             sol = solve_ivp(rhs, (t0, t_end), field.initial_state() if y0 is None else y0,
                             method=method, t_eval=t_eval, rtol=rtol, atol=atol,
                             dense_output=dense_output, **kwargs)
@@ -329,8 +329,7 @@ def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nf
     finally:
         bar.close()
     stats = {**common(), "nfev": int(sol.nfev), "njev": int(sol.njev), "nlu": int(sol.nlu),
-             "status": int(sol.status), "message": str(sol.message),
-             "integrator_warnings": said}
+             "status": int(sol.status), "message": str(sol.message)}
     if not sol.success:
         reached = sol.t[-1] if len(sol.t) else t0
         raise SolveError(f"{what} failed at t = {reached:g}: {sol.message}", stats)
@@ -340,15 +339,14 @@ def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nf
 
 
 @contextmanager
-def _integrator_warnings():
+def _integrator_warnings(said: list[str]):
     """Collect the warnings of scipy's integrators (LSODA's "repeated convergence
-    failures", ...) into the yielded list, each message once, for the solve's statistics;
-    any other warning is issued as usual."""
-    said: list[str] = []
+    failures", ...) into ``said``, each message once, for the solve's statistics (of a
+    failed solve too); any other warning is issued as usual."""
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            yield said
+            yield
     finally:
         for w in caught:
             if "scipy" in (w.filename or "") and "integrate" in w.filename:
@@ -358,7 +356,6 @@ def _integrator_warnings():
             else:
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno,
                                        source=w.source)
-
 
 
 def run_from(field, t0: float, t_end: float, t_eval, run) -> tuple:
@@ -420,7 +417,7 @@ def _after_exact_steps(field, head: float, t_end: float, t_eval: np.ndarray, run
         stats = {"method": run.keywords["method"], "wall_time": 0.0, "rhs_calls": field.nfev,
                  "jac_calls": field.njev, "rtol": run.keywords["rtol"],
                  "atol": run.keywords["atol"], "analytic_jacobian": False, "nfev": 0,
-                 "njev": 0, "nlu": 0, "status": 0,
+                 "njev": 0, "nlu": 0, "status": 0, "integrator_warnings": [],
                  "message": "the exact steps reach the end of the span"}
     stats["exact_until"] = head
     y = np.hstack([field.exact_state_at(pre).T, y_ode])
