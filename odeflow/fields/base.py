@@ -117,6 +117,16 @@ class Field(ABC):
         """Sparsity pattern of ``dF/dy`` for finite-difference Jacobians, or None."""
         return None
 
+    def parameter_level(self) -> "Field":
+        """The field in parameter coordinates, for an optimiser flow to wrap.
+
+        An optimiser steps the model's parameters; a field whose solver state
+        is another chart of them (the induction levels carry ``ln|c|``) returns
+        the same flow with the parameters as its state, with ``gradient(y)`` and
+        ``rate_vector``. The default is the field itself.
+        """
+        return self
+
     def margins(self, y: np.ndarray) -> np.ndarray:
         """Decoder logit margin ``h_n`` of each class at state ``y`` (Eqn 44), shape (K,).
 

@@ -133,7 +133,7 @@ def _build_field(data, flow, scan_snap: tuple, flow_options: dict, optimizer, t_
     check_flow_options(flow, field_class, options)
     field = field_class(data, **options)
     if optimizer is not None:
-        field = optimizer_flow(field, optimizer, t0)
+        field = optimizer_flow(field.parameter_level(), optimizer, t0)
         if t_eval is None:
             t_eval = field.default_steps(t0, t_end)
         t0 = field.start_step  # at rest half a step early for the heavy ball's offset
