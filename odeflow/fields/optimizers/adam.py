@@ -45,7 +45,7 @@ import numpy as np
 
 from odeflow.data.checks import as_real_number
 from odeflow.errors import ValidationError
-from odeflow.fields.optimizers.base import Optimizer, choice, flag, fraction
+from odeflow.fields.optimizers.base import Optimizer, choice, flag, fraction, keep_flag
 
 #: Starts of :class:`Adam`: ``"limit"`` (from ``s = 0``) or ``"first_step"``.
 ADAM_STARTS = ("limit", "first_step")
@@ -102,12 +102,17 @@ class Adam(Optimizer):
         closest in parameter distance and loss in every case measured
         (``docs/optimisers.md``, ``python docs/make_optimisers.py --kind adam``),
         chosen against that recursion, never against training runs.
+    keep_state : bool, optional
+        Whether a flow's result keeps the moments (the series ``moment1``,
+        ``moment2``, ``2 n`` doubles per output step): True always, False never,
+        None (default) while they take at most
+        :data:`~odeflow.fields.optimizers.base.KEEP_STATE_BYTES`. Output only.
 
     Raises
     ------
     ValidationError
-        Naming ``betas``, ``eps``, ``start``, ``modified``, ``exact_steps`` or
-        ``offset``.
+        Naming ``betas``, ``eps``, ``start``, ``modified``, ``exact_steps``,
+        ``offset`` or ``keep_state``.
     """
 
     kind = "adam"
@@ -116,7 +121,8 @@ class Adam(Optimizer):
 
     def __init__(self, betas=(0.9, 0.999), eps: float = 1e-8, start: str = "first_step",
                  modified: bool = True, exact_steps: int | str | None = None,
-                 offset: float | None = None):
+                 offset: float | None = None, keep_state: bool | None = None):
+        self.keep_state = keep_flag(keep_state)
         if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
             raise ValidationError("betas", f"must be two numbers (b1, b2), got {betas!r:.80}")
         self.betas = (fraction(betas[0], "betas[0]"), fraction(betas[1], "betas[1]"))
@@ -158,7 +164,7 @@ class Adam(Optimizer):
     def __repr__(self) -> str:
         return (f"Adam(betas={self.betas!r}, eps={self.eps!r}, start={self.start!r}, "
                 f"modified={self.modified!r}, exact_steps={self.exact_steps!r}, "
-                f"offset={self.offset!r})")
+                f"offset={self.offset!r}, keep_state={self.keep_state!r})")
 
     @property
     def exact_request(self):
@@ -244,7 +250,9 @@ class Adam(Optimizer):
         J[:n, :n] = (rate * ra * eps / (rb * np.abs(g) + eps) ** 2)[:, None] * dg
 
     def series(self, steps, state) -> dict:
-        """``moment1`` and ``moment2``."""
+        """``moment1`` and ``moment2`` (none when ``state`` is None)."""
+        if state is None:
+            return {}
         return {"moment1": np.ascontiguousarray(state[0]),
                 "moment2": np.ascontiguousarray(state[1])}
 

@@ -42,11 +42,21 @@ def flag(value, name: str) -> bool:
     return bool(value)
 
 
+def keep_flag(value) -> bool | None:
+    """``keep_state`` of an optimiser: None (kept while small) or a bool, else a ValidationError."""
+    return None if value is None else flag(value, "keep_state")
+
+
 def choice(value, name: str, choices) -> str:
     """``value`` if it is one of ``choices``, else a ValidationError naming ``name``."""
     if not isinstance(value, str) or value not in choices:
         raise ValidationError(name, f"must be one of {list(choices)}, got {value!r:.80}")
     return value
+
+
+#: Bytes of optimiser state (``8 x points x state_blocks x n``) up to which an
+#: optimiser flow's result keeps it when ``keep_state`` is None (:meth:`Optimizer.keeps_state`).
+KEEP_STATE_BYTES = 16 * 2**20
 
 
 class Optimizer:
@@ -57,6 +67,10 @@ class Optimizer:
     rest), in the order :meth:`step` documents. An optimiser flow's flat state is
     the parameters followed by these blocks.
     """
+
+    #: Whether an optimiser flow's result keeps the optimiser's state as series
+    #: (True, False, or None: while it is small, :meth:`keeps_state`).
+    keep_state = None
 
     #: Name saved in ``describe()["kind"]``.
     kind = "optimizer"
@@ -98,8 +112,17 @@ class Optimizer:
         raise NotImplementedError
 
     def series(self, steps, state) -> dict:
-        """Named series of a flow's result from the optimiser's state blocks."""
+        """Named series of a flow's result from the optimiser's state blocks (``state``
+        None: the series that need no state)."""
         return {}
+
+    def keeps_state(self, points: int, n: int) -> bool:
+        """Whether a flow's result at ``points`` output steps of ``n`` parameters keeps the
+        optimiser's state: :attr:`keep_state` when given, else whether it takes at most
+        :data:`KEEP_STATE_BYTES` (``8 points state_blocks n`` bytes)."""
+        if self.keep_state is not None:
+            return bool(self.keep_state)
+        return 8 * int(points) * self.state_blocks * int(n) <= KEEP_STATE_BYTES
 
     def flow_time(self, steps):
         """Flow time of ``steps`` of a first-order flow, or None where there is no map."""

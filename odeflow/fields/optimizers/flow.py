@@ -60,6 +60,13 @@ from odeflow.fields.optimizers.momentum import Momentum
 AUTO_EXACT_LIMIT = 100
 #: The optimisers that have an optimiser flow.
 OPTIMIZERS = (Momentum, Adam)
+#: Bytes of the raw flat states (``8 x size x points``) at a solve's default output
+#: steps (:meth:`OptimizerFlow.default_steps`): however long the span, the default
+#: output of an optimiser flow holds at most this many bytes of solver state.
+DEFAULT_OUTPUT_BYTES = 64 * 2**20
+#: Most default output steps of an optimiser flow (every whole step of a span with
+#: fewer); the fewest however large the state.
+DEFAULT_OUTPUT_POINTS, MIN_OUTPUT_STEPS = 2001, 10
 
 
 def check_optimizer(optimizer):
@@ -319,14 +326,23 @@ class OptimizerFlow(Field):
         return self.inner.margins(y[: self.n])
 
     # ------------------------------------------------------------ results
-    def default_steps(self, t0: float, t_end: float, max_points: int = 2001) -> np.ndarray:
-        """Output steps of a solve on ``[t0, t_end]``: every whole step (and ``t_end``)
-        when there are at most ``max_points``, else ``max_points`` whole steps spaced
-        evenly in ``log(1 + k)``."""
+    def default_steps(self, t0: float, t_end: float,
+                      max_points: int = DEFAULT_OUTPUT_POINTS) -> np.ndarray:
+        """Output steps of a solve on ``[t0, t_end]`` when none are given.
+
+        Every whole step (and ``t_end``) when they are at most ``P`` steps, else ``P``
+        whole steps spaced evenly in ``log(1 + k)`` (the dynamics span decades, as
+        the first-order flows' log-spaced grid). ``P = min(max_points, DEFAULT_OUTPUT_BYTES
+        / (8 size))``, at least :data:`MIN_OUTPUT_STEPS`: the default output's memory,
+        ``8 size`` bytes a step, is bounded by :data:`DEFAULT_OUTPUT_BYTES` (or ten
+        states) whatever the horizon.
+        """
+        fits = DEFAULT_OUTPUT_BYTES // (8 * max(int(self.size), 1))
+        points = int(max(MIN_OUTPUT_STEPS, min(int(max_points), fits)))
         first, last = math.ceil(t0), math.floor(t_end)
-        if last - first + 1 > max_points:
+        if last - first + 1 > points:
             grid = np.unique(np.round(np.expm1(np.linspace(math.log1p(first), math.log1p(last),
-                                                           max_points))))
+                                                           points))))
         else:
             grid = np.arange(first, last + 1, dtype=float)
         if grid.size == 0 or grid[0] > t0:
@@ -336,10 +352,13 @@ class OptimizerFlow(Field):
         return grid
 
     def trajectory(self, t, states, stats):
-        """The inner field's result on the step axis, with the optimiser's state."""
+        """The inner field's result on the step axis, with the optimiser's state where
+        the optimiser keeps it (:meth:`~odeflow.fields.optimizers.base.Optimizer.keeps_state`)."""
         n = self.n
         traj = self.inner.trajectory(t, states[:, :n], stats)
-        blocks = [states[:, i * n:(i + 1) * n] for i in range(1, self.blocks)]
+        blocks = None
+        if self.optimizer.keeps_state(len(t), n):
+            blocks = [states[:, i * n:(i + 1) * n] for i in range(1, self.blocks)]
         traj.series.update(self.optimizer.series(t, blocks))
         traj.meta.update(self.parameters())
         return traj

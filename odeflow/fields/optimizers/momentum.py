@@ -35,7 +35,7 @@ import numpy as np
 
 from odeflow.data.checks import as_real_number
 from odeflow.errors import ValidationError
-from odeflow.fields.optimizers.base import Optimizer, choice, flag, fraction
+from odeflow.fields.optimizers.base import Optimizer, choice, flag, fraction, keep_flag
 
 #: Starts of :class:`Momentum`: ``"rest"`` (``u(0) = 0``) or ``"first_step"``.
 MOMENTUM_STARTS = ("rest", "first_step")
@@ -81,18 +81,25 @@ class Momentum(Optimizer):
         steps they follow the deterministic discrete heavy ball closer than the
         plain rates, on every Fig. 6 cell and in the Fig. 4 loss
         (``docs/optimisers.md``, ``python docs/make_optimisers.py --grid``).
+    keep_state : bool, optional
+        Whether a flow's result keeps the velocity (the series ``velocity``, ``n``
+        doubles per output step): True always, False never, None (default) while it
+        takes at most :data:`~odeflow.fields.optimizers.base.KEEP_STATE_BYTES`
+        (:meth:`~odeflow.fields.optimizers.base.Optimizer.keeps_state`). Output only:
+        the dynamics, ``describe()`` and equality do not depend on it.
 
     Raises
     ------
     ValidationError
-        Naming ``mu``, ``start``, ``offset`` or ``modified``.
+        Naming ``mu``, ``start``, ``offset``, ``modified`` or ``keep_state``.
     """
 
     kind = "momentum"
     state_blocks = 1
 
     def __init__(self, mu: float = 0.9, start: str = "rest", offset: float = 0.5,
-                 modified: bool | None = None):
+                 modified: bool | None = None, keep_state: bool | None = None):
+        self.keep_state = keep_flag(keep_state)
         self.mu = fraction(mu, "mu")
         self.start = choice(start, "start", MOMENTUM_STARTS)
         off = as_real_number(offset, "offset", "in [0, 1]")
@@ -105,7 +112,7 @@ class Momentum(Optimizer):
 
     def __repr__(self) -> str:
         return (f"Momentum(mu={self.mu!r}, start={self.start!r}, offset={self.offset!r}, "
-                f"modified={self.modified!r})")
+                f"modified={self.modified!r}, keep_state={self.keep_state!r})")
 
     @property
     def exact_request(self) -> int:
@@ -147,8 +154,12 @@ class Momentum(Optimizer):
         return J
 
     def series(self, steps, state) -> dict:
-        """``velocity`` (``u``) and ``flow_time`` (the warm-up map of ``steps``)."""
-        return {"velocity": np.ascontiguousarray(state[0]), "flow_time": self.flow_time(steps)}
+        """``flow_time`` (the warm-up map of ``steps``) and, unless ``state`` is None,
+        ``velocity`` (``u``)."""
+        out = {"flow_time": self.flow_time(steps)}
+        if state is not None:
+            out["velocity"] = np.ascontiguousarray(state[0])
+        return out
 
     def coefficients(self) -> tuple[float, float]:
         """``(a, b)`` of ``u' = a F - b u``."""
