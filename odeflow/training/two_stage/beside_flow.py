@@ -1,0 +1,185 @@
+"""Training of the two-stage family beside its population flow (``docs/two_stage.md``).
+
+:func:`compare` trains one run per seed (:func:`~odeflow.training.two_stage.runs.train`:
+gradient steps of size ``eta`` on prompts of ``seq_len`` examples), scores every
+run's recorded weights on the same held-out prompts with the finite-``N``
+attention, and solves the population flow (``N -> infinity``, ``flow="population"``)
+from the same start at the runs' flow times ``t = eta * k``. Its
+:meth:`Comparison.gaps` is the largest distance, over the recorded times, between the
+runs' mean accuracy on each query kind and the flow's population accuracy;
+:func:`gap_by_length` repeats it for several ``N`` (the finite-``N`` attention's
+noise, of order ``1/sqrt(N)`` in ``f``, is what keeps a run's accuracy from the flow's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from odeflow.data.checks import check_count, check_seeds
+from odeflow.data.two_stage import TwoStageData
+from odeflow.errors import ValidationError
+from odeflow.fields.two_stage.finite_n import KINDS
+from odeflow.training.two_stage.runs import (
+    HELD_OUT,
+    HELD_OUT_SEED,
+    TwoStageRun,
+    held_out_scores,
+    log_spaced_steps,
+    train,
+)
+
+#: Defaults of :func:`compare`: step size, steps (flow time ``eta * steps``), ``N``,
+#: prompts per step and recorded times.
+ETA = 0.2
+STEPS = 1000
+SEQ_LEN = 64
+BATCH_SIZE = 200
+RECORDS = 40
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Runs (one per seed, recorded at the same steps) and the population flow.
+
+    Attributes
+    ----------
+    runs : list of TwoStageRun
+        With held-out scores (``accuracy_p_only`` ...).
+    flow : TwoStageTrajectory
+        The population flow at ``runs[0].t``.
+    seeds : list of int
+    settings : dict
+        The training settings (``eta``, ``seq_len``, ``batch_size``, ``sample``, ...).
+    """
+
+    runs: list
+    flow: object
+    seeds: list
+    settings: dict
+
+    @property
+    def t(self) -> np.ndarray:
+        """The recorded flow times."""
+        return self.runs[0].t
+
+    def run_mean(self, name: str) -> np.ndarray:
+        """Mean over seeds of a run's series (``accuracy_q_only``, ``loss_p_only`` ...)."""
+        return np.mean([np.asarray(getattr(r, name)) for r in self.runs], axis=0)
+
+    def run_std(self, name: str) -> np.ndarray:
+        """Standard deviation over seeds (``ddof = 0``) of a run's series."""
+        return np.std([np.asarray(getattr(r, name)) for r in self.runs], axis=0)
+
+    def gaps(self) -> dict:
+        """Per query kind, the largest ``|run mean - flow|`` accuracy over the recorded
+        times and the time where it is: ``{kind: {"gap": ..., "t": ...}}``."""
+        out = {}
+        for kind in KINDS:
+            name = f"accuracy_{kind}"
+            diff = np.abs(self.run_mean(name) - np.asarray(getattr(self.flow, name)))
+            j = int(np.argmax(diff))
+            out[kind] = {"gap": float(diff[j]), "t": float(self.t[j])}
+        return out
+
+    def rows(self) -> list[dict]:
+        """One row per recorded time: the flow's and the runs' accuracy per kind (mean, std)."""
+        out = []
+        for j, t in enumerate(self.t):
+            row = {"t": float(t)}
+            for kind in KINDS:
+                row[f"flow_acc_{kind}"] = float(getattr(self.flow, f"accuracy_{kind}")[j])
+            for kind in KINDS:
+                row[f"run_acc_{kind}_mean"] = float(self.run_mean(f"accuracy_{kind}")[j])
+            for kind in KINDS:
+                row[f"run_acc_{kind}_std"] = float(self.run_std(f"accuracy_{kind}")[j])
+            out.append(row)
+        return out
+
+
+def population_flow(data: TwoStageData, t_eval: np.ndarray, progress: bool | None = None):
+    """The population flow of ``data`` from ``sigma0 I`` at the times ``t_eval``
+    (:func:`odeflow.solve` with ``flow="population"``)."""
+    from odeflow.solver import solve
+
+    t_eval = np.asarray(t_eval, dtype=float)
+    return solve(data, flow="population", t_span=(0.0, float(t_eval[-1])), t_eval=t_eval,
+                 progress=progress)
+
+
+def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
+            eta: float = ETA, seq_len: int = SEQ_LEN, batch_size: int = BATCH_SIZE,
+            sample: str = "fresh", sample_size: int | None = None, optimizer=None,
+            records: int = RECORDS, held_out: int = HELD_OUT,
+            held_out_seed: int = HELD_OUT_SEED, progress: bool | None = None) -> Comparison:
+    """Runs over ``seeds`` beside the population flow, at log-spaced recorded times.
+
+    Parameters
+    ----------
+    data : TwoStageData, optional
+        ``ts-default`` by default.
+    seeds : int or list of int
+        A count (seeds ``0 .. seeds - 1``) or the seeds of the runs' prompts.
+    steps, eta : int, float
+        Steps and step size: the runs end at flow time ``eta * steps``.
+    seq_len, batch_size, sample, sample_size, optimizer
+        As for :func:`~odeflow.training.two_stage.runs.train`.
+    records : int
+        About this many log-spaced recorded steps from 1 to ``steps`` (and step 0).
+    held_out, held_out_seed : int
+        Held-out queries of each kind, shared by every run, and their seed.
+    progress : bool, optional
+
+    Returns
+    -------
+    Comparison
+    """
+    if data is None:
+        data = TwoStageData.preset("ts-default")
+    elif not isinstance(data, TwoStageData):
+        raise ValidationError("data", f"must be a TwoStageData, got {type(data).__name__}")
+    seeds = check_seeds(seeds)
+    record = log_spaced_steps(check_count(steps, "steps"), records)
+    settings = {"steps": steps, "eta": eta, "seq_len": seq_len, "batch_size": batch_size,
+                "sample": sample, "sample_size": sample_size, "held_out": held_out,
+                "held_out_seed": held_out_seed}
+    runs = [train(data, steps, eta, seq_len=seq_len, batch_size=batch_size, sample=sample,
+                  sample_size=sample_size, optimizer=optimizer, seed=seed, record=record,
+                  held_out=0, progress=progress) for seed in seeds]
+    runs = scored(data, runs, seq_len, held_out, held_out_seed)
+    flow = population_flow(data, runs[0].t, progress=progress)
+    return Comparison(runs, flow, seeds, settings)
+
+
+def scored(data, runs: list, seq_len: int, count: int, seed: int) -> list:
+    """``runs`` with held-out scores, every run's records scored in one pass."""
+    W_P = np.concatenate([r.W_P for r in runs])
+    W_Q = np.concatenate([r.W_Q for r in runs])
+    scores = held_out_scores(data, W_P, W_Q, seq_len, count, seed)
+    out, at = [], 0
+    for r in runs:
+        n = r.t.size
+        mine = {k: v[at:at + n] for k, v in scores.items()}
+        meta = {**r.meta, "held_out": count, "held_out_seed": seed}
+        out.append(TwoStageRun(r.steps, r.t, r.W_P, r.W_Q, r.train_loss, mine, meta, r.stats))
+        at += n
+    return out
+
+
+def gap_by_length(data: TwoStageData | None = None, lengths=(16, 64, 256), seeds=5,
+                  **options) -> list[dict]:
+    """:meth:`Comparison.gaps` of :func:`compare` at each ``seq_len`` in ``lengths``.
+
+    Returns one row per length: ``seq_len``, ``gap_<kind>`` and ``t_<kind>`` (where the
+    largest gap is) for each query kind, and ``gap``, the largest of the three.
+    """
+    rows = []
+    for n in lengths:
+        gaps = compare(data, seeds, seq_len=n, **options).gaps()
+        row = {"seq_len": int(n)}
+        for kind in KINDS:
+            row[f"gap_{kind}"], row[f"t_{kind}"] = gaps[kind]["gap"], gaps[kind]["t"]
+        row["gap"] = max(gaps[k]["gap"] for k in KINDS)
+        rows.append(row)
+    return rows
