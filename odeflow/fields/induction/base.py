@@ -56,6 +56,7 @@ import numpy as np
 from odeflow.data.checks import as_real_array, validate_finite
 from odeflow.errors import ValidationError
 from odeflow.fields.base import Field
+from odeflow.fields.induction.parameters import InductionParameters
 from odeflow.numerics import log_magnitude, log_magnitude_mismatches
 
 #: Parameter groups of the flat vector, in their order.
@@ -140,7 +141,8 @@ class InductionField(Field):
     #: Parameter groups of this level's flat parameters (and state), in order.
     groups: tuple = GROUPS
 
-    #: Optimiser flows (``docs/optimisers.md``) wrap Scan and Snap's parameter levels only.
+    #: Not itself wrapped by an optimiser flow: its state holds ``ln|c|``, and its
+    #: ``gradient`` is ``+grad L`` (``docs/optimisers.md``); :meth:`parameter_level` is.
     optimizer_flows = False
 
     def __init__(self, data, loss: str = "nll", rates=None, start=None, start_log_c=None):
@@ -326,6 +328,11 @@ class InductionField(Field):
                              where=self._alive)
         out[sl] = -self.rate_vector[sl] * relative * math.exp(-2.0 * top)
         return out
+
+    def parameter_level(self):
+        """This level with ``theta = (c, w, a)`` as its state, for an optimiser flow
+        (:class:`~odeflow.fields.induction.parameters.InductionParameters`)."""
+        return InductionParameters(self)
 
     def parameters(self) -> dict:
         out = {"flow": self.name, "loss": self.loss_name, "rates": dict(self.rates),
