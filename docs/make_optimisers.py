@@ -139,7 +139,7 @@ def grid_rows(steps: int) -> list[dict]:
     heavy ball on Level T, distinct-token entropy (module docstring, ``--grid``)."""
     from odeflow.analysis.measures import distinct_entropy
     from odeflow.experiments import paper
-    from odeflow.fields import SCAN_SNAP
+    from odeflow.families import family_named
 
     flow, options = paper.OPTFLOWS["T"]
     rows = []
@@ -150,7 +150,8 @@ def grid_rows(steps: int) -> list[dict]:
             for ratio in paper.FIG6_RATIO:
                 p = paper.FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
                 opts = {"seq_len": p.seq_len, **options}
-                level = SCAN_SNAP.field_class(flow)(data, p.eta_y, p.eta_z, z0=z0, y0=y0, **opts)
+                field_class = family_named("scan_snap").field_class(flow)
+                level = field_class(data, p.eta_y, p.eta_z, z0=z0, y0=y0, **opts)
                 disc = odeflow.optimizer_steps(level, odeflow.Momentum(p.momentum), steps,
                                                progress=False)
                 H_disc = distinct_entropy(data, disc.z_active)

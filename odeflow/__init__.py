@@ -29,9 +29,10 @@ The package is layered, each layer importing only the ones below it:
 7. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
 
 :mod:`odeflow.errors`, :mod:`odeflow.numerics` and :mod:`odeflow.io` sit
-beneath them all. The names below are the flat public API; each loads its
-module on first use (PEP 562), so ``import odeflow`` and the command line's
-``--help`` stay light.
+beneath them all. The names below, and those each model family declares
+(:mod:`odeflow.families`: its data type, e.g. ``odeflow.InductionData``), are
+the flat public API; each loads its module on first use (PEP 562), so ``import
+odeflow`` and the command line's ``--help`` stay light.
 """
 
 from __future__ import annotations
@@ -50,8 +51,7 @@ _EXPORTS = {
     "compare_to_flow": "odeflow.analysis.compare",
     "compare_levels": "odeflow.analysis.levels",
     "verify": "odeflow.analysis.verify",
-    **dict.fromkeys(("PRESETS", "DataModel", "InductionData", "SequenceClass",
-                     "load_config", "sequence_classes"), "odeflow.data"),
+    **dict.fromkeys(("PRESETS", "load_config", "sequence_classes"), "odeflow.data"),
     "Adam": "odeflow.fields.optimizers",
     "Momentum": "odeflow.fields.optimizers",
     "SnapResult": "odeflow.results",
@@ -62,7 +62,16 @@ _EXPORTS = {
                      "optimizer_steps", "training_start"), "odeflow.training"),
 }
 
-__all__ = sorted({*_EXPORTS, "SolveError", "ValidationError", "__version__"})
+
+
+def _family_exports() -> dict:
+    """Flat-API names the model families declare (e.g. ``DataModel``, ``InductionData``)
+    -> their targets (:mod:`odeflow.families`)."""
+    from odeflow.families import families
+
+    return {name: target for family in families().values()
+            for name, target in family.exports.items()}
+
 
 #: Subpackages reached as attributes after ``import odeflow`` alone (e.g. the docs'
 #: ``odeflow.analysis.measures.distinct_entropy``); imported on first use, not in __all__.
@@ -71,7 +80,15 @@ _SUBPACKAGES = frozenset({"analysis", "cli", "data", "fields", "io", "numerics",
 
 
 def __getattr__(name: str):
+    if name == "__all__":          # the families' names too, so computed on first use
+        return sorted({*_EXPORTS, *_family_exports(), "SolveError", "ValidationError",
+                       "__version__"})
     module = None if name in _SUBPACKAGES else _EXPORTS.get(name, "")
+    if module == "" and name in _family_exports():
+        from odeflow.families import load
+
+        value = globals()[name] = load(_family_exports()[name])
+        return value
     if module == "":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     if module is None:
@@ -83,4 +100,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_family_exports()))

@@ -67,20 +67,19 @@ def test_the_catalog_agrees_with_the_registries():
     from odeflow.analysis.check_registry import registered_checks
     from odeflow.analysis.compare import RUNS
     from odeflow.data import DEFAULT_PRESET, PRESETS
-    from odeflow.fields import FAMILIES
+    from odeflow.families import families
     from odeflow.solver import MAX_NFEV, METHODS
 
     verify_module = sys.modules["odeflow.analysis.verify"]
-    assert set(catalog.FAMILIES) == set(FAMILIES)
-    for name, family in FAMILIES.items():
-        entry = catalog.FAMILIES[name]
-        assert entry.flows == tuple(family.flows), name
-        assert entry.default_flow == family.default_flow, name
-        assert set(entry.presets) == set(family.presets), name
+    for name, family in families().items():   # the declarations' text against the classes
+        assert set(family.preset_names) == set(family.presets()), name
+        assert family.default_flow in family.flows, name
+        for flow, target in family.flows.items():
+            assert family.field_class(flow).name == flow, (name, target)
     assert catalog.scan_snap_presets() == sorted(PRESETS)
     assert catalog.DEFAULT_PRESET == DEFAULT_PRESET
     assert catalog.METHODS == tuple(METHODS) and catalog.MAX_NFEV == MAX_NFEV
-    assert catalog.CHECKS == tuple(registered_checks())
+    assert catalog.check_names() == tuple(registered_checks())
     assert catalog.RUNS == tuple(RUNS)
     assert catalog.VERIFY_DEFAULTS == {
         "rtol": verify_module.DEFAULT_RTOL, "atol": verify_module.DEFAULT_ATOL,
@@ -91,7 +90,7 @@ def test_the_catalog_agrees_with_the_registries():
 def test_top_level_help_lists_every_family_and_command(capsys):
     code, out, _ = cli(capsys, "--help")
     assert code == 0
-    for entry in catalog.FAMILIES.values():
+    for entry in catalog.families().values():
         assert entry.title in out
         assert all(flow in out for flow in entry.flows)
     assert all(m.replace("_", "-") in out for m in command_modules())
@@ -282,7 +281,7 @@ def test_reproduce_refuses_a_flag_of_another_experiment(capsys):
 def test_run_help_names_every_flow_of_every_family(capsys):
     code, out, _ = cli(capsys, "run", "--help")
     assert code == 0
-    for entry in catalog.FAMILIES.values():
+    for entry in catalog.families().values():
         assert all(flow in out for flow in entry.flows)
 
 
@@ -292,7 +291,7 @@ def test_docs_cli_synopses_are_complete():
     assert "--batch N" in sweep[:sweep.index("```")]
     run = text[text.index("odeflow run [--preset"):]
     run = run[:run.index("```")]
-    for entry in catalog.FAMILIES.values():
+    for entry in catalog.families().values():
         assert all(flow in run for flow in entry.flows)
     assert "--mkdir" in run and "spec section" not in text
     assert "## Writing files" in text

@@ -217,9 +217,10 @@ def test_random_start_decoder_is_kept_unlumped_on_every_column():
     traj = odeflow.solve(data, flow="finite_t", y0=y0, seq_len=4, samples_per_class=2,
                          t_span=(0.0, 5.0), progress=False)
     assert traj.decoder_layout == "full"
-    from odeflow.fields import FLOWS
+    from odeflow.families import family_named
 
-    field = FLOWS["finite_t"](data, 1.0, 0.1, seq_len=4, samples_per_class=2, y0=y0)
+    field_class = family_named("scan_snap").field_class("finite_t")
+    field = field_class(data, 1.0, 0.1, seq_len=4, samples_per_class=2, y0=y0)
     unsampled = np.setdiff1d(data.active_tokens, field.columns)
     assert unsampled.size > 0  # the case the test is about
     np.testing.assert_allclose(traj.decoder_at(0), y0, atol=1e-14)

@@ -3,7 +3,7 @@ the family's own table, the result file, exit codes."""
 
 import numpy as np
 
-from odeflow.fields import find_preset, preset_names
+from odeflow.families import find_preset, preset_names
 from odeflow.results import InductionTrajectory
 from tests.cli_helpers import cli, one_error_line
 

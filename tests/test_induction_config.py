@@ -6,9 +6,9 @@ import pytest
 import tomli_w
 
 from odeflow.data import DataModel, InductionData, parse_config
-from odeflow.data.forms import DATA_TYPES, data_type
+from odeflow.data.forms import data_type, data_types
 from odeflow.errors import ValidationError
-from odeflow.fields import FAMILIES, find_preset
+from odeflow.families import families, find_preset
 from odeflow.results import InductionTrajectory
 from tests.cli_helpers import cli, one_error_line
 
@@ -21,10 +21,10 @@ def config_text(model, family="induction", run=None, nested=False) -> str:
     return f'family = "{family}"\n' + tomli_w.dumps(doc)
 
 
-def test_each_family_registers_its_data_model_type():
+def test_each_family_declares_its_data_model_type():
     assert data_type("induction") is InductionData and data_type("scan_snap") is DataModel
-    # the data layer's registry and the fields layer's families agree on the names
-    assert {name: f.data_type for name, f in FAMILIES.items()} == DATA_TYPES
+    # a config's family key finds the class its family declares
+    assert {name: f.data_class for name, f in families().items()} == data_types()
     with pytest.raises(ValidationError, match="^family: unknown family 'ngram'"):
         data_type("ngram")
 

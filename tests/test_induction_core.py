@@ -7,7 +7,7 @@ from scipy.differentiate import jacobian
 import odeflow
 from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
-from odeflow.fields import FAMILIES, family_of
+from odeflow.families import FAMILIES, family_of
 from odeflow.fields.induction import CopierFlow, InductionField, PopulationFlow
 from odeflow.results.induction import InductionTrajectory
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from odeflow.data.induction import InductionData
-from odeflow.fields import FAMILIES
+from odeflow.families import family_named
 from tests.test_induction_data import brute_force_window_law
 
 
@@ -91,7 +91,7 @@ MODELS = {
 @pytest.mark.parametrize("loss", ["nll", "code"])
 def test_population_loss_equals_brute_force(model, flow, loss):
     data = MODELS[model]()
-    field = FAMILIES["induction"].flows[flow](data, loss=loss)
+    field = family_named("induction").field_class(flow)(data, loss=loss)
     rng = np.random.default_rng(11)
     nS, H = len(data.subsets), data.heads
     for _ in range(2):

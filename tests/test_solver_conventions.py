@@ -58,9 +58,9 @@ def test_snap_transition_on_levels_with_a_decoder(flow):
                          events=odeflow.snap_transition(next_token=33))
     (t0,) = traj.event_times("snap_transition")
     # the margin read off the decoder meets the event's condition there
-    from odeflow.fields import FLOWS
+    from odeflow.families import family_named
 
-    field = FLOWS[flow](SMALL, 1.0, 0.1)
+    field = family_named("scan_snap").field_class(flow)(SMALL, 1.0, 0.1)
     h = field.margins(traj.sol(t0) if traj.sol is not None else traj.y_events[0][0])[1]
     assert (h - 1.0) * math.exp(h) == pytest.approx(33.0, rel=1e-5)
     # and it lies near the Level R value (the levels differ by modelling error only)

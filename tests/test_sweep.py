@@ -73,7 +73,7 @@ def test_entropy_stays_finite_at_huge_logits():
 def test_the_package_is_callable():
     ds = odeflow.sweep("exact", {"eta_z": [0.1]}, settings={"t_end": 1.0}, backend="serial")
     assert "sweep" in odeflow.__all__ and ds.J.dims == ("eta_z", "time")
-    assert "exact" in odeflow.sweeps.TASKS
+    assert "exact" in odeflow.sweeps.tasks()
 
 
 def test_dims_are_the_grid_then_seed_then_the_output_axes():
@@ -130,7 +130,8 @@ def test_a_failed_points_message_survives_the_store(tmp_path):
 
 
 def test_adding_a_task_kind_is_one_registry_entry(serial):
-    from odeflow.sweeps.tasks import FLOW_PARAMETERS, TaskKind, solve_flow
+    from odeflow.sweeps.scan_snap import FLOW_PARAMETERS, solve_flow
+    from odeflow.sweeps.tasks import TaskKind
 
     register(TaskKind("exact_copy", "flow", partial(solve_flow, flow="exact"), FLOW_PARAMETERS))
     try:  # in-process only: worker processes import the registry from the package source

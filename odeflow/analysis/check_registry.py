@@ -1,12 +1,14 @@
 """The checks of ``odeflow verify``, shared by the model families.
 
-Each family registers its checks (closed form vs scipy) here with
-:func:`register_checks`; :func:`odeflow.analysis.verify.verify` runs the
-selected ones. The rows (:class:`CheckResult`), the report
+Each model family declares its checks (closed form vs scipy), a
+:class:`CheckFamily`, in its declaration (:mod:`odeflow.families`, the
+``checks`` target); :func:`odeflow.analysis.verify.verify` runs the selected
+ones. The rows (:class:`CheckResult`), the report
 (:class:`VerificationReport`) and :func:`relative_error` live here so that a
 family's checks need no other family's module: the Scan-and-Snap checks
-(CF1-CF6) register from :mod:`odeflow.analysis.verify`, the induction-head
-checks (CF-IH1, CF-IH2, I_S) from :mod:`odeflow.analysis.induction.verify`.
+(CF1-CF6) are :data:`odeflow.analysis.verify.SCAN_SNAP_CHECKS`, the
+induction-head checks (I_S, CF-IH1, CF-IH2)
+:data:`odeflow.analysis.induction.verify.INDUCTION_CHECKS`.
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ __all__ = [
     "CheckSettings",
     "VerificationReport",
     "check_titles",
-    "register_checks",
     "registered_checks",
     "relative_error",
     "run_checks",
@@ -339,18 +340,12 @@ class CheckFamily:
     position: int = 0
 
 
-#: Registered families of checks, in registration order.
-CHECK_FAMILIES: dict[str, CheckFamily] = {}
-
-
-def register_checks(family: CheckFamily) -> CheckFamily:
-    """Add a family's checks (a second registration of the same family replaces it)."""
-    CHECK_FAMILIES[family.family] = family
-    return family
-
-
 def _families() -> list[CheckFamily]:
-    return sorted(CHECK_FAMILIES.values(), key=lambda fam: fam.position)
+    """The checks of every registered model family (:mod:`odeflow.families`), in table order."""
+    from odeflow.families import families
+
+    found = [family.check_family() for family in families().values()]
+    return sorted((f for f in found if f is not None), key=lambda fam: fam.position)
 
 
 def registered_checks() -> tuple[str, ...]:

@@ -153,15 +153,15 @@ def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None, y0=N
     noise (and, for Level T, its finite sample); its distance to the optimiser flow
     is the flow's discreteness. Returns ``{name: Trajectory}`` on the step axis.
     """
-    from odeflow.fields import SCAN_SNAP
+    from odeflow.families import family_named
 
     steps = np.asarray(steps)
     out = {}
     for name, (flow, options) in (OPTFLOWS if levels is None else levels).items():
         if flow == "finite_t":
             options = {"seq_len": protocol.seq_len, **options}
-        field = SCAN_SNAP.field_class(flow)(data, protocol.eta_y, protocol.eta_z, z0=z0,
-                                            y0=y0, **options)
+        field_class = family_named("scan_snap").field_class(flow)
+        field = field_class(data, protocol.eta_y, protocol.eta_z, z0=z0, y0=y0, **options)
         tr = optimizer_steps(field, optimizer_of(protocol), int(steps[-1]), progress=False)
         keep = np.searchsorted(tr.steps, steps)
         out[name] = (tr, keep)

@@ -62,7 +62,6 @@ from odeflow.analysis.check_registry import (
     CheckResult,
     CheckSettings,
     VerificationReport,
-    register_checks,
     registered_checks,
     relative_error,
     run_checks,
@@ -537,8 +536,8 @@ _CHECK_TITLES = {"CF1": ("h(t)", "Lemma 6, Eqn 45"), "CF2": ("t_0", "Lemma 9, Th
                  "CF6": ("z_c(t), B(t)", "Thm 4, Eqns 13-14")}
 
 #: The Scan-and-Snap family's checks in the registry of ``odeflow verify``.
-SCAN_SNAP_CHECKS = register_checks(CheckFamily(
-    "scan_snap", _CHECK_TITLES, _Context, lambda ctx, name: _CHECK_FUNCTIONS[name](ctx)))
+SCAN_SNAP_CHECKS = CheckFamily(
+    "scan_snap", _CHECK_TITLES, _Context, lambda ctx, name: _CHECK_FUNCTIONS[name](ctx))
 
 
 # ---------------------------------------------------------------------------

@@ -1,37 +1,17 @@
 """Names the command line's help shows, as plain data: no numpy, scipy or model imports.
 
 ``odeflow --help`` and every ``odeflow COMMAND --help`` are built from these
-tables, so that they start in a fraction of a second; the modules that define
-the real registries (model families, solver methods, verify's checks) load only
-when a command runs. Each table mirrors one registry, named beside it;
-``tests/test_cli_newcomer.py`` checks that they agree.
+tables and from the model families' declarations (:mod:`odeflow.families`:
+titles, flows, presets and checks as text), so that they start in a fraction
+of a second; the modules that define the real registries (solver methods,
+verify's checks, the families' classes) load only when a command runs. Each
+table mirrors one registry, named beside it; ``tests/test_cli_newcomer.py``
+checks that they agree.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
-
-class FamilyEntry(NamedTuple):
-    """A model family as the help describes it (mirrors :data:`odeflow.fields.FAMILIES`)."""
-
-    title: str
-    flows: tuple[str, ...]
-    default_flow: str
-    presets: tuple[str, ...]
-
-
-#: The model families, by the name of :data:`odeflow.fields.FAMILIES`.
-FAMILIES = {
-    "scan_snap": FamilyEntry(
-        "Scan and Snap (Tian et al. 2023): sequence classes, one attention layer",
-        ("exact", "finite_t", "reduced", "snap"), "exact",
-        ("syn-small", "snap-small", "shared-query-small", "shared-query-medium",
-         "syn-medium-1", "syn-medium-3", "syn-medium-5", "syn-medium-10")),
-    "induction": FamilyEntry(
-        "induction heads (Chen, Sheen, Wang, Yang 2024): n-gram Markov data",
-        ("population", "copier", "finite_l"), "population", ("ih-paper", "ih-point")),
-}
+from odeflow.families import families
 
 #: The data model of a command run without ``--preset`` or ``--config``
 #: (:data:`odeflow.data.DEFAULT_PRESET`).
@@ -44,9 +24,12 @@ METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
 #: Right-hand-side budget of a solve (:data:`odeflow.solver.MAX_NFEV`).
 MAX_NFEV = 100_000
 
-#: The checks of ``odeflow verify``
-#: (:func:`odeflow.analysis.check_registry.registered_checks`).
-CHECKS = ("CF1", "CF2", "CF3", "CF4", "CF5", "CF6", "I_S", "CF-IH1", "CF-IH2")
+
+def check_names() -> tuple[str, ...]:
+    """The checks of ``odeflow verify``, family by family
+    (:func:`odeflow.analysis.check_registry.registered_checks`)."""
+    return tuple(name for family in families().values() for name in family.check_names)
+
 
 #: Defaults of ``odeflow verify`` (the ``DEFAULT_*``, ``T_MIN`` and ``T_MAX`` of
 #: :mod:`odeflow.analysis.verify`).
@@ -59,12 +42,12 @@ RUNS = ("sgd", "gradient_ascent")
 
 def scan_snap_presets() -> list[str]:
     """The sequence-class presets, sorted (:data:`odeflow.data.PRESETS`)."""
-    return sorted(FAMILIES["scan_snap"].presets)
+    return sorted(families()["scan_snap"].preset_list())
 
 
 def preset_names() -> list[str]:
-    """The presets of every family, sorted (:func:`odeflow.fields.preset_names`)."""
-    return sorted(name for family in FAMILIES.values() for name in family.presets)
+    """The presets of every family, sorted (:func:`odeflow.families.preset_names`)."""
+    return sorted(name for family in families().values() for name in family.preset_list())
 
 
 def families_text(width: int = 78) -> str:
@@ -72,9 +55,9 @@ def families_text(width: int = 78) -> str:
     import textwrap
 
     lines = []
-    for family in FAMILIES.values():
+    for family in families().values():
         flows = [family.default_flow, *(f for f in family.flows if f != family.default_flow)]
-        text = f"flows: {', '.join(flows)}; presets: {', '.join(family.presets)}"
+        text = f"flows: {', '.join(flows)}; presets: {', '.join(family.preset_list())}"
         lines += [f"  {family.title}", *textwrap.wrap(text, width, initial_indent="    ",
                                                       subsequent_indent="      ",
                                                       break_on_hyphens=False)]

@@ -50,7 +50,7 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
     refuses it by name, rather than dropping it silently).
     """
     from odeflow.data import DataModel, load_config, make_preset
-    from odeflow.fields import family_of, find_preset
+    from odeflow.families import family_of, find_preset
 
     options = {**DATA_DEFAULTS, **(defaults or {})}
     given = set()
@@ -78,7 +78,7 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
             given.add(key)
     family = family_of(data)
     for key in ("eta_y", "eta_z"):
-        if key not in family.defaults and key not in given:
+        if key not in family.solve_defaults and key not in given:
             options.pop(key, None)
     return data, options, label
 

@@ -17,9 +17,10 @@ OPTION_FLAGS = {"data": "--preset/--config", "eta_y": "--eta-y", "eta_z": "--eta
 
 
 def register(sub) -> None:
-    from odeflow.plots.registry import FIGURES
+    from odeflow.plots.registry import family_figures
 
-    listing = "\n".join(f"  {name:<15s}{spec.summary}" for name, spec in FIGURES.items())
+    figures = family_figures()
+    listing = "\n".join(f"  {name:<15s}{spec.summary}" for name, spec in figures.items())
     p = sub.add_parser(
         "plot", help="draw a figure of the theory (PNG or PDF)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -30,8 +31,8 @@ def register(sub) -> None:
                     "Options left out keep each figure's own defaults; an option a figure "
                     "does not take is an error (with 'all' it applies to the figures that "
                     "take it).")
-    p.add_argument("name", metavar="NAME", choices=[*FIGURES, "all", "sweep"],
-                   help=f"one of {', '.join(FIGURES)}, all, or sweep")
+    p.add_argument("name", metavar="NAME", choices=[*figures, "all", "sweep"],
+                   help=f"one of {', '.join(figures)}, all, or sweep")
     p.add_argument("--out", metavar="FILE", help="output file, .png, .pdf or .svg "
                    "(default NAME.png); an existing file is replaced (atomically)")
     p.add_argument("--outdir", metavar="DIR", help="output directory for 'all' (figures)")
@@ -100,7 +101,7 @@ def _sources(args) -> tuple:
 
         return load_config(args.config)
     if args.preset:
-        from odeflow.fields import find_preset
+        from odeflow.families import find_preset
 
         return find_preset(args.preset), {}   # any family's preset (ih-paper too)
     return None, {}
@@ -122,7 +123,8 @@ def run(args) -> int:
     import matplotlib
 
     matplotlib.use("Agg")
-    from odeflow.plots import FIGURES, make_figure, save_figure
+    from odeflow.plots import make_figure, save_figure
+    from odeflow.plots.registry import family_figures
     from odeflow.plots.style import MIN_DPI
 
     if args.dpi < MIN_DPI:  # refused before any figure is computed
@@ -142,7 +144,7 @@ def run(args) -> int:
             raise ValidationError("out", "use --outdir with 'all'")
         outdir = Path(args.outdir or "figures")
         failed = []
-        for name, spec in FIGURES.items():
+        for name, spec in family_figures().items():
             options = _options(args, data, run_table, spec.accepts)
             taken = {k: v for k, v in options.items() if k in spec.accepts}
             try:
@@ -154,8 +156,9 @@ def run(args) -> int:
         return 2 if failed else 0
     if args.outdir:
         raise ValidationError("outdir", "only for 'all'; use --out FILE for one figure")
-    check_accepts(args, FIGURES[args.name])
-    options = _options(args, data, run_table, FIGURES[args.name].accepts)
+    spec = family_figures()[args.name]
+    check_accepts(args, spec)
+    options = _options(args, data, run_table, spec.accepts)
     _draw(args.name, options, Path(args.out or f"{args.name}.png"), args.dpi, make_figure,
           save_figure)
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odeflow.cli.catalog import FAMILIES, MAX_NFEV, METHODS
+from odeflow.cli.catalog import MAX_NFEV, METHODS
 from odeflow.cli.common import (
     add_data_arguments,
     add_mkdir_argument,
@@ -16,6 +16,7 @@ from odeflow.cli.common import (
 from odeflow.cli.parser import any_case
 from odeflow.cli.tables import add_wide_argument, blocks, width_of, wrap
 from odeflow.errors import ValidationError
+from odeflow.families import families
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,7 +30,7 @@ SCOPED_OPTIONS = {"eta_y": ("scan_snap", None), "eta_z": ("scan_snap", None),
                   "sample_seed": ("induction", ("finite_l",))}
 
 #: Every flow of every family, for ``--flow`` (each family's own are checked in :func:`run`).
-ALL_FLOWS = tuple(flow for family in FAMILIES.values() for flow in family.flows)
+ALL_FLOWS = tuple(flow for family in families().values() for flow in family.flows)
 
 
 def solve(*args, **kwargs):
@@ -173,11 +174,11 @@ def check_scope(options: dict, family: str, flow: str, label: str, args) -> None
     """Refuse an option the flow does not take (:data:`SCOPED_OPTIONS`), and a flow of
     another family, naming the flag (or the config's ``[run]`` key) and the flags that
     apply instead."""
-    title = FAMILIES[family].title.split(" (")[0]
-    if flow not in FAMILIES[family].flows:
+    title = families()[family].title.split(" (")[0]
+    if flow not in families()[family].flows:
         raise ValidationError("flow" if args.flow is not None else "run.flow",
                               f"{flow!r} is not a flow of {title} ({label}); its flows: "
-                              f"{', '.join(FAMILIES[family].flows)}")
+                              f"{', '.join(families()[family].flows)}")
     for key, (owner, flows) in SCOPED_OPTIONS.items():
         if options.get(key) is None or (owner == family and (flows is None or flow in flows)):
             continue
@@ -189,7 +190,7 @@ def check_scope(options: dict, family: str, flow: str, label: str, args) -> None
 
 
 def run(args) -> int:
-    from odeflow.fields import family_of
+    from odeflow.families import family_of
     from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
     from odeflow.io import writable_target
 

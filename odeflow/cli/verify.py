@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from odeflow.cli.catalog import CHECKS, METHODS, VERIFY_DEFAULTS
+from odeflow.cli.catalog import METHODS, VERIFY_DEFAULTS, check_names
 from odeflow.cli.parser import any_case
 from odeflow.cli.tables import add_wide_argument, width_of
 
@@ -43,7 +43,7 @@ def register(sub) -> None:
                    help=f"solve_ivp method, any letter case ({DEFAULT_METHOD})")
     p.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE,
                    help=f"largest relative error that passes ({DEFAULT_TOLERANCE:g})")
-    checks = CHECKS
+    checks = check_names()
     p.add_argument("--only", nargs="+", metavar="CF", type=str.upper, choices=checks,
                    help=f"run only these checks ({' '.join(checks)})")
     p.add_argument("--t-max", type=float, default=T_MAX,

@@ -40,14 +40,14 @@ e.g. the induction heads (``InductionData.from_dict``)::
     sequences = 9000                #   --sequences, --sample-seed)
     sample_seed = 1
 
-The family names the class in :data:`odeflow.data.forms.DATA_TYPES`; without
+The family names the class in the family registry (:mod:`odeflow.families`); without
 it the model is a :class:`~odeflow.data.DataModel`, as before families existed.
 """
 
 from __future__ import annotations
 
 from odeflow.data.checks import check_seed
-from odeflow.data.forms import DATA_TYPES, TomlForm, data_type
+from odeflow.data.forms import TomlForm, data_type, data_types
 from odeflow.data.model import DataModel, parse_toml, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.io import read_text
@@ -130,7 +130,7 @@ def pop_family(doc: dict) -> str:
 
 def _other_family(key: str, cls: type) -> str:
     """A hint naming the families whose data model has the top-level ``key`` (or "")."""
-    others = [name for name, other in DATA_TYPES.items()
+    others = [name for name, other in data_types().items()
               if other is not cls and key in other.toml_keys and key not in cls.toml_keys]
     return f" (a key of the {others[0]!r} family's data model: add family = " \
            f"\"{others[0]}\")" if others else ""

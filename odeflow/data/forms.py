@@ -5,10 +5,9 @@ TOML text and file round trip and ``preset(name)``; the Scan and Snap
 :class:`~odeflow.data.DataModel` and the induction-head
 :class:`~odeflow.data.induction.InductionData` both derive from it.
 
-:data:`DATA_TYPES` holds each family's data model class by family name (each
-class registers itself, :func:`register_data_type`), so that a configuration
-file's ``family = "..."`` key finds its class (:func:`data_type`) without the
-reader branching on the family.
+:func:`data_type` finds the data model class of a configuration file's
+``family = "..."`` key in the family registry (:mod:`odeflow.families`), so
+the reader never branches on the family.
 """
 
 from __future__ import annotations
@@ -85,22 +84,16 @@ class TomlForm:
         return factory()
 
 
-#: Family name -> data model class (a :class:`TomlForm` subclass), in registration order.
-DATA_TYPES: dict[str, type] = {}
-
-
-def register_data_type(cls: type) -> type:
-    """Add the data model class ``cls`` to :data:`DATA_TYPES` under ``cls.family``."""
-    if not cls.family or not cls.toml_keys:
-        raise ValidationError("family", f"{cls.__name__} needs a family name and its TOML "
-                              "keys to be registered")
-    DATA_TYPES[cls.family] = cls
-    return cls
-
-
 def data_type(family, field_name: str = "family") -> type:
-    """The data model class of ``family``, or a ValidationError naming ``field_name``."""
-    if not isinstance(family, str) or family not in DATA_TYPES:
-        raise ValidationError(field_name, f"unknown family {family!r:.40}; choose one of "
-                              f"{list(DATA_TYPES)}")
-    return DATA_TYPES[family]
+    """The data model class of the model family ``family`` (:mod:`odeflow.families`), or a
+    ValidationError naming ``field_name``."""
+    from odeflow.families import family_named
+
+    return family_named(family, field_name).data_class
+
+
+def data_types() -> dict[str, type]:
+    """Family name -> data model class, over every registered family (loads each class)."""
+    from odeflow.families import families
+
+    return {name: family.data_class for name, family in families().items()}

@@ -28,7 +28,7 @@ from odeflow.data.checks import (  # noqa: F401 (re-exported: the data layer's c
     validate_finite,
     validate_positive,
 )
-from odeflow.data.forms import TomlForm, register_data_type
+from odeflow.data.forms import TomlForm
 from odeflow.errors import ValidationError
 
 #: Absolute tolerance on ``sum(probs) == 1`` and ``sum(weights) == 1``.
@@ -471,7 +471,6 @@ class DataModel(TomlForm):
         return PRESETS
 
 
-register_data_type(DataModel)
 
 #: Name -> factory of the built-in data models. Filled by :mod:`odeflow.data.presets`
 #: (imported with :mod:`odeflow.data`), so that this module needs nothing above it.

@@ -10,49 +10,25 @@
   (Eqns 8-10, 44, 98), ``flow="reduced"``.
 - :mod:`odeflow.fields.induction`: the induction-head family (Chen, Sheen, Wang,
   Yang 2024; ``docs/induction.md``): ``flow="population"``, ``flow="copier"`` and
-  ``flow="finite_l"`` of an :class:`~odeflow.data.induction.InductionData`,
-  registered at import.
+  ``flow="finite_l"`` of an :class:`~odeflow.data.induction.InductionData`.
 - :mod:`odeflow.fields.optimizers`: optimiser flows (heavy-ball momentum, Adam)
   in step time around a parameter-level field (``docs/optimisers.md``).
 - :mod:`odeflow.fields.snap`: the scalar system of Sec. 6 (Theorem 4, Eqns
   13-14), ``flow="snap"``; its result is a :class:`~odeflow.results.SnapResult`,
   not a :class:`~odeflow.results.Trajectory`.
 
-:data:`FLOWS` maps the ``flow=`` names of the Scan and Snap family (Tian et al.
-2023) to their classes, :data:`odeflow.fields.induction.INDUCTION_FLOWS` those of
-the induction-head family; :mod:`odeflow.fields.families` registers each model
-family (its data model type and flows), and :func:`odeflow.solve` looks the flow
-up from the data model's family.
+Each model family declares its flows (``flow=`` name -> field class) in
+:mod:`odeflow.families`; :func:`odeflow.solve` looks the flow up from the data
+model's family.
 """
 
-from odeflow.data import PRESETS, DataModel
 from odeflow.fields.base import Field, VectorField
 from odeflow.fields.classes import ClassTable, Supports
 from odeflow.fields.exact import ExactFlow
-from odeflow.fields.families import (
-    FAMILIES,
-    Family,
-    family_of,
-    find_preset,
-    preset_names,
-    register_family,
-)
 from odeflow.fields.finite_t import FiniteTFlow
-from odeflow.fields.induction import INDUCTION
 from odeflow.fields.reduced import ReducedFlow
 from odeflow.fields.snap import SnapFlow
 from odeflow.fields.stacked import StackedField
 
-FLOWS: dict[str, type[VectorField]] = {ExactFlow.name: ExactFlow,
-                                       FiniteTFlow.name: FiniteTFlow,
-                                       ReducedFlow.name: ReducedFlow,
-                                       SnapFlow.name: SnapFlow}
-
-#: The Scan and Snap family (Tian et al. 2023): sequence-class data models.
-SCAN_SNAP = register_family(Family("scan_snap", DataModel, FLOWS, default_flow="exact",
-                                   defaults={"eta_y": 1.0, "eta_z": 0.1}, accepts_none=True,
-                                   presets=PRESETS))
-
-__all__ = ["FAMILIES", "FLOWS", "INDUCTION", "SCAN_SNAP", "ClassTable", "ExactFlow", "Family",
-           "Field", "FiniteTFlow", "ReducedFlow", "SnapFlow", "StackedField", "Supports",
-           "VectorField", "family_of", "find_preset", "preset_names", "register_family"]
+__all__ = ["ClassTable", "ExactFlow", "Field", "FiniteTFlow", "ReducedFlow", "SnapFlow",
+           "StackedField", "Supports", "VectorField"]

@@ -1,7 +1,7 @@
 """The solve entry point: :func:`solve` wraps :func:`scipy.integrate.solve_ivp`.
 
 One :func:`solve` serves every model family: it looks the flow up from the data
-model's family (:mod:`odeflow.fields.families`).
+model's family (:mod:`odeflow.families`).
 
 - :mod:`odeflow.solver.api`: :func:`solve`, :func:`solve_batch` (many
   learning-rate points as one state), :func:`solve_ensemble` (many

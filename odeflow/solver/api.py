@@ -15,7 +15,7 @@ import numpy as np
 
 from odeflow.data import as_real_array
 from odeflow.errors import ValidationError
-from odeflow.fields import family_of
+from odeflow.families import family_of
 from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.events import bind_events
 from odeflow.solver.integrate import SOLVE_BLAS_THREADS, evaluating, integrate_field, run_from
@@ -129,7 +129,7 @@ def _build_field(data, flow, scan_snap: tuple, flow_options: dict, optimizer, t_
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
-    options = {**family.defaults, **given, **flow_options}
+    options = {**family.solve_defaults, **given, **flow_options}
     check_flow_options(flow, field_class, options)
     field = field_class(data, **options)
     if optimizer is not None:
@@ -227,10 +227,9 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     SolveError
         When the stacked solve fails.
     """
-    from odeflow.fields import SCAN_SNAP
     from odeflow.fields.stacked import StackedField
 
-    field_class = SCAN_SNAP.field_class(flow)
+    field_class = family_of(data).field_class(flow)
     try:
         points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
     except (TypeError, IndexError, KeyError):
@@ -302,10 +301,9 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     SolveError
         When the stacked solve fails.
     """
-    from odeflow.fields import SCAN_SNAP
     from odeflow.fields.ensemble import StartEnsemble
 
-    field_class = SCAN_SNAP.field_class(flow)
+    field_class = family_of(data).field_class(flow)
     try:
         starts = [(y0, z0) for y0, z0 in starts]
     except (TypeError, ValueError):

@@ -1,10 +1,11 @@
 """Parameter sweeps: one task over a grid of parameters, as an :class:`xarray.Dataset`.
 
 - :mod:`odeflow.sweeps.tasks`: the task kinds by name (flows and training runs)
-  and their parameters; adding a kind is one registry entry.
-  :mod:`odeflow.sweeps.induction` registers ``induction_flow`` (the induction-head
-  family) and its outputs; :mod:`odeflow.sweeps.models` holds a sweep's data model
-  as plain data, for every family.
+  and their parameters, gathered from the model families' declarations
+  (:func:`~odeflow.sweeps.tasks.tasks`); :mod:`odeflow.sweeps.scan_snap` holds the
+  Scan and Snap flows and runs, :mod:`odeflow.sweeps.induction` ``induction_flow``
+  (the induction-head family) and its outputs; :mod:`odeflow.sweeps.models`
+  holds a sweep's data model as plain data, for every family.
 - :mod:`odeflow.sweeps.spec`: the checked sweep (grid, seeds, settings, data).
 - :mod:`odeflow.sweeps.outputs`: the named outputs of one point (each task's set).
 - :mod:`odeflow.sweeps.backends`: ``serial``, ``processes``, ``dask``.
@@ -19,12 +20,12 @@ xarray, zarr and dask.distributed come with ``pip install "odeflow[sweep]"``;
 they are imported only when a sweep runs.
 """
 
-from odeflow.sweeps import induction  # noqa: F401 (registers the task induction_flow)
 from odeflow.sweeps.outputs import VARIABLES
 from odeflow.sweeps.run import sweep
+from odeflow.sweeps.scan_snap import flow_task
 from odeflow.sweeps.spec import SweepSpec, make_spec
 from odeflow.sweeps.store import open_store
-from odeflow.sweeps.tasks import TASKS, Parameter, TaskKind, flow_task, register
+from odeflow.sweeps.tasks import TASKS, Parameter, TaskKind, register, tasks
 
 __all__ = ["Parameter", "SweepSpec", "TASKS", "TaskKind", "VARIABLES",
-           "flow_task", "make_spec", "open_store", "register", "sweep"]
+           "flow_task", "make_spec", "open_store", "register", "sweep", "tasks"]

@@ -27,7 +27,7 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.sweeps.spec import SweepSpec
-from odeflow.sweeps.tasks import TASKS, point_times
+from odeflow.sweeps.tasks import point_times, task_kind
 
 #: The backends by name.
 BACKENDS = ("processes", "serial", "dask")
@@ -57,7 +57,7 @@ def compute_point(plan_json: str, values: dict) -> dict:
     (``KeyboardInterrupt``, ``SystemExit``) propagate and stop the sweep.
     """
     spec, times, sizes = _plan(plan_json)
-    kind = TASKS[values["task"]]
+    kind = task_kind(values["task"])
     data = spec.data_models[values.get("preset") if spec.data is None else None]
     try:
         own = point_times(kind.family, times, values[kind.horizon])

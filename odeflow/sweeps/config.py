@@ -3,7 +3,7 @@
 Schema::
 
     [sweep]
-    task = "exact"                 # a key of odeflow.sweeps.TASKS
+    task = "exact"                 # a key of odeflow.sweeps.tasks()
     preset = "syn-small"           # or a data model in the same file (vocab_size, classes)
     seeds = [0, 1, 2]              # stochastic tasks only
     backend = "processes"          # processes | serial | dask
@@ -58,14 +58,14 @@ def _shown(key: str) -> str:
 def _parameter_names(table: dict) -> list[str] | None:
     """The parameters the config's task(s) take (``None`` if the task is not known)."""
     from odeflow.sweeps.spec import DATA_KEYS
-    from odeflow.sweeps.tasks import TASKS
+    from odeflow.sweeps.tasks import tasks
 
     grid = table.get("grid", {})
     names = grid.get("task") if "task" in grid else [table.get("task", "exact")]
     if isinstance(names, str) or not isinstance(names, list):
         return None
     try:
-        kinds = [TASKS[n] for n in names]
+        kinds = [tasks()[n] for n in names]
     except (KeyError, TypeError):
         return None
     return sorted({p.name for k in kinds for p in k.parameters} | set(DATA_KEYS))

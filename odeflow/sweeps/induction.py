@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.fields.families import FAMILIES
+from odeflow.families import family_named
 from odeflow.fields.induction import LOSSES
 from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
 from odeflow.solver import solve
@@ -45,7 +45,7 @@ from odeflow.sweeps.outputs import (
     grid_columns,
     put_stats,
 )
-from odeflow.sweeps.tasks import FLOW_PARAMETERS, Parameter, TaskKind, register
+from odeflow.sweeps.tasks import SOLVE_PARAMETERS, Parameter, TaskKind
 
 #: Per-point dims and dtype of each output of ``induction_flow``.
 VARIABLES = {
@@ -117,7 +117,7 @@ def run_induction_flow(data, values: dict, times: np.ndarray):
     solved with its ``flow``, ``loss`` and the rates of the flow's groups (and, for
     ``flow = "finite_l"``, its sample: ``length``, ``sequences``, ``sample_seed``)."""
     model = edited_model(data, {k: v for k, v in values.items() if "." in k})
-    groups = FAMILIES["induction"].field_class(values["flow"]).groups
+    groups = family_named("induction").field_class(values["flow"]).groups
     sample = ({option: values[name] for name, option in SAMPLE_OPTIONS.items()}
               if values["flow"] == "finite_l" else {})
     return solve(model, flow=values["flow"], loss=values["loss"],
@@ -156,17 +156,20 @@ def check_parameters_used(grid: dict, settings: dict) -> None:
 #: Parameters of ``induction_flow``: the flow, the loss, the groups' rates (the joint run;
 #: 0 freezes a group; the copier flow has no ``w``), the finite-``L`` level's sample
 #: (``SAMPLE_OPTIONS``; the authors' ``L = 100``, 9000 sequences, seed 0) and
-#: :data:`FLOW_PARAMETERS` but the Scan and Snap learning rates.
+#: :data:`~odeflow.sweeps.tasks.SOLVE_PARAMETERS`.
 INDUCTION_PARAMETERS = (
-    Parameter("flow", "population", "text", tuple(FAMILIES["induction"].flows)),
+    Parameter("flow", "population", "text", tuple(family_named("induction").flows)),
     Parameter("loss", "nll", "text", LOSSES),
     Parameter("rate_c", 1.0, "rate"), Parameter("rate_w", 1.0, "rate"),
     Parameter("rate_a", 1.0, "rate"),
     Parameter("length", 100, "count"), Parameter("sequences", 9000, "count"),
     Parameter("sample_seed", 0, "seed"),
-    *(p for p in FLOW_PARAMETERS if p.name not in ("eta_y", "eta_z")))
+    *SOLVE_PARAMETERS)
 
-INDUCTION_FLOW = register(TaskKind("induction_flow", "flow", run_induction_flow,
-                                   INDUCTION_PARAMETERS, outputs=INDUCTION_OUTPUTS,
-                                   model_family="induction", default_preset="ih-point",
-                                   model_fields=True, check=check_parameters_used))
+INDUCTION_FLOW = TaskKind("induction_flow", "flow", run_induction_flow, INDUCTION_PARAMETERS,
+                          outputs=INDUCTION_OUTPUTS, model_family="induction",
+                          default_preset="ih-point", model_fields=True,
+                          check=check_parameters_used)
+
+#: The induction family's task kinds (its ``sweep_tasks``).
+TASK_KINDS = (INDUCTION_FLOW,)

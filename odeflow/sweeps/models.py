@@ -4,8 +4,8 @@ A sweep's spec holds its data model as a dict (:func:`model_to_dict`): the
 model's ``to_dict()``, with a ``family`` key for every family but Scan and
 Snap (whose stores were written without one, and still open). It is rebuilt
 through the data layer's registry of data model classes
-(:data:`odeflow.data.forms.DATA_TYPES`, :func:`model_from_dict`); a preset is
-found in whichever family has it (:func:`odeflow.fields.families.find_preset`).
+(:func:`odeflow.data.forms.data_type`, :func:`model_from_dict`); a preset is
+found in whichever family has it (:func:`odeflow.families.find_preset`).
 
 A task that takes *model fields* (``TaskKind.model_fields``) sweeps numbers of
 the model's dict form by dotted name, ``prior.alpha`` or ``init.w_plus``
@@ -21,7 +21,7 @@ import numbers
 from odeflow.data.config import DEFAULT_FAMILY
 from odeflow.data.forms import data_type
 from odeflow.errors import ValidationError
-from odeflow.fields.families import family_of, find_preset
+from odeflow.families import family_of, find_preset
 
 
 def model_family(model) -> str:

@@ -47,7 +47,7 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
     Each point is one solve (``task`` a flow of Scan and Snap: ``exact``,
     ``reduced``, ``snap``, ``finite_t``; or ``induction_flow``, a flow of the
     induction-head family) or one training run (``gradient_ascent``, ``sgd``,
-    ``adam``); see :data:`odeflow.sweeps.tasks.TASKS`. Its named outputs become
+    ``adam``); see :func:`odeflow.sweeps.tasks.tasks`. Its named outputs become
     data variables whose dims are the grid parameters (in the order given),
     ``seed``, and the outputs' own dims: for Scan and Snap final logits, the
     distinct-token attention entropy of the paper's Fig. 6, ``J`` of Eqn 2,

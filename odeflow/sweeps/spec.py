@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.fields.families import family_of
+from odeflow.families import family_of
 from odeflow.sweeps.models import (
     edited_model,
     model_family,
@@ -27,7 +27,7 @@ from odeflow.sweeps.models import (
     preset_model,
 )
 from odeflow.sweeps.outputs import OutputSet
-from odeflow.sweeps.tasks import TASKS, TaskKind, task_kind, time_grid
+from odeflow.sweeps.tasks import TaskKind, task_kind, tasks, time_grid
 from odeflow.training.common import check_seed
 
 #: Grid and settings keys that are not task parameters.
@@ -101,7 +101,7 @@ class SweepSpec:
     @cached_property
     def kinds(self) -> list[TaskKind]:
         names = self.grid.get("task", [self.settings.get("task")])
-        return [TASKS[n] for n in names]
+        return [task_kind(n) for n in names]
 
     @property
     def family(self) -> str:
@@ -152,7 +152,7 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     Parameters
     ----------
     task : str or None
-        A key of :data:`odeflow.sweeps.tasks.TASKS`; ``None`` when ``grid``
+        A key of :func:`odeflow.sweeps.tasks.tasks`; ``None`` when ``grid``
         sweeps ``task``.
     grid : mapping of str to list
         Swept parameters: any parameter of the task, ``task`` and ``preset``.
@@ -353,7 +353,7 @@ def _check_models(data_dict, grid, preset, kinds) -> list:
     for where, model in pairs:
         family = model_family(model)
         if family != wanted:
-            others = sorted(k.name for k in TASKS.values() if k.model_family == family)
+            others = sorted(k.name for k in tasks().values() if k.model_family == family)
             raise ValidationError(where, f"is a {family!r} data model, but task "
                                   f"{kinds[0].name!r} takes {wanted!r} models; tasks of "
                                   f"{family!r} models: {others}")

@@ -3,14 +3,13 @@
 A task kind is a :class:`TaskKind` in :data:`TASKS`: its name, its family
 (``"flow"``: time is the flow time ``t``, the horizon is ``t_end``; ``"run"``:
 time is the step count, the horizon is ``steps``), the function that runs one
-point and the parameters it takes, each with a default and a check. Adding a
-kind is one registry entry, e.g. a new flow of :mod:`odeflow.fields`::
+point and the parameters it takes, each with a default and a check. Each model
+family declares its kinds (:mod:`odeflow.families`, the ``sweep_tasks``
+target: :mod:`odeflow.sweeps.scan_snap`, :mod:`odeflow.sweeps.induction`);
+:func:`tasks` gathers them. A kind of one's own is one call, e.g. a training
+run (a function ``(data, values, times) -> Trajectory``)::
 
-    register(flow_task("finite_t", Parameter("seq_len", 128, "count")))
-
-or a new training run (a function ``(data, values, times) -> Trajectory``)::
-
-    register(TaskKind("my_run", "run", run_my_run, RUN_PARAMETERS, stochastic=True))
+    register(TaskKind("my_run", "run", run_my_run, scan_snap.RUN_PARAMETERS, stochastic=True))
 
 Only names travel to the workers (the worker looks the kind up here), so no
 user code is pickled.
@@ -21,16 +20,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
 from odeflow.data import DEFAULT_PRESET, validate_finite, validate_positive
 from odeflow.errors import ValidationError
-from odeflow.results import Trajectory
-from odeflow.solver import METHODS, solve
+from odeflow.solver import METHODS
 from odeflow.sweeps.outputs import SCAN_SNAP, OutputSet
-from odeflow.training import Protocol, gradient_ascent, train, train_sgd
 from odeflow.training.common import check_count, check_fraction, check_seed
 
 #: How a parameter's values are checked and stored (the dtype of its coordinate).
@@ -137,26 +133,12 @@ class TaskKind:
         return next((p for p in self.parameters if p.name == name), None)
 
 
-#: Parameters of every flow task (the arguments of :func:`odeflow.solve`).
-FLOW_PARAMETERS = (Parameter("eta_y", 1.0), Parameter("eta_z", 0.1), Parameter("t_end", 1e4),
-                   Parameter("method", "auto", "method"), Parameter("rtol", 1e-8),
-                   Parameter("atol", 1e-10))
+#: Parameters of every flow task of every family (the arguments of :func:`odeflow.solve`
+#: beside the family's own).
+SOLVE_PARAMETERS = (Parameter("t_end", 1e4), Parameter("method", "auto", "method"),
+                    Parameter("rtol", 1e-8), Parameter("atol", 1e-10))
 
-#: Parameters of every training run.
-RUN_PARAMETERS = (Parameter("eta_y", 1.0), Parameter("eta_z", 0.1),
-                  Parameter("steps", 1000, "count"))
-
-#: Further parameters of the minibatch SGD run (:func:`odeflow.training.train_sgd`).
-SGD_PARAMETERS = (Parameter("batch_size", 128, "count"), Parameter("seq_len", 128, "count"),
-                  Parameter("momentum", 0.0, "fraction"))
-
-#: Further parameters of the Adam run (the paper's protocol, Sec. 8 and Fig. 5,
-#: :func:`odeflow.training.train`; ``beta1``, ``beta2`` are ``Protocol.betas``).
-ADAM_PARAMETERS = (Parameter("batch_size", 128, "count"), Parameter("seq_len", 128, "count"),
-                   Parameter("beta1", 0.9, "fraction"), Parameter("beta2", 0.999, "fraction"),
-                   Parameter("eps", 1e-8))
-
-#: The task kinds by name.
+#: Task kinds added with :func:`register` by name (:func:`tasks` adds the families' own).
 TASKS: dict[str, TaskKind] = {}
 
 
@@ -168,109 +150,21 @@ def register(kind: TaskKind) -> TaskKind:
     return kind
 
 
-def solve_flow(data, values: dict, times: np.ndarray, flow: str, options: tuple = ()):
-    """Run one point of a flow task: :func:`odeflow.solve` on the output ``times``.
+def tasks() -> dict[str, TaskKind]:
+    """The task kinds by name: every model family's (:mod:`odeflow.families`, the
+    ``sweep_tasks`` target) and those added with :func:`register` (which win)."""
+    from odeflow.families import families
 
-    ``options`` names the flow's own options among ``values`` (``seed`` too,
-    for a flow that draws a sample).
-    """
-    options = {name: values[name] for name in options}
-    return solve(data, flow=flow, eta_y=values["eta_y"], eta_z=values["eta_z"],
-                 t_span=(0.0, values["t_end"]), t_eval=times, method=values["method"],
-                 rtol=values["rtol"], atol=values["atol"], progress=False, **options)
-
-
-def flow_task(flow: str, *extra: Parameter, seeded: bool = False) -> TaskKind:
-    """The task kind that solves ``flow`` (a key of :data:`odeflow.fields.FLOWS`).
-
-    ``extra`` are the flow's own options (passed to its vector field);
-    ``seeded`` flows also take ``seed`` (the sweep's ``seed`` dimension).
-    """
-    options = tuple(p.name for p in extra) + (("seed",) if seeded else ())
-    return TaskKind(flow, "flow", partial(solve_flow, flow=flow, options=options),
-                    FLOW_PARAMETERS + extra, stochastic=seeded)
-
-
-def run_gradient_ascent(data, values: dict, times: np.ndarray):
-    """One point of ``gradient_ascent``: Euler steps of Level E (Lemma 5), recorded at ``times``."""
-    return gradient_ascent(data, values["eta_y"], values["eta_z"], values["steps"],
-                           record_every=record_every(times), progress=False)
-
-
-def run_sgd(data, values: dict, times: np.ndarray):
-    """One point of ``sgd``: minibatch SGD on sampled finite-``T`` sequences."""
-    traj = train_sgd(data, values["eta_y"], values["eta_z"], values["steps"],
-                     values["batch_size"], values["seq_len"], momentum=values["momentum"],
-                     seed=values["seed"], record_every=record_every(times), progress=False)
-    # train_sgd records flow time t_k (warm-up map); the sweep's run axis is the step count
-    traj.t = np.asarray(traj.meta["recorded_steps"], dtype=float)
-    return traj
-
-
-def adam_protocol(values: dict) -> Protocol:
-    """The :class:`~odeflow.training.Protocol` of one ``adam`` point (zero start, no decay)."""
-    return Protocol(optimizer="adam", eta_y=values["eta_y"], eta_z=values["eta_z"],
-                    betas=(values["beta1"], values["beta2"]), eps=values["eps"],
-                    batch_size=values["batch_size"], seq_len=values["seq_len"],
-                    steps=values["steps"])
-
-
-def run_adam(data, values: dict, times: np.ndarray):
-    """One point of ``adam``: the paper's training protocol with Adam (Sec. 8, Fig. 5).
-
-    One seed per point (the sweep's ``seed`` dimension), recorded every
-    ``record_every(times)`` steps; ``beta1``, ``beta2``, ``eps`` are Adam's
-    ``betas`` and ``eps`` (PyTorch's defaults 0.9, 0.999, 1e-8). The logits
-    (hence the entropy) are on every recorded step, but
-    :func:`~odeflow.training.train` keeps the decoder only at the start and the
-    end: ``J`` is known at step 0 and at the last step (NaN in between), and
-    ``t_0``, which needs the decoder's margin at every step, is NaN.
-    """
-    run = train(data, adam_protocol(values), seeds=[values["seed"]],
-                record_every=record_every(times), progress=False)
-    return training_trajectory(run)
-
-
-def training_trajectory(run, i: int = 0) -> Trajectory:
-    """Member ``i`` of a :class:`~odeflow.training.TrainingRun` on the step axis.
-
-    The objective ``J`` of Eqn 2 goes in ``series["J"]`` where the decoder is
-    known (the first and the last recorded step), NaN elsewhere.
-    """
-    traj = run.trajectory(i)
-    traj.t = np.asarray(run.steps, dtype=float)  # the sweep's run axis: the step count
-    J = np.full(traj.t.size, np.nan)
-    if run.lumped:
-        ends = [0, traj.t.size - 1]
-        known = Trajectory(run.data, traj.t[ends], run.z_active[i][ends], run.z_base[i],
-                           decoder_lumped=np.stack([run.decoder_initial[i],
-                                                    run.decoder_final[i]]))
-        J[ends] = known.objective
-    traj.series["J"] = J
-    return traj
-
-
-def record_every(times: np.ndarray) -> int:
-    """The step spacing of a run's shared time grid (``0, r, 2r, ...``)."""
-    return int(times[1] - times[0]) if times.size > 1 else 1
-
-
-for _kind in (flow_task("exact"), flow_task("reduced"), flow_task("snap"),
-              flow_task("finite_t", Parameter("seq_len", 128, "count"),
-                        Parameter("samples_per_class", 64, "count"), seeded=True),
-              TaskKind("gradient_ascent", "run", run_gradient_ascent, RUN_PARAMETERS),
-              TaskKind("sgd", "run", run_sgd, RUN_PARAMETERS + SGD_PARAMETERS,
-                       stochastic=True),
-              TaskKind("adam", "run", run_adam, RUN_PARAMETERS + ADAM_PARAMETERS,
-                       stochastic=True)):
-    register(_kind)
+    own = {kind.name: kind for family in families().values() for kind in family.task_kinds()}
+    return {**own, **TASKS}
 
 
 def task_kind(name, field: str = "task") -> TaskKind:
     """The registered kind called ``name``, or a :class:`ValidationError` naming ``field``."""
-    if not isinstance(name, str) or name not in TASKS:
-        raise ValidationError(field, f"unknown task {name!r}; choose one of {sorted(TASKS)}")
-    return TASKS[name]
+    table = tasks()
+    if not isinstance(name, str) or name not in table:
+        raise ValidationError(field, f"unknown task {name!r}; choose one of {sorted(table)}")
+    return table[name]
 
 
 def time_grid(family: str, horizon: float, points_per_decade: int = 10,

@@ -40,7 +40,6 @@ from odeflow.analysis.check_registry import (
     CheckFamily,
     CheckResult,
     CheckSettings,
-    register_checks,
     relative_error,
 )
 from odeflow.analysis.induction import closed_forms as cf
@@ -524,5 +523,5 @@ def _check_asymptote(ctx: _Context) -> CheckResult:
 _CHECKS = {"I_S": _check_information, "CF-IH1": _check_replicator, "CF-IH2": _check_classifier}
 
 #: The induction family's checks in the registry of ``odeflow verify``.
-INDUCTION_CHECKS = register_checks(CheckFamily(
-    "induction", TITLES, _Context, lambda ctx, name: _CHECKS[name](ctx), position=1))
+INDUCTION_CHECKS = CheckFamily(
+    "induction", TITLES, _Context, lambda ctx, name: _CHECKS[name](ctx), position=1)

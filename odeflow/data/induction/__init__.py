@@ -19,7 +19,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from odeflow.data.checks import as_real_array, check_count, validate_finite, validate_positive
-from odeflow.data.forms import TomlForm, register_data_type
+from odeflow.data.forms import TomlForm
 from odeflow.data.induction import markov
 from odeflow.errors import ValidationError
 
@@ -321,7 +321,6 @@ class InductionData(TomlForm):
                 f"c0={self.c0:g}, a0={self.a0:g})")
 
 
-register_data_type(InductionData)
 
 
 def _check_keys(table: Mapping, allowed: tuple, prefix: str) -> None:

@@ -1,4 +1,4 @@
-"""Fields of the induction-head family (``docs/induction.md``), registered as a model family.
+"""Fields of the induction-head family (``docs/induction.md``).
 
 - :mod:`odeflow.fields.induction.base`: :class:`InductionField` (flat parameter
   layout ``(c, w, a)``, per-group rates, ``loss``/``gradient``/``rate_vector``),
@@ -11,13 +11,10 @@
   (:class:`EmpiricalInduction`, which real training descends) and
   ``flow="finite_l"``, its gradient flow on a fixed seeded sample of sequences.
 
-Importing this package registers ``Family("induction", InductionData, ...)``
-with :func:`odeflow.fields.families.register_family`. Nothing here imports a
-Scan-and-Snap module.
+The family's declaration is :class:`odeflow.families.induction.Induction`.
+Nothing here imports a Scan-and-Snap module.
 """
 
-from odeflow.data.induction import PRESETS, InductionData
-from odeflow.fields.families import Family, register_family
 from odeflow.fields.induction.base import GROUPS, LOSSES, InductionField, Schedule, Stage
 from odeflow.fields.induction.copier import CopierFlow
 from odeflow.fields.induction.finite_length import EmpiricalInduction, FiniteLengthFlow
@@ -27,10 +24,6 @@ from odeflow.fields.induction.population import PopulationFlow
 INDUCTION_FLOWS = {PopulationFlow.name: PopulationFlow, CopierFlow.name: CopierFlow,
                    FiniteLengthFlow.name: FiniteLengthFlow}
 
-#: The induction-head family (Chen, Sheen, Wang, Yang 2024).
-INDUCTION = register_family(Family("induction", InductionData, INDUCTION_FLOWS,
-                                   default_flow="population", presets=PRESETS))
-
-__all__ = ["GROUPS", "INDUCTION", "INDUCTION_FLOWS", "LOSSES", "CopierFlow",
+__all__ = ["GROUPS", "INDUCTION_FLOWS", "LOSSES", "CopierFlow",
            "EmpiricalInduction", "FiniteLengthFlow", "InductionField", "PopulationFlow",
            "Schedule", "Stage"]

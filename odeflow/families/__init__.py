@@ -1,0 +1,95 @@
+"""Model families: one class per paper's model, one registry (:mod:`odeflow.families.base`).
+
+:data:`BUILTIN` registers odeflow's own families, one line each; a family of
+another distribution registers with :func:`register_family` or with an entry
+point in the group ``odeflow.families``. Every shared layer finds a family
+through :func:`families`, :func:`family_named` or :func:`family_of`.
+"""
+
+from __future__ import annotations
+
+from odeflow.errors import ValidationError
+from odeflow.families.base import (
+    ENTRY_POINT_GROUP,
+    FAMILIES,
+    Family,
+    as_family,
+    load,
+    register_family,
+)
+
+#: odeflow's own families (targets of their declarations), in the order help texts list them.
+BUILTIN = ("odeflow.families.scan_snap:ScanSnap",
+           "odeflow.families.induction:Induction")
+
+_loaded = {"builtin": False, "entry_points": False}
+
+
+def families(entry_points: bool = True) -> dict[str, Family]:
+    """The registered families by name: odeflow's own, then any of ``odeflow.families``
+    entry points (read once, when ``entry_points``), then those registered by a call."""
+    if not _loaded["builtin"]:
+        _loaded["builtin"] = True
+        own = {}
+        for target in BUILTIN:
+            family = as_family(load(target))
+            own[family.name] = family
+        merged = {**own, **FAMILIES}      # a family registered by a call replaces its namesake
+        FAMILIES.clear()
+        FAMILIES.update(merged)
+    if entry_points and not _loaded["entry_points"]:
+        _loaded["entry_points"] = True
+        from importlib.metadata import entry_points as installed
+
+        for point in installed(group=ENTRY_POINT_GROUP):
+            register_family(point.load())
+    return FAMILIES
+
+
+def family_named(name, field: str = "family") -> Family:
+    """The family called ``name``, or a ValidationError naming ``field``."""
+    table = families()
+    if not isinstance(name, str) or name not in table:
+        raise ValidationError(field, f"unknown family {name!r:.40}; choose one of "
+                              f"{list(table)}")
+    return table[name]
+
+
+def family_of(data) -> Family:
+    """The family whose data model ``data`` is (``None``: the family that accepts it).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``data`` when no registered family describes it.
+    """
+    table = families()
+    for family in table.values():
+        if family.describes(data):
+            return family
+    kinds = ", ".join(f.data_type.rpartition(":")[2] for f in table.values())
+    raise ValidationError("data", f"must be a data model of one of odeflow's families "
+                          f"({kinds}), got {type(data).__name__}")
+
+
+def preset_names() -> list[str]:
+    """Names of the built-in data models of every registered family, sorted."""
+    return sorted(name for family in families().values() for name in family.preset_list())
+
+
+def find_preset(name):
+    """The built-in data model called ``name``, from whichever family has it.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``preset`` when no registered family has a preset of that name.
+    """
+    for family in families().values():
+        if isinstance(name, str) and name in family.preset_list():
+            return family.preset(name)
+    raise ValidationError("preset", f"unknown preset {name!r}; choose one of {preset_names()}")
+
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "FAMILIES", "Family", "families", "family_named",
+           "family_of", "find_preset", "load", "preset_names", "register_family"]

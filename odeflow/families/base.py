@@ -1,0 +1,183 @@
+"""The model-family base class and its registry.
+
+A *family* is one paper's model. As every ``scipy.stats`` distribution is one
+class behind ``rv_continuous``, every family is one subclass of :class:`Family`
+that declares what the shared layers need: its data model type and presets,
+its flows (``flow=`` name -> field class) and their solve defaults, its
+verification checks, figures, sweep tasks, reproductions, flat-API names, test
+strategies and docs page. The shared layers (``odeflow.solve``, ``verify``,
+``plot``, ``sweep``, ``run --config``, ``reproduce``, the flat API) look every
+one of these up here and never name a family.
+
+A declaration holds *targets*, ``"module:attribute"`` strings, not objects: it
+imports nothing, so the registry sits beneath every layer, the command line's
+help lists families, flows, presets and checks without loading numpy or a
+model, and a target's module loads only when it is used (:func:`load`).
+
+A family outside the package registers with one call,
+``odeflow.families.register_family(MyFamily())``, or with an entry point in the
+group ``odeflow.families`` whose object is the family instance (or class).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+
+from odeflow.errors import ValidationError
+
+#: Entry-point group of families installed by other distributions.
+ENTRY_POINT_GROUP = "odeflow.families"
+
+
+def load(target: str):
+    """The object a ``"module:attribute"`` target names (importing its module)."""
+    module, _, attribute = target.partition(":")
+    value = importlib.import_module(module)
+    for part in attribute.split(".") if attribute else ():
+        value = getattr(value, part)
+    return value
+
+
+class Family:
+    """Base class of a model family; subclasses set the class attributes below.
+
+    Attributes
+    ----------
+    name : str
+        Identifier, also the ``family`` key of a configuration file.
+    title : str
+        One line for help texts: the paper and the data.
+    data_type : str
+        Target of the data model class (it derives from
+        :class:`~odeflow.data.forms.TomlForm` and has ``preset_table()``).
+    flows : mapping of str to str
+        ``flow=`` name -> target of its :class:`~odeflow.fields.base.Field`
+        subclass, built as ``cls(data, **options)``.
+    default_flow : str
+        The flow of ``odeflow.solve(data)`` without ``flow=``.
+    solve_defaults : mapping
+        Defaults of the keyword arguments of :func:`odeflow.solve` that the
+        family's fields take (e.g. the learning rates).
+    accepts_none : bool
+        Whether ``data=None`` belongs to this family.
+    preset_names : tuple of str
+        The names of the data type's presets, for help texts (a test checks
+        them against ``preset_table()``).
+    checks : str
+        Target of the family's :class:`~odeflow.analysis.check_registry.CheckFamily`
+        (``odeflow verify``), or ``""``.
+    check_names : tuple of str
+        The names of those checks, for help texts.
+    figures : tuple of (name, target, summary, accepts)
+        Figures of ``odeflow plot``: name, target of the plot function, one-line
+        summary and the common options it takes.
+    sweep_tasks : str
+        Target of an iterable of :class:`~odeflow.sweeps.tasks.TaskKind`, or ``""``.
+    experiments : mapping of str to (target, summary)
+        Reproductions of ``odeflow reproduce NAME``: target of ``run(args)``
+        and a summary.
+    exports : mapping of str to str
+        Names of the flat API (``odeflow.NAME``) -> target.
+    strategies : str
+        Module of the family's hypothesis strategies (valid inputs), or ``""``.
+    docs : str
+        The family's page under ``docs/``.
+    """
+
+    name: str = ""
+    title: str = ""
+    data_type: str = ""
+    flows: Mapping[str, str] = {}
+    default_flow: str = ""
+    solve_defaults: Mapping = {}
+    accepts_none: bool = False
+    preset_names: tuple = ()
+    checks: str = ""
+    check_names: tuple = ()
+    figures: tuple = ()
+    sweep_tasks: str = ""
+    experiments: Mapping[str, tuple] = {}
+    exports: Mapping[str, str] = {}
+    strategies: str = ""
+    docs: str = ""
+
+    def __repr__(self) -> str:
+        return f"<odeflow family {self.name!r}>"
+
+    @property
+    def data_class(self) -> type:
+        """The family's data model class."""
+        return load(self.data_type)
+
+    def describes(self, data) -> bool:
+        """Whether ``data`` is one of this family's data models."""
+        if data is None:
+            return self.accepts_none
+        module = self.data_type.partition(":")[0]
+        cls = load(self.data_type) if module in _loaded_modules() else None
+        return cls is not None and isinstance(data, cls)
+
+    def field_class(self, flow) -> type:
+        """The field class of ``flow``, or a ValidationError naming ``flow``."""
+        if not isinstance(flow, str) or flow not in self.flows:
+            raise ValidationError("flow", f"unknown flow {flow!r} for a "
+                                  f"{self.data_type.rpartition(':')[2]}; choose one of "
+                                  f"{sorted(self.flows)}")
+        return load(self.flows[flow])
+
+    def presets(self) -> Mapping:
+        """Name -> factory of the family's built-in data models."""
+        return self.data_class.preset_table()
+
+    def preset_list(self) -> tuple:
+        """The preset names: :attr:`preset_names`, or (when a family declares none) the
+        keys of its data type's ``preset_table()``."""
+        return tuple(self.preset_names) or tuple(self.presets())
+
+    def preset(self, name: str):
+        """The built-in data model ``name`` of this family."""
+        return self.data_class.preset(name)
+
+    def check_family(self):
+        """The family's checks for ``odeflow verify``, or None."""
+        return load(self.checks) if self.checks else None
+
+    def task_kinds(self) -> tuple:
+        """The family's sweep task kinds."""
+        return tuple(load(self.sweep_tasks)) if self.sweep_tasks else ()
+
+
+def _loaded_modules():
+    import sys
+
+    return sys.modules
+
+
+#: The registered families by name, in registration order.
+FAMILIES: dict[str, Family] = {}
+
+
+def as_family(family) -> Family:
+    """``family`` (a :class:`Family` instance, or a subclass to instantiate), checked."""
+    if isinstance(family, type) and issubclass(family, Family):
+        family = family()
+    if not isinstance(family, Family):
+        raise ValidationError("family", f"must be an odeflow.families.Family, got "
+                              f"{type(family).__name__}")
+    if not (isinstance(family.name, str) and family.name.isidentifier()):
+        raise ValidationError("family.name", f"must be an identifier, got {family.name!r}")
+    if family.flows and family.default_flow not in family.flows:
+        raise ValidationError("family.default_flow", f"must be one of {sorted(family.flows)}, "
+                              f"got {family.default_flow!r}")
+    return family
+
+
+def register_family(family) -> Family:
+    """Add ``family`` (a :class:`Family` instance or subclass) to the registry.
+
+    A second family of the same name replaces the first. Returns the instance.
+    """
+    family = as_family(family)
+    FAMILIES[family.name] = family
+    return family
