@@ -306,13 +306,6 @@ def test_start_log_c_and_signs():
         PopulationFlow(data, start=tiny)
 
 
-def test_optimizer_flows_refuse_the_family_by_name():
-    data = InductionData.preset("ih-point")
-    for flow in ("population", "copier"):
-        with pytest.raises(ValidationError, match="^optimizer: flow .* has no optimiser flow"):
-            odeflow.solve(data, flow=flow, optimizer=odeflow.Momentum(0.9), t_span=(0, 5))
-
-
 def test_saved_trajectory_keeps_ln_c_below_the_range_of_doubles(tmp_path):
     """A file keeps ``log_c`` (``-inf`` for a zero coefficient), so a solve continued from a
     loaded trajectory is the one continued from the solved one: on ih-point at t = 20,

@@ -117,7 +117,7 @@ class Field(ABC):
         """Sparsity pattern of ``dF/dy`` for finite-difference Jacobians, or None."""
         return None
 
-    def parameter_level(self) -> "Field":
+    def parameter_level(self) -> Field:
         """The field in parameter coordinates, for an optimiser flow to wrap.
 
         An optimiser steps the model's parameters; a field whose solver state
