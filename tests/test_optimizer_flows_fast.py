@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.integrate import solve_ivp
+from scipy.special import expit
 
 import odeflow
 from odeflow import Adam, Momentum, ValidationError
 from odeflow.fields import ExactFlow
+from odeflow.fields.base import Field
 from odeflow.fields.optimizers import OptimizerFlow
 from odeflow.fields.optimizers.base import KEEP_STATE_BYTES
 from odeflow.fields.optimizers.flow import DEFAULT_OUTPUT_BYTES, MIN_OUTPUT_STEPS
+from odeflow.fields.optimizers.slow_manifold import SlowManifold, solve_slow_manifold
+from odeflow.results.solution import SolverOutput
 from odeflow.training import training_start
 
 
@@ -77,3 +82,134 @@ def test_keep_state_default_is_a_byte_budget():
     assert opt.keeps_state(100, n) and not opt.keeps_state(101, n)
     assert Momentum(0.9, keep_state=True).keeps_state(10**6, 10**6)
     assert not Adam(keep_state=False).keeps_state(1, 1)
+
+
+# ------------------------------------------------------------------ slow manifold
+class Logistic(Field):
+    """Separable logistic regression, ``J = -sum_i pi_i log(1 + exp(-y_i x_i . theta))``
+    (ascent on ``J``): a parameter level whose loss decays to 0 as Level E's does."""
+
+    name = "logistic"
+    has_jacobian = True
+
+    def __init__(self, seed, n=5, points=12, rate=1.0):
+        super().__init__()
+        rng = np.random.default_rng(seed)
+        w = rng.normal(size=n)
+        self.x = rng.normal(size=(points, n))
+        self.sy = np.sign(self.x @ w)[:, None] * self.x  # y_i x_i
+        self.pi = rng.dirichlet(np.ones(points))
+        self.rate_vector = np.full(n, float(rate))
+
+    @property
+    def size(self):
+        return self.sy.shape[1]
+
+    def initial_state(self):
+        return np.zeros(self.size)
+
+    def objective(self, y):
+        return -float(self.pi @ np.logaddexp(0.0, -(self.sy @ y)))
+
+    def gradient(self, y):
+        return (self.pi * expit(-(self.sy @ y))) @ self.sy
+
+    def rhs(self, t, y):
+        self.nfev += 1
+        return self.rate_vector * self.gradient(y)
+
+    def jacobian(self, t, y):
+        m = self.sy @ y
+        w = self.pi * expit(m) * expit(-m)
+        return -self.rate_vector[:, None] * ((self.sy * w[:, None]).T @ self.sy)
+
+    def trajectory(self, t, states, stats):
+        out = SolverOutput()
+        out.t, out.series, out.stats, out.meta = t, {"theta": states.copy()}, stats, {}
+        return out
+
+    def parameters(self):
+        return {"flow": self.name}
+
+
+def _reference(flow, steps):
+    """The heavy-ball ODE at ``steps``, tight (the reference of the slow-manifold phase)."""
+    sol = solve_ivp(flow.rhs, (flow.start_step, steps[-1]), flow.initial_state(),
+                    method="LSODA", jac=flow.jacobian, t_eval=steps, rtol=1e-11, atol=1e-13)
+    assert sol.success
+    return sol.y[:flow.n].T
+
+
+def _losses(field, thetas):
+    return np.array([-field.objective(th) for th in thetas])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_slow_manifold_phase_agrees_with_the_heavy_ball_within_its_estimate(seed):
+    rng = np.random.default_rng(100 + seed)
+    field = Logistic(seed, rate=rng.uniform(0.3, 3.0))
+    flow = OptimizerFlow(field, Momentum(rng.uniform(0.8, 0.95)))
+    steps = np.unique(np.round(np.geomspace(1, 1e6, 61)))
+    tol = 10.0 ** rng.uniform(-6, -4)
+    traj = solve_slow_manifold(flow, steps[-1], t_eval=steps, rtol=1e-11, atol=1e-13, tol=tol)
+    s0 = traj.stats["switch_step"]
+    assert s0 is not None and s0 < 1e5  # it switched, well before the end
+    assert traj.stats["switch"]["E"] <= tol * (1 + 1e-6)
+    want = _losses(field, _reference(flow, steps))
+    got = _losses(field, traj.series["theta"])
+    late = steps > s0
+    assert np.max(np.abs(got[late] / want[late] - 1.0)) <= tol
+    np.testing.assert_allclose(got[~late], want[~late], rtol=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_switch_never_before_the_velocity_has_relaxed(seed):
+    rng = np.random.default_rng(seed)
+    field = Logistic(10 + seed, n=int(rng.integers(2, 7)), rate=rng.uniform(0.2, 5.0))
+    optimizer = Momentum(rng.uniform(0.5, 0.97))
+    flow = OptimizerFlow(field, optimizer)
+    traj = solve_slow_manifold(flow, 1e6, t_eval=[1e6], tol=1e-5)
+    s0 = traj.stats["switch_step"]
+    assert s0 is not None
+    # on the reference ODE at the switch: the velocity is the slaved one (to first order)
+    y = solve_ivp(flow.rhs, (flow.start_step, s0), flow.initial_state(), method="LSODA",
+                  jac=flow.jacobian, rtol=1e-11, atol=1e-13).y[:, -1]
+    manifold = SlowManifold(field, optimizer)
+    h1 = manifold.first_order(y[:flow.n])
+    assert np.linalg.norm(y[flow.n:] - h1) <= 3e-5 * np.linalg.norm(h1)
+    # ... and many damping times after the start: the oscillation has decayed
+    assert s0 * manifold.b > 5.0
+
+
+def test_switch_refuses_where_switching_would_miss():
+    field = Logistic(3, rate=2.0)
+    flow = OptimizerFlow(field, Momentum(0.9))
+    steps = np.unique(np.round(np.geomspace(1, 1e6, 61)))
+    tol = 1e-5
+    traj = solve_slow_manifold(flow, 1e6, t_eval=steps, rtol=1e-11, atol=1e-13, tol=tol)
+    s0 = traj.stats["switch_step"]
+    want = _losses(field, _reference(flow, steps))
+    # a switch a decade earlier, where the estimate is above tol, misses the loss by more
+    early = s0 / 10.0
+    ref = solve_ivp(flow.rhs, (flow.start_step, early), flow.initial_state(), method="LSODA",
+                    jac=flow.jacobian, rtol=1e-11, atol=1e-13).y[:, -1]
+    manifold = SlowManifold(field, flow.optimizer)
+    assert manifold.estimate(early + flow.offset, ref[:flow.n], ref[flow.n:])["switch"] > tol
+    later = steps[steps > early]
+    forced = solve_ivp(manifold.rhs, (early, 1e6), ref[:flow.n], method="LSODA",
+                       jac=manifold.jacobian, t_eval=later, rtol=1e-11, atol=1e-13).y.T
+    miss = np.max(np.abs(_losses(field, forced) / want[steps > early] - 1.0))
+    assert miss > tol
+    # a span that ends before the estimate falls below tol: no switch, the ODE throughout
+    short = solve_slow_manifold(flow, early, t_eval=steps[steps <= early], rtol=1e-11,
+                                atol=1e-13, tol=tol)
+    assert short.stats["switch_step"] is None and "manifold_nfev" not in short.stats
+
+
+def test_slow_manifold_refuses_what_has_none():
+    field = Logistic(0)
+    with pytest.raises(ValidationError) as err:
+        SlowManifold(field, Adam())
+    assert err.value.field == "optimizer"
+    with pytest.raises(ValidationError):
+        SlowManifold(field, Momentum(0.0))
