@@ -117,6 +117,12 @@ class Field(ABC):
         """Sparsity pattern of ``dF/dy`` for finite-difference Jacobians, or None."""
         return None
 
+    @classmethod
+    def start_options(cls, start) -> dict:
+        """The constructor's keyword arguments that set the start ``start`` (one member
+        of :func:`odeflow.solve_ensemble`'s ``starts``): ``{"start": start}``."""
+        return {"start": start}
+
     def parameter_level(self) -> Field:
         """The field in parameter coordinates, for an optimiser flow to wrap.
 
@@ -157,6 +163,17 @@ class VectorField(Field):
     z0 : optional
         Initial logits, see :func:`initial_logits`.
     """
+
+    @classmethod
+    def start_options(cls, start) -> dict:
+        """``start = (y0, z0)``, the decoder and the logits (either None: zero):
+        ``{"y0": y0, "z0": z0}``."""
+        try:
+            y0, z0 = start
+        except (TypeError, ValueError):
+            raise ValidationError("starts", f"each start of a {cls.__name__} is a (y0, z0) "
+                                  f"pair, got {start!r:.80}") from None
+        return {"y0": y0, "z0": z0}
 
     def __init__(self, data: DataModel, eta_y: float, eta_z: float, z0=None):
         super().__init__()

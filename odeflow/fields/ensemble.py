@@ -28,9 +28,11 @@ class StartEnsemble(Field):
     ----------
     members : sequence of Field
         Fields of one type, state size and learning rates (``rate_vector``)
-        that offer ``gradients(states)``, e.g. :class:`~odeflow.fields.exact.ExactFlow`
-        or :class:`~odeflow.fields.finite_t.FiniteTFlow` built with the same
-        options and different ``y0``, ``z0``.
+        with ``gradient(y)``, built with the same options and different starts.
+        A field with a batched ``gradients(states)`` (e.g.
+        :class:`~odeflow.fields.exact.ExactFlow`,
+        :class:`~odeflow.fields.finite_t.FiniteTFlow`) is evaluated for every
+        member in one call; any other, member by member.
 
     Raises
     ------
@@ -47,9 +49,9 @@ class StartEnsemble(Field):
         if not members:
             raise ValidationError("members", "needs at least one field")
         first = members[0]
-        if not callable(getattr(first, "gradients", None)):
-            raise ValidationError("members", f"{type(first).__name__} has no batched "
-                                  "gradients(states)")
+        if not (callable(getattr(first, "gradient", None)) and hasattr(first, "rate_vector")):
+            raise ValidationError("members", f"{type(first).__name__} has no gradient(y) "
+                                  "and rate_vector: its state is not its parameters")
         if any(type(m) is not type(first) or m.size != first.size for m in members):
             raise ValidationError("members", "must be fields of one flow and state layout")
         rate = np.asarray(first.rate_vector, dtype=float)
@@ -75,8 +77,13 @@ class StartEnsemble(Field):
         return self._rate
 
     def gradient(self, y: np.ndarray) -> np.ndarray:
-        """Every member's gradient, in one call of the first member's ``gradients``."""
-        return self.first.gradients(y.reshape(self.P, self.n)).ravel()
+        """Every member's gradient: one call of the first member's ``gradients`` where it
+        has one, else each member's ``gradient`` in turn."""
+        states = y.reshape(self.P, self.n)
+        if callable(getattr(self.first, "gradients", None)):
+            return self.first.gradients(states).ravel()
+        return np.concatenate([m.gradient(s) for m, s in zip(self.members, states,
+                                                             strict=True)])
 
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """``rate_vector * gradient``: each member's own right-hand side."""

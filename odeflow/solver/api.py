@@ -254,7 +254,8 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     return out
 
 
-def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z: float = 0.1,
+def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
+                   eta_z: float = FAMILY_DEFAULT,
                    t_span=(0.0, 1e4), t_eval=None, method: str = "RK45", rtol: float = 1e-8,
                    atol: float = 1e-10, optimizer=None, progress: bool | None = None,
                    blas_threads: int | None = SOLVE_BLAS_THREADS, max_nfev: int | None = None,
@@ -271,12 +272,16 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
 
     Parameters
     ----------
-    data : DataModel
-    starts : sequence of (y0, z0)
-        Each member's initial decoder and logits (either may be None: zero).
+    data : a data model of any family
+    starts : sequence
+        Each member's start, as the flow's field takes it
+        (:meth:`~odeflow.fields.base.Field.start_options`): for Scan and Snap a
+        ``(y0, z0)`` pair (initial decoder and logits; either may be None:
+        zero), for the other families the value of ``solve(..., start=...)``.
     flow, eta_y, eta_z, t_span, t_eval, optimizer, progress, max_nfev, **flow_options
-        As for :func:`solve` (flows with a batched ``gradients``: ``"exact"``,
-        ``"finite_t"``).
+        As for :func:`solve` (any flow whose state is its parameters: a field with
+        ``gradient`` and ``rate_vector``; a batched ``gradients``, as Levels E and T
+        have, evaluates every member in one call).
     method : str, default "RK45"
         An explicit method of ``solve_ivp`` (the stack has no Jacobian).
     rtol, atol : float
@@ -303,20 +308,23 @@ def solve_ensemble(data, starts, flow: str = "exact", eta_y: float = 1.0, eta_z:
     """
     from odeflow.fields.ensemble import StartEnsemble
 
-    field_class = family_of(data).field_class(flow)
+    family = family_of(data)
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
+    field_class = family.field_class(flow)
     try:
-        starts = [(y0, z0) for y0, z0 in starts]
-    except (TypeError, ValueError):
+        starts = [field_class.start_options(s) for s in starts]
+    except TypeError:
         starts = None
     if not starts:
-        raise ValidationError("starts", "must be a non-empty sequence of (y0, z0) pairs")
+        raise ValidationError("starts", "must be a non-empty sequence of starts")
     if method not in METHODS or method in IMPLICIT or method == "LSODA":
         raise ValidationError("method", f"must be an explicit method of solve_ivp (RK45, "
                               f"DOP853, RK23), got {method!r:.80}")
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
-    options = {"eta_y": eta_y, "eta_z": eta_z, **flow_options}
-    check_flow_options(flow, field_class, options)
-    members = [field_class(data, y0=y0, z0=z0, **options) for y0, z0 in starts]
+    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
+    options = {**family.solve_defaults, **given, **flow_options}
+    check_flow_options(flow, field_class, {**options, **starts[0]})
+    members = [field_class(data, **options, **start) for start in starts]
     stack = StartEnsemble(members)
     field, wrapped, t0, t_eval = _wrap_ensemble(stack, members, optimizer, t0, t_end, t_eval)
     scale = math.sqrt(stack.P)
