@@ -64,9 +64,9 @@ OPTIMIZERS = (Momentum, Adam)
 #: steps (:meth:`OptimizerFlow.default_steps`): however long the span, the default
 #: output of an optimiser flow holds at most this many bytes of solver state.
 DEFAULT_OUTPUT_BYTES = 64 * 2**20
-#: Most default output steps of an optimiser flow (every whole step of a span with
-#: fewer); the fewest however large the state.
-DEFAULT_OUTPUT_POINTS, MIN_OUTPUT_STEPS = 2001, 10
+#: Most default output steps of an optimiser flow that are every whole step; past that,
+#: this many a decade of ``1 + k``; the fewest however large the state.
+DEFAULT_OUTPUT_POINTS, DEFAULT_PER_DECADE, MIN_OUTPUT_STEPS = 2001, 100, 10
 
 
 def check_optimizer(optimizer):
@@ -330,19 +330,22 @@ class OptimizerFlow(Field):
                       max_points: int = DEFAULT_OUTPUT_POINTS) -> np.ndarray:
         """Output steps of a solve on ``[t0, t_end]`` when none are given.
 
-        Every whole step (and ``t_end``) when they are at most ``P`` steps, else ``P``
-        whole steps spaced evenly in ``log(1 + k)`` (the dynamics span decades, as
-        the first-order flows' log-spaced grid). ``P = min(max_points, DEFAULT_OUTPUT_BYTES
-        / (8 size))``, at least :data:`MIN_OUTPUT_STEPS`: the default output's memory,
-        ``8 size`` bytes a step, is bounded by :data:`DEFAULT_OUTPUT_BYTES` (or ten
-        states) whatever the horizon.
+        Every whole step (and ``t_end``) when they are at most ``P`` steps, else
+        :data:`DEFAULT_PER_DECADE` whole steps a decade of ``1 + k``, spaced evenly in
+        ``log(1 + k)`` (the dynamics span decades, as the first-order flows' log-spaced
+        grid), at most ``P``. ``P = min(max_points, DEFAULT_OUTPUT_BYTES / (8 size))``, at
+        least :data:`MIN_OUTPUT_STEPS`: the default output's memory, ``8 size`` bytes a
+        step, is bounded by :data:`DEFAULT_OUTPUT_BYTES` (or ten states) whatever the
+        horizon.
         """
         fits = DEFAULT_OUTPUT_BYTES // (8 * max(int(self.size), 1))
         points = int(max(MIN_OUTPUT_STEPS, min(int(max_points), fits)))
         first, last = math.ceil(t0), math.floor(t_end)
         if last - first + 1 > points:
-            grid = np.unique(np.round(np.expm1(np.linspace(math.log1p(first), math.log1p(last),
-                                                           points))))
+            lo, hi = math.log1p(first), math.log1p(last)
+            count = min(points, max(MIN_OUTPUT_STEPS, math.ceil(DEFAULT_PER_DECADE * (hi - lo)
+                                                                / math.log(10.0))))
+            grid = np.unique(np.round(np.expm1(np.linspace(lo, hi, count))))
         else:
             grid = np.arange(first, last + 1, dtype=float)
         if grid.size == 0 or grid[0] > t0:

@@ -186,8 +186,13 @@ def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
     jac = {"jac": flow.jacobian} if method in ("LSODA", "BDF", "Radau") else {}
 
     def event(s, y):
-        n = flow.n
-        return math.log(manifold.estimate(s + flow.offset, y[:n], y[n:])["switch"] / tol)
+        theta, u = y[:flow.n], y[flow.n:]
+        h1 = manifold.first_order(theta)
+        # |u - h_1| <= (rho_fast + rho_trunc) |h_1| <= 2 switch |h_1|: a cheap lower bound
+        bound = float(np.linalg.norm(u - h1)) / max(2.0 * float(np.linalg.norm(h1)), 1e-300)
+        if bound > tol:
+            return math.log(bound / tol)
+        return math.log(manifold.estimate(s + flow.offset, theta, u)["switch"] / tol)
 
     event.terminal, event.direction = True, -1.0
     start = time.perf_counter()
