@@ -9,7 +9,7 @@ import pytest
 
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import SolveError, ValidationError
-from odeflow.fields.optimizers import Adam, GradientDescent, Momentum
+from odeflow.fields.optimizers import Adam, Momentum
 from odeflow.fields.two_stage.finite_n import (
     FiniteSampleFlow,
     accuracy_by_kind,
@@ -170,7 +170,7 @@ def test_held_out_scores_of_many_weights_are_those_of_each():
     for key, value in alone.items():
         assert together[key][1] == pytest.approx(value[0], rel=1e-12)
     kinds = ("p_only", "q_only", "both")
-    mix = sum(w * together[f"accuracy_{k}"] for w, k in zip((0.2, 0.2, 0.6), kinds))
+    mix = sum(w * together[f"accuracy_{k}"] for w, k in zip((0.2, 0.2, 0.6), kinds, strict=True))
     np.testing.assert_allclose(together["accuracy"], mix)
     right = held_out_scores(DATA, np.eye(2)[None], np.eye(2)[None], 8, 500, 9)
     wrong = held_out_scores(DATA, -np.eye(2)[None], -np.eye(2)[None], 8, 500, 9)
@@ -213,3 +213,46 @@ def test_finite_n_gradient_tends_to_the_population_gradient():
         errors.append(np.linalg.norm(field.gradient(y) - population))
     assert errors[1] < 0.1 * np.linalg.norm(population)
     assert errors[1] < 0.5 * errors[0]
+
+
+def test_measured_stages_reads_the_losses():
+    from odeflow.experiments.two_stage import measured_stages
+
+    t = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 5.0])
+    lp = np.array([1.0, 0.5, 0.05, 0.0, 0.02, 0.03])
+    lq = np.array([0.7, 0.8, 0.75, 0.71, 0.69, 0.5])
+    out = measured_stages(t, lp, lq, sv_p=[1, 2, 3, 3, 3, 3], sv_q=[0, 1, 2, 3, 4, 5])
+    assert (out["t_P"], out["t_Q"], out["ratio"], out["t_cross"]) == (2.0, 4.0, 2.0, 4.0)
+    assert np.isnan(measured_stages(t, lp, lq + np.arange(6))["t_Q"])
+    with pytest.raises(ValidationError, match="t"):
+        measured_stages(t[1:], lp[1:], lq[1:])
+
+
+@pytest.mark.slow
+def test_reproduction_writes_its_files(tmp_path):
+    from odeflow.experiments.two_stage import OUTPUTS, run
+
+    rep = run(tmp_path / "out", seeds=2, steps=40, eta=0.25, seq_len=16, sample_size=100,
+              records=12, held_out=400, flow_points=15, progress=False)
+    assert sorted(p.name for p in rep.files) == sorted(OUTPUTS)
+    with open(tmp_path / "out" / "two_stage.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert list(table[0])[:7] == ["t", "flow_acc_p_only", "flow_acc_q_only",
+                                  "run_acc_p_only_mean", "run_acc_q_only_mean",
+                                  "run_acc_p_only_std", "run_acc_q_only_std"]
+    t = [float(r["t"]) for r in table]
+    assert t[0] == 0.0 and t[-1] == pytest.approx(10.0) and len(t) >= 10
+    for r in table:
+        assert abs(float(r["flow_acc_q_only"]) - float(r["run_acc_q_only_mean"])) < 0.15
+    with open(tmp_path / "out" / "rank_truncation.csv") as fh:
+        cut = list(csv.DictReader(fh))
+    assert [r["checkpoint"] for r in cut] == ["early"] * 4 + ["late"] * 4
+    assert [int(r["rank_kept"]) for r in cut] == [1, 2, 3, 4] * 2
+    full = [r for r in cut if r["checkpoint"] == "late" and r["rank_kept"] == "4"][0]
+    assert float(full["acc_q_only"]) == pytest.approx(
+        rep.comparison.flow_all.accuracy_q_only[-1])
+    with open(tmp_path / "out" / "stages.csv") as fh:
+        stages = list(csv.DictReader(fh))
+    assert [r["source"] for r in stages][:2] == ["flow", "runs"]
+    assert 0 < float(stages[0]["t_P"]) < float(stages[0]["t_Q"])
+    assert (tmp_path / "out" / "two_stage.png").stat().st_size > 10_000

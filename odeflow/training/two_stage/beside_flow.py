@@ -19,8 +19,9 @@ import numpy as np
 
 from odeflow.data.checks import check_count, check_seeds
 from odeflow.data.two_stage import TwoStageData
-from odeflow.errors import ValidationError
+from odeflow.errors import SolveError, ValidationError
 from odeflow.fields.two_stage.finite_n import KINDS
+from odeflow.fields.two_stage.population import PopulationFlow
 from odeflow.training.two_stage.runs import (
     HELD_OUT,
     HELD_OUT_SEED,
@@ -52,12 +53,16 @@ class Comparison:
     seeds : list of int
     settings : dict
         The training settings (``eta``, ``seq_len``, ``batch_size``, ``sample``, ...).
+    flow_all : TwoStageTrajectory or None
+        The same flow at the runs' times and at every time of ``flow_times`` given to
+        :func:`compare` (sorted), e.g. a finer grid for stage times and spectra.
     """
 
     runs: list
     flow: object
     seeds: list
     settings: dict
+    flow_all: object = None
 
     @property
     def t(self) -> np.ndarray:
@@ -99,20 +104,37 @@ class Comparison:
 
 
 def population_flow(data: TwoStageData, t_eval: np.ndarray, progress: bool | None = None):
-    """The population flow of ``data`` from ``sigma0 I`` at the times ``t_eval``
-    (:func:`odeflow.solve` with ``flow="population"``)."""
+    """The population flow of ``data`` from ``sigma0 I`` at the times ``t_eval``.
+
+    :func:`odeflow.solve` with ``flow="population"``; while the family is not
+    registered with the solve entry point, the same field integrated here by
+    :func:`scipy.integrate.solve_ivp` (RK45, ``rtol = 1e-8``, ``atol = 1e-10``).
+    """
     from odeflow.solver import solve
 
     t_eval = np.asarray(t_eval, dtype=float)
-    return solve(data, flow="population", t_span=(0.0, float(t_eval[-1])), t_eval=t_eval,
-                 progress=progress)
+    try:
+        return solve(data, flow="population", t_span=(0.0, float(t_eval[-1])), t_eval=t_eval,
+                     progress=progress)
+    except ValidationError as exc:
+        if exc.field != "data":
+            raise
+    from scipy.integrate import solve_ivp
+
+    field = PopulationFlow(data)
+    sol = solve_ivp(field.rhs, (0.0, float(t_eval[-1])), field.initial_state(), t_eval=t_eval,
+                    method="RK45", rtol=1e-8, atol=1e-10)
+    if not sol.success:
+        raise SolveError(f"population flow: {sol.message}", {"nfev": sol.nfev})
+    return field.trajectory(sol.t, sol.y.T, {"method": "RK45", "nfev": int(sol.nfev)})
 
 
 def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
             eta: float = ETA, seq_len: int = SEQ_LEN, batch_size: int = BATCH_SIZE,
             sample: str = "fresh", sample_size: int | None = None, optimizer=None,
             records: int = RECORDS, held_out: int = HELD_OUT,
-            held_out_seed: int = HELD_OUT_SEED, progress: bool | None = None) -> Comparison:
+            held_out_seed: int = HELD_OUT_SEED, flow_times=None,
+            progress: bool | None = None) -> Comparison:
     """Runs over ``seeds`` beside the population flow, at log-spaced recorded times.
 
     Parameters
@@ -129,6 +151,9 @@ def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
         About this many log-spaced recorded steps from 1 to ``steps`` (and step 0).
     held_out, held_out_seed : int
         Held-out queries of each kind, shared by every run, and their seed.
+    flow_times : sequence of float, optional
+        More times in ``[0, eta * steps]`` at which to solve the flow
+        (:attr:`Comparison.flow_all`).
     progress : bool, optional
 
     Returns
@@ -148,8 +173,31 @@ def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
                   sample_size=sample_size, optimizer=optimizer, seed=seed, record=record,
                   held_out=0, progress=progress) for seed in seeds]
     runs = scored(data, runs, seq_len, held_out, held_out_seed)
-    flow = population_flow(data, runs[0].t, progress=progress)
-    return Comparison(runs, flow, seeds, settings)
+    t_run = runs[0].t
+    t_all = t_run if flow_times is None else np.union1d(t_run, check_times(flow_times, t_run))
+    flow_all = population_flow(data, t_all, progress=progress)
+    flow = subset(flow_all, np.searchsorted(t_all, t_run))
+    return Comparison(runs, flow, seeds, settings, flow_all)
+
+
+def check_times(times, t_run: np.ndarray) -> np.ndarray:
+    """``times`` as finite floats in ``[0, t_run[-1]]``, else a ValidationError naming
+    ``flow_times``."""
+    arr = np.asarray(times, dtype=float).ravel()
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or np.any(arr > t_run[-1]):
+        raise ValidationError("flow_times", f"must be finite times in [0, {t_run[-1]:g}] "
+                              "(the runs' span)")
+    return arr
+
+
+def subset(traj, index):
+    """The two-stage trajectory ``traj`` at the output indices ``index``."""
+    from odeflow.results.two_stage import SERIES
+
+    index = np.asarray(index)
+    return type(traj)(traj.t[index], traj.W_P[index], traj.W_Q[index],
+                      {k: getattr(traj, k)[index] for k in SERIES}, stats=traj.stats,
+                      meta=traj.meta, data=traj.data, scorer=traj.scorer)
 
 
 def scored(data, runs: list, seq_len: int, count: int, seed: int) -> list:

@@ -40,10 +40,10 @@ from odeflow.fields.optimizers import GradientDescent, Optimizer
 from odeflow.fields.two_stage.finite_n import (
     KINDS,
     Prompts,
+    flat_start,
     loss_and_gradient,
     margin_loss,
     sample_prompts,
-    flat_start,
 )
 
 #: Ways a run draws its prompts.
@@ -323,5 +323,5 @@ def held_out_scores(data: TwoStageData, W_P: np.ndarray, W_Q: np.ndarray, seq_le
         out[f"accuracy_{name}"], out[f"loss_{name}"] = right / count, loss / count
     weights = (data.rho, data.rho, 1.0 - 2.0 * data.rho)
     for what in ("accuracy", "loss"):
-        out[what] = sum(w * out[f"{what}_{name}"] for w, name in zip(weights, KINDS))
+        out[what] = sum(w * out[f"{what}_{name}"] for w, name in zip(weights, KINDS, strict=True))
     return out
