@@ -20,10 +20,14 @@ from odeflow.cli.common import add_mkdir_argument, typed_path_folder
 from odeflow.cli.tables import WIDTH, add_wide_argument, blocks, number
 from odeflow.errors import ValidationError
 
+#: ``--seeds`` and ``--steps`` of an experiment that declares no defaults of its own.
+COUNT_DEFAULTS = {"seeds": 10, "steps": 100}
 
-def experiments() -> dict[str, tuple[str, str]]:
-    """Name -> (target of ``run(args)``, summary) of every model family's reproductions
-    (:mod:`odeflow.families`, the ``experiments`` of each declaration)."""
+
+def experiments() -> dict[str, tuple]:
+    """Name -> (target of ``run(args)``, summary[, defaults of ``--seeds``/``--steps``]) of
+    every model family's reproductions (:mod:`odeflow.families`, the ``experiments`` of
+    each declaration)."""
     from odeflow.families import families
 
     return {name: entry for family in families().values()
@@ -50,7 +54,7 @@ def _description() -> str:
     lines = wrap("Run one of the papers' experiments, write its CSV tables and PNG figure "
                  "into --out (files of the same names there are replaced, atomically), "
                  "then print the table.") + ["", "experiments:"]
-    for name, (_, text) in experiments().items():
+    for name, (_, text, *_) in experiments().items():
         lines += wrap(text, f"  {name:<11s}", " " * 13)
     lines += [""] + wrap("--seeds, --steps, --out, --mkdir and --no-progress apply to every "
                          "experiment; --sizes and --same-start to fig6 only.")
@@ -64,11 +68,13 @@ def register(sub) -> None:
     names = tuple(experiments())
     p.add_argument("figure", metavar="EXPERIMENT", choices=names,
                    help=f"which experiment: {', '.join(names)}")
-    p.add_argument("--seeds", type=int, default=10, metavar="N",
-                   help=f"seeds per run (10; at most {LIMITS['seeds']:,})")
-    p.add_argument("--steps", type=int, default=100, metavar="K",
-                   help=f"training steps (100; at most {LIMITS['steps']:,}, and seeds x "
-                        f"steps at most {LIMITS['seed_steps']:,})")
+    p.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help=f"seeds per run ({COUNT_DEFAULTS['seeds']} unless the experiment "
+                        f"says otherwise; at most {LIMITS['seeds']:,})")
+    p.add_argument("--steps", type=int, default=None, metavar="K",
+                   help=f"training steps ({COUNT_DEFAULTS['steps']} unless the experiment "
+                        f"says otherwise; at most {LIMITS['steps']:,}, and seeds x steps at "
+                        f"most {LIMITS['seed_steps']:,})")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="folder for the CSV and PNG files (results/reproduce)")
     add_mkdir_argument(p)
@@ -171,4 +177,9 @@ def run(args) -> int:
     from odeflow.families import load
 
     check_experiment_flags(args)
-    return load(experiments()[args.figure][0])(args)
+    entry = experiments()[args.figure]
+    defaults = {**COUNT_DEFAULTS, **(entry[2] if len(entry) > 2 else {})}
+    for key, value in defaults.items():
+        if getattr(args, key, None) is None:
+            setattr(args, key, value)
+    return load(entry[0])(args)

@@ -74,9 +74,10 @@ class Family:
         summary and the common options it takes.
     sweep_tasks : str
         Target of an iterable of :class:`~odeflow.sweeps.tasks.TaskKind`, or ``""``.
-    experiments : mapping of str to (target, summary)
+    experiments : mapping of str to (target, summary[, defaults])
         Reproductions of ``odeflow reproduce NAME``: target of ``run(args)``
-        and a summary.
+        (the parsed arguments; returns the exit code), a summary, and optionally
+        the experiment's own defaults of ``--seeds`` and ``--steps``.
     exports : mapping of str to str
         Names of the flat API (``odeflow.NAME``) -> target.
     strategies : str

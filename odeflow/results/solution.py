@@ -31,6 +31,9 @@ class SolverOutput:
     event_names : tuple of str
         A name per event (``"snap_transition"`` for the ready event, the
         function's ``__name__`` otherwise).
+    series : dict
+        Named series over ``t`` that a wrapping field adds (an optimiser flow's
+        ``velocity`` or ``moment1``, ``moment2``); empty unless one did.
     """
 
     y = None
@@ -38,6 +41,15 @@ class SolverOutput:
     t_events = None
     y_events = None
     event_names: tuple = ()
+
+    def __getattr__(self, name: str):
+        # ``series``: named series over ``t`` that a wrapping field adds (an optimiser
+        # flow's velocity or moments); created empty on first use for result types
+        # that keep their own series as attributes.
+        if name == "series":
+            self.series = {}
+            return self.series
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     @property
     def status(self) -> int:
