@@ -20,7 +20,8 @@ from odeflow.families.base import (
 
 #: odeflow's own families (targets of their declarations), in the order help texts list them.
 BUILTIN = ("odeflow.families.scan_snap:ScanSnap",
-           "odeflow.families.induction:Induction")
+           "odeflow.families.induction:Induction",
+           "odeflow.families.two_stage:TwoStage")
 
 _loaded = {"builtin": False, "entry_points": False}
 
