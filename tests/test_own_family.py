@@ -1,0 +1,245 @@
+"""A family defined outside the package (tests/linear_family.py) plugs in with one call.
+
+The two-layer linear network of ``docs/families.md`` is registered with
+:func:`odeflow.families.register_family` and then served, with no change to
+shared code, by ``odeflow.solve`` (every option), the optimiser flows, ensembles,
+a sweep, a figure, ``odeflow.verify``, a configuration file, the command line and
+the flat API. Each result is compared with something computed another way: the
+closed form of the balanced scalar network, central differences, separate solves,
+the discrete optimiser recursion.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import odeflow
+from odeflow.errors import SolveError, ValidationError
+from odeflow.families import FAMILIES, family_named, family_of, find_preset, register_family
+from tests.linear_family import Linear2, LinearData, LinearPopulation, balanced_scalar
+
+#: A short span over which the small preset's loss falls by orders of magnitude.
+T_END = 20.0
+
+
+@pytest.fixture(scope="module", autouse=True)
+def linear2():
+    """The family registered for this module, and removed (with its flat-API name) after.
+
+    ``odeflow.plots.FIGURES`` is a snapshot of the figures taken on first import: it is
+    taken here, before the registration, so that it does not keep this family's figure.
+    """
+    import odeflow.plots.registry  # noqa: F401
+
+    family = register_family(Linear2)
+    yield family
+    FAMILIES.pop(family.name)
+    vars(odeflow).pop("LinearData", None)  # the flat API caches a name on first use
+
+
+@pytest.fixture
+def small():
+    return LinearData.preset("linear2-small")
+
+
+def test_registry_finds_the_family_its_presets_and_its_flat_name(small):
+    assert family_of(small) is family_named("linear2")
+    assert find_preset("linear2-scalar") == LinearData(((2.0,),))
+    assert family_named("linear2").preset_list() == tuple(LinearData.preset_table())
+    assert odeflow.LinearData is LinearData
+    with pytest.raises(ValidationError, match="flow"):
+        odeflow.solve(small, flow="exact")
+
+
+def test_data_type_is_checked_and_round_trips_through_toml(small):
+    assert LinearData.from_toml_string(small.to_toml_string()) == small
+    with pytest.raises(ValidationError) as info:
+        LinearData.from_dict({"teacher": [[1.0]], "init": {"scael": 0.1}})
+    assert info.value.field == "init.scael"
+    with pytest.raises(ValidationError) as info:
+        LinearData(((1.0,),), init_scale=-1.0)
+    assert info.value.field == "init.scale"
+    with pytest.raises(ValidationError, match="teacher"):
+        LinearData(((1.0, float("nan")),))
+
+
+def test_jacobian_equals_central_differences(small):
+    field = LinearPopulation(small, rate=0.7)
+    y = np.random.default_rng(1).standard_normal(field.size)
+    h = 1e-6
+    numeric = np.stack([(field.rhs(0.0, y + h * e) - field.rhs(0.0, y - h * e)) / (2 * h)
+                        for e in np.eye(field.size)], axis=1)
+    assert np.allclose(field.jacobian(0.0, y), numeric, rtol=1e-7, atol=1e-8)
+
+
+def test_solve_descends_the_loss_on_the_given_times(small):
+    t = np.linspace(0.0, T_END, 41)
+    traj = odeflow.solve(small, t_span=(0.0, T_END), t_eval=t, progress=False)
+    assert np.array_equal(traj.t, t) and traj.status == 0
+    assert np.all(np.diff(traj.loss) <= 1e-12) and traj.loss[-1] < 1e-6 * traj.loss[0]
+    field = LinearPopulation(small)
+    assert np.allclose(traj.loss, field.loss(traj.y.T), rtol=1e-12)
+    assert traj.meta["flow"] == "population" and traj.meta["rate"] == 1.0
+
+
+def test_closed_form_and_tolerances():
+    """The balanced scalar network against its logistic solution: tighter tolerances,
+    smaller error; a doubled rate runs twice as fast."""
+    t, a, s = np.geomspace(1e-2, 5.0, 40), 2.0, 0.1
+    data = LinearData(((a,),))
+    errors = []
+    for rtol, atol in ((1e-4, 1e-6), (1e-10, 1e-12)):
+        traj = odeflow.solve(data, start=[s, s], t_span=(0.0, 5.0), t_eval=t, rtol=rtol,
+                             atol=atol, method="DOP853", progress=False)
+        errors.append(np.max(np.abs(traj.W1[:, 0, 0] * traj.W2[:, 0, 0]
+                                    - balanced_scalar(t, a, s * s))))
+    assert errors[1] < 1e-8 and errors[1] < errors[0] / 100
+    fast = odeflow.solve(data, rate=2.0, start=[s, s], t_span=(0.0, 2.5), t_eval=t / 2,
+                         rtol=1e-10, atol=1e-12, progress=False)
+    assert np.allclose(fast.W1[:, 0, 0] ** 2, balanced_scalar(t, a, s * s), rtol=1e-7)
+
+
+@pytest.mark.parametrize("method", ["Radau", "BDF", "LSODA"])
+def test_implicit_methods_take_the_analytic_jacobian(small, method):
+    t = np.linspace(0.0, T_END, 11)
+    ref = odeflow.solve(small, t_span=(0.0, T_END), t_eval=t, method="DOP853", rtol=1e-11,
+                        atol=1e-13, progress=False)
+    traj = odeflow.solve(small, t_span=(0.0, T_END), t_eval=t, method=method, rtol=1e-9,
+                         atol=1e-12, progress=False)
+    assert traj.stats["method"] == method
+    if method != "LSODA":  # LSODA may finish in its non-stiff mode, without a Jacobian
+        assert traj.stats["njev"] >= 1
+    assert np.allclose(traj.y, ref.y, rtol=1e-6, atol=1e-8)
+
+
+def test_dense_output_and_a_plain_callable_event(small):
+    field = LinearPopulation(small)
+    target = 1e-3 * field.loss(field.initial_state())
+
+    def small_loss(t, y):
+        return field.loss(y) - target
+
+    small_loss.terminal = True
+    traj = odeflow.solve(small, t_span=(0.0, T_END), dense_output=True, events=small_loss,
+                         progress=False)
+    (hit,) = traj.t_events[0]
+    assert traj.status == 1 and traj.event_times("small_loss")[0] == hit
+    assert traj.t[-1] <= hit and field.loss(traj.y_events[0][0]) == pytest.approx(target)
+    mid = 0.37 * hit
+    at_mid = odeflow.solve(small, t_span=(0.0, hit), t_eval=[mid], progress=False)
+    assert np.allclose(traj.sol(mid), at_mid.y[:, 0], rtol=1e-6, atol=1e-9)
+
+
+def test_budget_and_progress(small, capsys):
+    with pytest.raises(SolveError, match="t"):
+        odeflow.solve(small, t_span=(0.0, T_END), method="RK45", max_nfev=20, progress=False)
+    quiet = odeflow.solve(small, t_span=(0.0, T_END), progress=False)
+    shown = odeflow.solve(small, t_span=(0.0, T_END), progress=True)
+    assert "population" in capsys.readouterr().err
+    assert np.array_equal(quiet.y, shown.y)
+
+
+def recursion(field, optimizer, steps):
+    """``steps`` of ``optimizer.step`` on the field's gradient (the discrete optimiser)."""
+    theta = field.initial_state()
+    state = optimizer.init_state(theta.shape)
+    for k in range(1, steps + 1):
+        optimizer.step(theta, field.gradient(theta), state, k, field.rate_vector)
+    return theta
+
+
+#: Step-h families of the optimisers (heavy ball: ``mu_h = 1 - (1 - mu) h``, rate ``eta h^2``;
+#: Adam: betas ``b^h``, rate ``eta h``, ``1/h`` exact steps), each tending to one ODE as h -> 0.
+STEP_H = {"momentum": lambda h: (odeflow.Momentum(1.0 - 0.1 * h), 0.2 * h * h),
+          "adam": lambda h: (odeflow.Adam((0.9 ** h, 0.999 ** h), exact_steps=round(1 / h)),
+                             0.02 * h)}
+
+
+@pytest.mark.parametrize("kind", sorted(STEP_H))
+def test_optimizer_flows_follow_the_discrete_optimizer(small, kind):
+    """The flow at step 20/h against 20/h steps of ``optimizer.step`` (which the library's
+    recursion also takes): read staggered, the recursion is the ODE's midpoint rule, so
+    the distance falls like h^2 (it falls like h for a flow read forward, ``offset=0``)."""
+    errors = []
+    for h in (0.25, 0.125, 0.0625):
+        optimizer, rate = STEP_H[kind](h)
+        steps = round(20 / h)
+        theta = recursion(LinearPopulation(small, rate=rate), optimizer, steps)
+        library = odeflow.optimizer_steps(LinearPopulation(small, rate=rate), optimizer, steps,
+                                          record_every=steps, progress=False)
+        assert np.allclose(library.y[:theta.size, -1], theta, rtol=1e-12, atol=1e-14)
+        flow = odeflow.solve(small, rate=rate, optimizer=optimizer, t_span=(0.0, steps),
+                             t_eval=[0.0, steps], rtol=1e-11, atol=1e-13, progress=False)
+        assert flow.meta["optimizer"]["kind"] == kind
+        errors.append(np.max(np.abs(flow.y[:theta.size, -1] - theta)))
+    order = np.log2(np.array(errors[:-1]) / errors[1:])
+    moved = np.max(np.abs(theta - LinearPopulation(small).initial_state()))
+    assert np.all(order > 1.8) and errors[-1] < 1e-3 * moved, (errors, order)
+
+
+def test_ensemble_of_starts_equals_separate_solves(small):
+    rng = np.random.default_rng(3)
+    starts = [0.3 * rng.standard_normal(10) for _ in range(3)]
+    t = np.linspace(0.0, T_END, 21)
+    runs = odeflow.solve_ensemble(small, starts, t_span=(0.0, T_END), t_eval=t, progress=False)
+    assert len(runs) == 3 and runs[0].stats["ensemble_size"] == 3
+    for start, run in zip(starts, runs, strict=True):
+        alone = odeflow.solve(small, start=start, t_span=(0.0, T_END), t_eval=t,
+                              method="RK45", progress=False)
+        assert np.allclose(run.W1, alone.W1, atol=1e-6) and np.allclose(run.W2, alone.W2,
+                                                                        atol=1e-6)
+    heavy = odeflow.solve_ensemble(small, starts[:2], rate=0.05, optimizer=odeflow.Momentum(0.9),
+                                   t_span=(0.0, 50.0), progress=False)
+    alone = odeflow.solve(small, start=starts[1], rate=0.05, optimizer=odeflow.Momentum(0.9),
+                          t_span=(0.0, 50.0), method="RK45", progress=False)
+    assert np.allclose(heavy[1].loss, alone.loss, rtol=1e-5, atol=1e-8)
+
+
+def test_sweep_2x2_into_a_store(small, tmp_path):
+    grid = {"rate": [0.5, 1.0], "init.scale": [0.05, 0.2]}
+    ds = odeflow.sweep("linear2_flow", grid, data="linear2-small", settings={"t_end": T_END},
+                       backend="serial", store=tmp_path / "linear.zarr", progress=False)
+    back = odeflow.sweeps.open_store(tmp_path / "linear.zarr")
+    assert dict(back["loss"].sizes) == {"rate": 2, "init.scale": 2, "time": ds.sizes["time"]}
+    assert (back["status"] == 0).all() and (back["error"] == "").all()
+    times = back["time"].values
+    for rate in grid["rate"]:
+        for scale in grid["init.scale"]:
+            model = LinearData(small.teacher, small.hidden, scale, small.seed)
+            alone = odeflow.solve(model, rate=rate, t_span=(0.0, T_END), t_eval=times,
+                                  progress=False)
+            stored = back["loss"].sel({"rate": rate, "init.scale": scale}).values
+            assert np.array_equal(stored, alone.loss)
+
+
+def test_figure_draws_the_loss(monkeypatch):
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    fig = odeflow.plots.make_figure("linear2-loss", data="linear2-scalar", t_end=5.0)
+    (line,) = fig.axes[0].get_lines()
+    traj = odeflow.solve(LinearData.preset("linear2-scalar"), t_span=(0.0, 5.0), progress=False)
+    assert np.array_equal(line.get_ydata(), traj.loss)
+    with pytest.raises(ValidationError, match="eta_y"):
+        odeflow.plots.make_figure("linear2-loss", eta_y=1.0)
+
+
+def test_verify_runs_the_family_check():
+    report = odeflow.verify(checks=["CF-LIN1"])
+    (row,) = report.rows
+    assert report.passed and row.check == "CF-LIN1" and row.max_rel_error < 1e-8
+
+
+def test_config_file_and_command_line(tmp_path, capsys):
+    from odeflow.cli import main
+
+    text = 'family = "linear2"\nteacher = [[2.0]]\n[init]\nscale = 0.2\n[run]\nt_end = 5.0\n'
+    data, options = odeflow.data.parse_config(text)
+    assert data == LinearData(((2.0,),), init_scale=0.2) and options == {"t_end": 5.0}
+    (tmp_path / "linear.toml").write_text(text)
+    out = tmp_path / "run.npz"
+    assert main(["run", "--config", str(tmp_path / "linear.toml"), "--out", str(out),
+                 "--no-progress"]) == 0
+    saved = np.load(out)
+    assert saved["t"][-1] == 5.0 and saved["loss"][-1] < saved["loss"][0]
+    assert main(["verify", "--only", "CF-LIN1", "--no-progress"]) == 0
+    assert "CF-LIN1" in capsys.readouterr().out
