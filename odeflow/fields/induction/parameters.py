@@ -76,15 +76,15 @@ class InductionParameters(Field):
         self.preferred_method = getattr(level, "preferred_method", None)
         self.rate_vector = level.rate_vector
         self._moving = level.rate_vector > 0
-        self._theta0 = level.to_parameters(level.initial_state())
+        self._theta0 = level.start
 
     @property
     def size(self) -> int:
         return self.level.size
 
     def initial_state(self) -> np.ndarray:
-        """The level's start ``theta = (c, w, a)`` (``c = sign e^l``: a coefficient below
-        the range of doubles is 0)."""
+        """The level's :attr:`start` ``theta = (c, w, a)`` (a coefficient whose
+        ``start_log_c`` is below the range of doubles is 0 there)."""
         return self._theta0.copy()
 
     def _model_point(self, theta) -> tuple[np.ndarray, float]:
