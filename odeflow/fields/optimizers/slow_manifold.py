@@ -53,12 +53,18 @@ import time
 
 import numpy as np
 from scipy.integrate import solve_ivp
+from threadpoolctl import ThreadpoolController
 
 from odeflow.errors import ValidationError
 from odeflow.fields.optimizers.momentum import Momentum
 
 #: Default bound on the switch's relative loss error :math:`E`.
 SWITCH_TOLERANCE = 1e-5
+#: BLAS threads of both phases (the fields' products are small or sparse; as a solve's).
+BLAS_THREADS = 1
+#: Bytes of a dense Jacobian up to which the first-order phase runs LSODA with ``c F'``
+#: by default; a larger state runs an explicit method (:func:`solve_slow_manifold`).
+DENSE_MANIFOLD_BYTES = 64 * 2**20
 
 
 def directional(inner, theta: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -149,7 +155,7 @@ class SlowManifold:
 
 def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
                         atol: float = 1e-10, tol: float = SWITCH_TOLERANCE,
-                        method: str = "DOP853", manifold_method: str = "LSODA"):
+                        method: str = "DOP853", manifold_method: str | None = None):
     """A heavy-ball optimiser flow in two phases: its ODE, then its slow manifold.
 
     Parameters
@@ -170,16 +176,24 @@ def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
         one). Before the switch the ODE is not stiff (its oscillations are resolved, as
         the recursion's unit steps resolve them); an implicit method factors the dense
         ``2n x 2n`` Newton matrix and back-substitutes in it at every step.
-    manifold_method : str, default "LSODA"
-        The first-order phase's (``c F'`` as its Jacobian for an implicit method).
+    manifold_method : str, optional
+        The first-order phase's (``c F'`` as its Jacobian for an implicit method). By
+        default LSODA while a dense ``n x n`` Jacobian takes at most
+        :data:`DENSE_MANIFOLD_BYTES`, else DOP853.
 
     Returns
     -------
     Trajectory
         The flow's result (:meth:`OptimizerFlow.trajectory`; the velocity past the switch,
-        where the optimiser keeps it, is ``h_1``), with ``stats["switch_step"]`` (None: no switch), ``stats["switch"]``
-        (the estimate there) and each phase's counts.
+        where the optimiser keeps it, is ``h_1``), with ``stats["switch_step"]`` (None:
+        no switch), ``stats["switch"]`` (the estimate there) and each phase's counts.
     """
+    with ThreadpoolController().limit(limits=BLAS_THREADS, user_api="blas"):
+        return _two_phases(flow, t_end, t_eval, rtol, atol, tol, method, manifold_method)
+
+
+def _two_phases(flow, t_end, t_eval, rtol, atol, tol, method, manifold_method):
+    """:func:`solve_slow_manifold`'s two integrations (its arguments, in order)."""
     manifold = SlowManifold(flow.inner, flow.optimizer)
     t0 = flow.start_step
     steps = flow.default_steps(0.0, t_end) if t_eval is None else np.asarray(t_eval, float)
@@ -208,6 +222,9 @@ def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
         stats["switch_step"] = s0
         stats["switch"] = manifold.estimate(s0 + flow.offset, y0[:flow.n], y0[flow.n:])
         rest = steps[steps > s0]
+        if manifold_method is None:
+            dense = 8 * flow.n**2 <= DENSE_MANIFOLD_BYTES
+            manifold_method = "LSODA" if dense else "DOP853"
         jac2 = {"jac": manifold.jacobian} if manifold_method in ("LSODA", "BDF", "Radau") else {}
         second = solve_ivp(manifold.rhs, (s0, t_end), y0[:flow.n], method=manifold_method,
                            t_eval=rest, rtol=rtol, atol=atol, **jac2)
@@ -219,8 +236,8 @@ def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
         t_out = np.concatenate([first.t, second.t])
         y_out = np.hstack([y_out, np.vstack([second.y.reshape(flow.n, -1),
                                              u.reshape(flow.n, -1)])])
-        stats.update({"manifold_nfev": int(second.nfev), "manifold_njev": int(second.njev),
-                      "manifold_nlu": int(second.nlu)})
+        stats.update({"manifold_method": manifold_method, "manifold_nfev": int(second.nfev),
+                      "manifold_njev": int(second.njev), "manifold_nlu": int(second.nlu)})
     stats["wall_time"] = time.perf_counter() - start
     stats["nfev"] = stats["ode_nfev"] + stats.get("manifold_nfev", 0)
     stats["nlu"] = stats["ode_nlu"] + stats.get("manifold_nlu", 0)
