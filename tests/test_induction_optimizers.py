@@ -338,3 +338,34 @@ def test_stages_of_fresh_optimiser_flows_follow_the_staged_discrete_optimiser(po
         print(rates, "gap / moved", gaps[0] / moved, "forward", gaps[1] / moved)
         assert gaps[0] < 1e-2 * moved and gaps[0] < gaps[1], (rates, gaps, moved)
         theta = end_rec
+
+
+def test_join_of_optimiser_flow_stages(point):
+    """Stages solved as ``solve_schedule`` would with a fresh optimiser per stage (each from
+    step 0, its ``t`` shifted to the schedule's steps) join into one result on the step
+    axis: the optimiser's series per output, the heavy ball's flow time accumulated, the
+    stages' spans in the schedule's steps."""
+    from odeflow.fields.induction import Schedule
+
+    schedule = Schedule.staged(20, 20, 20, rate_c=0.005, rate_w=0.005, rate_a=0.005)
+    parts, start, log_c, t0 = [], None, None, 0.0
+    for stage in schedule.checked(PopulationFlow.groups):
+        traj = odeflow.solve(point, rates=stage.rates, start=start, start_log_c=log_c,
+                             optimizer=Momentum(0.9), t_span=(0, stage.duration),
+                             progress=False)
+        traj.t = traj.t + t0
+        start, log_c, t0 = traj.parameters(-1), traj.log_c[-1], t0 + stage.duration
+        parts.append(traj)
+    joined = PopulationFlow.join(parts)
+    np.testing.assert_array_equal(joined.t, np.arange(61.0))
+    assert [s["t_span"] for s in joined.meta["schedule"]] == [[0, 20], [20, 40], [40, 60]]
+    assert joined.series["velocity"].shape == (61, 9) and joined.y.shape == (18, 61)
+    np.testing.assert_array_equal(joined.series["velocity"][20], parts[0].series["velocity"][-1])
+    flow_time = joined.series["flow_time"]
+    assert np.all(np.diff(flow_time) > 0)
+    end = parts[0].series["flow_time"][-1] + parts[1].series["flow_time"][-1]
+    assert flow_time[40] == pytest.approx(end, rel=1e-15)
+    np.testing.assert_array_equal(joined.parameters(-1), parts[-1].parameters(-1))
+    plain = odeflow.solve(point, schedule=schedule, progress=False)   # the gradient flow
+    with pytest.raises(ValidationError, match="^schedule: .*different series"):
+        PopulationFlow.join([parts[0], plain])

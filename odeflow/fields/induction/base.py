@@ -56,7 +56,7 @@ import numpy as np
 from odeflow.data.checks import as_real_array, validate_finite
 from odeflow.errors import ValidationError
 from odeflow.fields.base import Field
-from odeflow.fields.induction.parameters import InductionParameters
+from odeflow.fields.induction.parameters import InductionParameters, join_series
 from odeflow.numerics import log_magnitude, log_magnitude_mismatches
 
 #: Parameter groups of the flat vector, in their order.
@@ -369,7 +369,10 @@ class InductionField(Field):
 
         ``stats`` sums ``nfev``, ``njev``, ``nlu``, ``rhs_calls`` and ``wall_time`` and
         lists each stage's statistics under ``"stages"``; ``meta["schedule"]`` lists the
-        stages (rates, span).
+        stages (rates, the span of each part's ``t``). Stages of optimiser flows (each
+        on the step axis, from rest; their ``t`` shifted to the schedule's steps) join
+        their ``series`` too: the optimiser's state per stage, and the heavy ball's
+        ``flow_time`` accumulated over the stages (:func:`join_series`).
         """
         from odeflow.results.induction import InductionTrajectory
 
@@ -387,13 +390,18 @@ class InductionField(Field):
                  "stages": [dict(p.stats) for p in parts]}
         for key in ("nfev", "njev", "nlu", "rhs_calls", "wall_time"):
             stats[key] = sum(p.stats.get(key, 0) for p in parts)
-        meta = {**first.meta, "schedule": [s for p in parts for s in p.meta["schedule"]],
+        schedule = [{**s, "t_span": [float(p.t[0]), float(p.t[-1])]}
+                    for p in parts for s in p.meta["schedule"]]
+        meta = {**first.meta, "schedule": schedule,
                 "t_span": [float(first.t[0]), float(parts[-1].t[-1])]}
         meta.pop("rates", None)
         meta.pop("start", None)
         out = InductionTrajectory(cat("t"), cat("a"), first.subsets, cat("subset_weights"),
                                   cat("copier_logits"), cat("c"), cat("loss"), stats=stats,
                                   meta=meta, data=first.data, log_c=cat("log_c"))
+        series = join_series(parts, keep)
+        if series:
+            out.series = series
         y = np.concatenate([p.y[:, k] for p, k in zip(parts, keep, strict=True)], axis=1)
         out.attach_solution(y)
         return out

@@ -151,3 +151,35 @@ class InductionParameters(Field):
         # the optimiser flow adds its state's series here (velocity; moments)
         traj.series = {}
         return traj
+
+
+def join_series(parts, keep) -> dict:
+    """The ``series`` of a schedule's parts (each an optimiser flow's: ``velocity`` or
+    ``moment1``, ``moment2``, and ``flow_time``) concatenated over the kept outputs
+    ``keep`` of each part; ``flow_time`` (each stage's own warm-up map from rest) plus the
+    flow time at the end of the stages before. Empty when the parts carry none.
+
+    Raises
+    ------
+    ValidationError
+        Naming ``schedule`` when the parts carry different series.
+    """
+    series = [getattr(p, "series", None) or {} for p in parts]
+    names = set(series[0])
+    if any(set(s) != names for s in series):
+        raise ValidationError("schedule", "the stages' results carry different series "
+                              f"({[sorted(s) for s in series]}): one optimiser for every stage")
+    out = {}
+    for name in sorted(names):
+        if any(s[name] is None for s in series):
+            continue
+        pieces, offset = [], 0.0
+        for s, k in zip(series, keep, strict=True):
+            values = np.asarray(s[name], dtype=float)
+            if name == "flow_time":
+                values = values + offset
+                offset = float(values[-1])
+            pieces.append(values[k])
+        out[name] = np.concatenate(pieces)
+    return out
+
