@@ -225,7 +225,7 @@ def test_save_figure_rejects_unknown_suffix(tmp_path):
 def test_registry_names_every_plot_function():
     assert set(plots.FIGURES) == {"margin", "scan-snap", "attention-map", "relative-gain",
                                   "entropy", "levels", "ih-subsets", "ih-classifier",
-                                  "ih-copier", "ih-loss"}
+                                  "ih-copier", "ih-loss", "ts-accuracy", "ts-spectra"}
     for spec in plots.FIGURES.values():
         assert callable(spec.function)
         assert spec.function.__name__.startswith("plot_") or \

@@ -48,10 +48,10 @@ def register(sub) -> None:
                                    "The induction-head presets (ih-paper, ih-point) solve "
                                    "that family's flows.")
     add_data_arguments(p, any_family=True)
+    flows = "; ".join(f"{', '.join((f.default_flow, *(n for n in f.flows if n != f.default_flow)))}"
+                      f" for {f.title.split(' (')[0]}" for f in families().values())
     p.add_argument("--flow", default=None, choices=ALL_FLOWS, metavar="FLOW",
-                   help="the data model's family's flow: exact (default), finite_t, reduced "
-                        "or snap for sequence classes; population (default), copier or "
-                        "finite_l for induction heads")
+                   help=f"the data model's family's flow (its first one by default): {flows}")
     p.add_argument("--loss", default=None, choices=["nll", "code"],
                    help="induction heads: the loss (nll: -log y of the target; code: the "
                         "training code's cross-entropy of y as logits); default nll")

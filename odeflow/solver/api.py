@@ -106,7 +106,8 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
                  if v is not FAMILY_DEFAULT and v is not None}
         return _solve_scheduled(data, flow, t_span, flow_options.pop("schedule"),
                                 t_eval=t_eval, method=method, rtol=rtol, atol=atol,
-                                progress=progress, max_nfev=max_nfev, **given,
+                                progress=progress, max_nfev=max_nfev, optimizer=optimizer,
+                                dense_output=dense_output, events=events, **given,
                                 **flow_options)
     flow, field, t0, t_end, t_eval, rtol, atol, max_nfev = _build_field(
         data, flow, (eta_y, eta_z, z0), flow_options, optimizer, t_span, t_eval, rtol, atol,
@@ -403,8 +404,14 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
         stage's start).
     **options
         Passed to every :func:`odeflow.solve` call (``loss``, ``method``,
-        ``rtol``, ``atol``, ``progress``, ``max_nfev`` ...; ``start`` is the
-        first stage's start).
+        ``rtol``, ``atol``, ``progress``, ``max_nfev``, ``dense_output``,
+        ``events`` ...; ``start`` is the first stage's start). With
+        ``optimizer`` each stage is that optimiser's flow in step time, started
+        at rest: a stage's optimiser state (velocity, moments) is reset when the
+        next stage begins, as training that builds a new optimiser over the
+        moving groups for every stage does (the authors' staged runs); within a
+        stage a frozen group has no gradient, so its state stays at rest. Stage
+        durations are then whole steps.
 
     Returns
     -------
@@ -427,6 +434,14 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
     for key in ("rates", "t_span"):
         if key in options:
             raise ValidationError(key, "is set by the schedule's stages; give it there")
+    if options.get("events") is not None:
+        raise ValidationError("events", "are not taken with a schedule (a terminal event "
+                              "would end one stage, not the run); solve the stages one by "
+                              "one with odeflow.solve to use events")
+    if options.get("dense_output") and options.get("optimizer") is not None:
+        raise ValidationError("dense_output", "is not taken with a schedule and an "
+                              "optimiser (each stage's optimiser flow has its own step "
+                              "clock); give t_eval instead")
     stages = schedule.checked(field_class.groups)
     ends = np.cumsum([s.duration for s in stages])
     if t_eval is not None:
@@ -437,6 +452,11 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
                                   f"[0, {ends[-1]:g}]")
     start = options.pop("start", None)
     log_c = options.pop("start_log_c", None)
+    if options.get("optimizer") is not None:
+        for i, stage in enumerate(stages):
+            if not float(stage.duration).is_integer():
+                raise ValidationError(f"schedule[{i}].duration", f"must be a whole number "
+                                      f"of steps with an optimiser, got {stage.duration!r}")
     parts = []
     t0 = 0.0
     for stage, t1 in zip(stages, ends, strict=True):
@@ -447,8 +467,8 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
             inside = t_eval[(t_eval >= t0) & (t_eval < t1)]
             grid = np.union1d(inside, [t0, t1]) if not parts else np.union1d(inside, [t1])
             grid = np.union1d(grid, [t0])
-        traj = solve(data, flow=flow, t_span=(t0, float(t1)), t_eval=grid, rates=stage.rates,
-                     start=start, start_log_c=log_c, **options)
+        traj = _solve_stage(data, flow, (t0, float(t1)), grid, stage.rates, start, log_c,
+                            options)
         # the next stage starts from this one's parameters, the selector's magnitudes
         # from ln|c| (a losing coefficient may lie below the range of doubles)
         start, log_c = traj.parameters(-1), traj.log_c[-1]
@@ -456,7 +476,35 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
         t0 = float(t1)
     joined = field_class.join(parts)
     joined.stats["message"] = _stages_message([p.stats.get("message", "") for p in parts])
+    if options.get("dense_output"):
+        joined.sol = joined_solution([p.sol for p in parts])
     return joined
+
+
+def joined_solution(solutions):
+    """One :class:`scipy.integrate.OdeSolution` over consecutive stages' dense outputs
+    (each stage's interpolants on its own interval; at a boundary, the later stage's)."""
+    from scipy.integrate import OdeSolution
+
+    ts = [solutions[0].ts[0]]
+    interpolants = []
+    for sol in solutions:
+        ts.extend(sol.ts[1:])
+        interpolants.extend(sol.interpolants)
+    return OdeSolution(np.asarray(ts), interpolants)
+
+
+def _solve_stage(data, flow, span, grid, rates, start, log_c, options):
+    """One stage of :func:`solve_schedule` on ``span``; an optimiser flow, which starts at
+    step 0, is solved on ``[0, duration]`` and its times shifted to the span."""
+    t0, t1 = span
+    if options.get("optimizer") is None:
+        return solve(data, flow=flow, t_span=span, t_eval=grid, rates=rates, start=start,
+                     start_log_c=log_c, **options)
+    traj = solve(data, flow=flow, t_span=(0.0, t1 - t0), t_eval=grid - t0, rates=rates,
+                 start=start, start_log_c=log_c, **options)
+    traj.t = traj.t + t0
+    return traj
 
 
 def _stages_message(messages) -> str:

@@ -1,0 +1,80 @@
+"""The family API and the one solve path (issue 30): options compose across families or are
+refused by name, and the two-stage family is served through its declaration alone."""
+
+import numpy as np
+import pytest
+
+import odeflow
+from odeflow.families import families, family_named, family_of
+from odeflow.fields.induction import Schedule
+
+IH = odeflow.InductionData.preset("ih-point")
+
+
+def test_every_family_is_found_from_its_data_and_declares_its_presets():
+    for name, family in families().items():
+        for preset in family.preset_list():
+            data = family.preset(preset)
+            assert family_of(data) is family, (name, preset)
+    assert family_of(None) is family_named("scan_snap")
+    with pytest.raises(odeflow.ValidationError, match="^data: "):
+        family_of(object())
+
+
+def test_schedule_with_an_optimiser_resets_its_state_at_each_stage():
+    schedule = Schedule.staged(10, 10, 10)
+    traj = odeflow.solve(IH, schedule=schedule, optimizer=odeflow.Momentum(0.5), progress=False)
+    assert traj.t[0] == 0.0 and traj.t[-1] == 30.0
+    assert traj.meta["optimizer"]["kind"] == "momentum"
+    # each stage starts at rest: the velocity at a stage's first step is that of a fresh
+    # optimiser from the stage's start, the same as the first stage's own solve
+    first = odeflow.solve(IH, optimizer=odeflow.Momentum(0.5), rates={"c": 1.0, "w": 0.0,
+                                                                     "a": 0.0},
+                          t_span=(0.0, 10.0), t_eval=traj.t[traj.t <= 10.0], progress=False)
+    np.testing.assert_allclose(traj.loss[traj.t <= 10.0], first.loss, rtol=1e-6)
+    plain = odeflow.solve(IH, schedule=schedule, progress=False)
+    assert abs(traj.loss[-1] - plain.loss[-1]) > 1e-4      # the optimiser is not dropped
+
+
+def test_schedule_refusals_name_the_option():
+    with pytest.raises(odeflow.ValidationError, match=r"^schedule\[0\]\.duration: "):
+        odeflow.solve(IH, schedule=Schedule.staged(2.5, 2, 2), optimizer=odeflow.Adam(),
+                      progress=False)
+    with pytest.raises(odeflow.ValidationError, match="^events: "):
+        odeflow.solve(IH, schedule=Schedule.staged(2, 2, 2), events=lambda t, y: y[0],
+                      progress=False)
+    with pytest.raises(odeflow.ValidationError, match="^dense_output: "):
+        odeflow.solve(IH, schedule=Schedule.staged(2, 2, 2), dense_output=True,
+                      optimizer=odeflow.Adam(), progress=False)
+
+
+def test_dense_output_of_a_schedule_spans_every_stage():
+    traj = odeflow.solve(IH, schedule=Schedule.staged(4, 4, 4), dense_output=True,
+                         progress=False)
+    assert traj.sol is not None and traj.sol.t_min == 0.0 and traj.sol.t_max == 12.0
+    np.testing.assert_allclose(traj.sol(traj.t[1:-1]), traj.y[:, 1:-1], atol=1e-9)
+
+
+def test_ensemble_of_starts_for_another_family_equals_the_separate_solves():
+    data = odeflow.TwoStageData.preset("ts-default")
+    starts = [None, (0.03 * np.eye(2), 0.02 * np.eye(2))]
+    t_eval = np.array([0.0, 0.5, 2.0])
+    members = odeflow.solve_ensemble(data, starts, t_span=(0.0, 2.0), t_eval=t_eval,
+                                     progress=False)
+    for start, member in zip(starts, members, strict=True):
+        alone = odeflow.solve(data, start=start, t_span=(0.0, 2.0), t_eval=t_eval,
+                              method="RK45", progress=False)
+        np.testing.assert_allclose(member.W_Q, alone.W_Q, rtol=1e-5, atol=1e-9)
+
+
+def test_two_stage_family_through_the_flat_api_and_the_optimiser_flows():
+    data = odeflow.TwoStageData.preset("ts-default")
+    assert "TwoStageData" in odeflow.__all__
+    traj = odeflow.solve(data, flow="population", t_span=(0.0, 2.0),
+                         t_eval=np.array([0.0, 1.0, 2.0]), progress=False)
+    for name in ("accuracy_p_only", "accuracy_q_only", "accuracy_both", "loss", "loss_p_only",
+                 "loss_q_only", "W_P", "W_Q"):
+        assert np.asarray(getattr(traj, name)).shape[0] == 3, name
+    heavy = odeflow.solve(data, optimizer=odeflow.Momentum(0.9), t_span=(0.0, 20.0),
+                          progress=False)
+    assert heavy.meta["optimizer"]["kind"] == "momentum" and "velocity" in heavy.series
