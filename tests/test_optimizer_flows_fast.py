@@ -3,6 +3,8 @@ only when asked, and the slow-manifold phase of the heavy ball (``docs/optimiser
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
@@ -10,13 +12,15 @@ from scipy.special import expit
 
 import odeflow
 from odeflow import Adam, Momentum, ValidationError
+from odeflow.errors import SolveError
 from odeflow.fields import ExactFlow
 from odeflow.fields.base import Field
-from odeflow.fields.optimizers import OptimizerFlow
+from odeflow.fields.optimizers import OptimizerFlow, optimizer_flow
 from odeflow.fields.optimizers.base import KEEP_STATE_BYTES
 from odeflow.fields.optimizers.flow import DEFAULT_OUTPUT_BYTES, MIN_OUTPUT_STEPS
 from odeflow.fields.optimizers.slow_manifold import SlowManifold, solve_slow_manifold
 from odeflow.results.solution import SolverOutput
+from odeflow.solver.integrate import integrate_field
 from odeflow.training import training_start
 
 
@@ -213,3 +217,56 @@ def test_slow_manifold_refuses_what_has_none():
     assert err.value.field == "optimizer"
     with pytest.raises(ValidationError):
         SlowManifold(field, Momentum(0.0))
+
+
+def _solver_run(flow):
+    """The integrator odeflow.solve hands a field (a partial of integrate_field)."""
+    return functools.partial(integrate_field, flow, method="DOP853", rtol=1e-8, atol=1e-10,
+                             kwargs={}, max_nfev=10**6, what="heavy ball", progress=False,
+                             blas_threads=1)
+
+
+def test_phased_flow_runs_on_the_solvers_integrator():
+    data = odeflow.DataModel.preset("syn-small")
+    y0, z0 = training_start(data, 0)
+    level = ExactFlow(data, 1.0, 1.0, y0=y0, z0=z0)
+    flow = optimizer_flow(level, Momentum(0.9, slow_manifold=1e-5))
+    assert flow.phased and flow.preferred_method == "DOP853"
+    steps = flow.default_steps(0.0, 1e5)
+    sol, stats = flow.run_phases(flow.start_step, 1e5, steps, _solver_run(flow))
+    traj = flow.trajectory(sol.t, sol.y.T, stats)
+    assert stats["switch_step"] is not None and stats["manifold"]["nfev"] > 0
+    assert stats["nfev"] > stats["manifold"]["nfev"]  # the totals of both phases
+    alone = solve_slow_manifold(OptimizerFlow(level, Momentum(0.9)), 1e5, t_eval=steps)
+    np.testing.assert_array_equal(traj.t, alone.t)
+    np.testing.assert_allclose(traj.objective, alone.objective, rtol=1e-6)
+    assert "velocity" in traj.series  # syn-small's state is small: kept by default
+    past = traj.t > stats["switch_step"]
+    manifold = SlowManifold(level, Momentum(0.9))
+    k = np.flatnonzero(past)[0]
+    np.testing.assert_allclose(traj.series["velocity"][k],
+                               manifold.first_order(sol.y[:flow.n, k]), rtol=1e-12)
+
+
+def test_solve_runs_a_phased_flow_in_phases_or_refuses():
+    data = odeflow.DataModel.preset("syn-small")
+    y0, z0 = training_start(data, 0)
+    try:
+        traj = odeflow.solve(data, y0=y0, z0=z0, t_span=(0, 2e4), progress=False,
+                             optimizer=Momentum(0.9, slow_manifold=1e-5))
+    except (ValidationError, SolveError) as err:  # a solver without run_phases: never silent
+        assert "solved in phases" in str(err)
+        return
+    assert traj.stats["switch_step"] is not None
+    assert traj.meta["optimizer"]["slow_manifold"] == 1e-5
+
+
+def test_slow_manifold_option_is_checked():
+    assert Momentum(0.9, slow_manifold=1e-5) != Momentum(0.9)
+    assert "slow_manifold" not in Momentum(0.9).describe()
+    for bad in (0.0, 1.5, "x", float("nan")):
+        with pytest.raises(ValidationError) as err:
+            Momentum(0.9, slow_manifold=bad)
+        assert err.value.field == "slow_manifold"
+    with pytest.raises(ValidationError):
+        Momentum(0.0, modified=False, slow_manifold=1e-5)

@@ -54,6 +54,7 @@ from odeflow.errors import ValidationError
 from odeflow.fields.base import PATTERN_BYTES_LIMIT, Field
 from odeflow.fields.optimizers.adam import Adam
 from odeflow.fields.optimizers.momentum import Momentum
+from odeflow.fields.optimizers.slow_manifold import run_phases
 
 #: Most steps ``Adam(exact_steps="auto")`` takes exactly before it refuses (entries that
 #: keep taking their first step so late are not what the ODE start is made for).
@@ -142,6 +143,7 @@ class OptimizerFlow(Field):
         self._exact_request = optimizer.exact_request
         #: Step ``k`` is the ODE's clock at ``k + offset`` (the optimiser's ``offset``).
         self.offset = float(optimizer.offset)
+        self._in_phases = False  # set while run_phases integrates a phased flow
 
     # ------------------------------------------------------------ state
     @property
@@ -281,10 +283,37 @@ class OptimizerFlow(Field):
         frac = (s - j)[:, None]
         return states[j] + frac * (states[j + 1] - states[j])
 
+    # ------------------------------------------------------------ phases
+    @property
+    def phased(self) -> bool:
+        """Whether the flow is solved in phases (``Momentum(slow_manifold=tol)``): the
+        solver then calls :meth:`run_phases` instead of integrating it in one go."""
+        return getattr(self.optimizer, "slow_manifold", None) is not None
+
+    @property
+    def preferred_method(self) -> str | None:
+        """``"DOP853"`` for a phased flow (its ODE phase is not stiff), else None (the
+        solver's choice)."""
+        return "DOP853" if self.phased else None
+
+    def run_phases(self, t0: float, t_end: float, t_eval, run) -> tuple:
+        """``(sol, stats)`` of a phased flow with the solver's integrator ``run`` (a partial
+        of :func:`odeflow.solver.integrate.integrate_field` bound to this flow):
+        :func:`odeflow.fields.optimizers.slow_manifold.run_phases` at the optimiser's
+        ``slow_manifold`` tolerance."""
+        if not self.phased:
+            raise ValidationError("optimizer", "this optimiser flow has no phases")
+        return run_phases(self, t0, t_end, t_eval, run, self.optimizer.slow_manifold)
+
     # ------------------------------------------------------------ field
     def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
         """``d(theta, state)/ds`` at step ``t`` (the ODE's clock at ``t + offset``)."""
         self.nfev += 1
+        if self.phased and not self._in_phases:
+            raise ValidationError("optimizer", "Momentum(slow_manifold=...) is solved in "
+                                  "phases (OptimizerFlow.run_phases), which this solver "
+                                  "does not call; use slow_manifold=None or "
+                                  "odeflow.fields.optimizers.slow_manifold.solve_slow_manifold")
         return self._ode_rhs(t + self.offset, y)
 
     def _ode_rhs(self, t: float, y: np.ndarray) -> np.ndarray:

@@ -87,18 +87,26 @@ class Momentum(Optimizer):
         takes at most :data:`~odeflow.fields.optimizers.base.KEEP_STATE_BYTES`
         (:meth:`~odeflow.fields.optimizers.base.Optimizer.keeps_state`). Output only:
         the dynamics, ``describe()`` and equality do not depend on it.
+    slow_manifold : float, optional
+        Solve in two phases (:mod:`odeflow.fields.optimizers.slow_manifold`): the ODE
+        until its velocity has relaxed and the switch's error estimate is at most this
+        (a relative error of the loss, e.g. ``1e-5``), then the first-order slow
+        manifold ``theta' = c (F - epsilon F'F)``. None (default): the ODE throughout,
+        the reference. Needs ``mu > 0`` and a level with an ``objective``.
 
     Raises
     ------
     ValidationError
-        Naming ``mu``, ``start``, ``offset``, ``modified`` or ``keep_state``.
+        Naming ``mu``, ``start``, ``offset``, ``modified``, ``keep_state`` or
+        ``slow_manifold``.
     """
 
     kind = "momentum"
     state_blocks = 1
 
     def __init__(self, mu: float = 0.9, start: str = "rest", offset: float = 0.5,
-                 modified: bool | None = None, keep_state: bool | None = None):
+                 modified: bool | None = None, keep_state: bool | None = None,
+                 slow_manifold: float | None = None):
         self.keep_state = keep_flag(keep_state)
         self.mu = fraction(mu, "mu")
         self.start = choice(start, "start", MOMENTUM_STARTS)
@@ -109,10 +117,18 @@ class Momentum(Optimizer):
         self.modified = self.mu > 0.0 if modified is None else flag(modified, "modified")
         if self.modified and self.mu == 0.0:
             raise ValidationError("modified", "the matched rates -ln(mu) need mu > 0")
+        self.slow_manifold = None
+        if slow_manifold is not None:
+            tol = as_real_number(slow_manifold, "slow_manifold", "in (0, 1)")
+            if not 0.0 < tol < 1.0 or self.mu == 0.0:
+                raise ValidationError("slow_manifold", "must be a tolerance in (0, 1) with "
+                                      f"mu > 0, got {slow_manifold!r} at mu = {self.mu!r}")
+            self.slow_manifold = tol
 
     def __repr__(self) -> str:
         return (f"Momentum(mu={self.mu!r}, start={self.start!r}, offset={self.offset!r}, "
-                f"modified={self.modified!r}, keep_state={self.keep_state!r})")
+                f"modified={self.modified!r}, keep_state={self.keep_state!r}, "
+                f"slow_manifold={self.slow_manifold!r})")
 
     @property
     def exact_request(self) -> int:
@@ -174,5 +190,8 @@ class Momentum(Optimizer):
 
     def describe(self) -> dict:
         """JSON-able description (saved with trajectories as ``meta["optimizer"]``)."""
-        return {"kind": self.kind, "mu": self.mu, "start": self.start, "offset": self.offset,
-                "modified": self.modified}
+        out = {"kind": self.kind, "mu": self.mu, "start": self.start, "offset": self.offset,
+               "modified": self.modified}
+        if self.slow_manifold is not None:
+            out["slow_manifold"] = self.slow_manifold
+        return out

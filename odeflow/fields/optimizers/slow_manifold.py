@@ -48,14 +48,17 @@ the result is the heavy-ball ODE's.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
+from types import SimpleNamespace
 
 import numpy as np
 from scipy.integrate import solve_ivp
 from threadpoolctl import ThreadpoolController
 
-from odeflow.errors import ValidationError
+from odeflow.errors import SolveError, ValidationError
+from odeflow.fields.base import Field
 from odeflow.fields.optimizers.momentum import Momentum
 
 #: Default bound on the switch's relative loss error :math:`E`.
@@ -79,8 +82,9 @@ def directional(inner, theta: np.ndarray, v: np.ndarray) -> np.ndarray:
     return (inner.rhs(0.0, theta + h * v) - inner.rhs(0.0, theta - h * v)) / (2.0 * h)
 
 
-class SlowManifold:
-    """The heavy ball's slow manifold around a parameter-level field (module docstring).
+class SlowManifold(Field):
+    """The heavy ball's slow manifold around a parameter-level field (module docstring):
+    the first-order phase as a field on the parameters, ``theta' = h_1(theta)``.
 
     Parameters
     ----------
@@ -104,9 +108,26 @@ class SlowManifold:
         if not callable(getattr(inner, "objective", None)):
             raise ValidationError("flow", f"flow {getattr(inner, 'name', '?')!r} has no "
                                   "objective, which the switch's error estimate needs")
-        self.inner = inner
+        super().__init__()
+        self.inner, self.name = inner, getattr(inner, "name", "")
+        self.has_jacobian = bool(getattr(inner, "has_jacobian", False))
         a, b = optimizer.coefficients()
         self.b, self.c, self.epsilon = b, a / b, a / (b * b)
+
+    @property
+    def size(self) -> int:
+        return int(self.inner.size)
+
+    def initial_state(self) -> np.ndarray:
+        """The level's start (the phase itself starts from the switch's parameters)."""
+        return np.asarray(self.inner.initial_state(), dtype=float)
+
+    def trajectory(self, t, states, stats):
+        """The level's result on the step axis."""
+        return self.inner.trajectory(t, states, stats)
+
+    def parameters(self) -> dict:
+        return {**self.inner.parameters(), "phase": "slow_manifold"}
 
     def first_order(self, theta: np.ndarray) -> np.ndarray:
         """``h_1 = c (F - epsilon F'F)``: the velocity on the manifold to first order."""
@@ -146,17 +167,122 @@ class SlowManifold:
 
     def rhs(self, t: float, theta: np.ndarray) -> np.ndarray:
         """The first-order phase, ``theta' = h_1(theta)``, in step time."""
+        self.nfev += 1
         return self.first_order(theta)
 
     def jacobian(self, t: float, theta: np.ndarray) -> np.ndarray:
         """``c F'``: the leading part of the Jacobian of :meth:`rhs` (for Newton's method)."""
+        self.njev += 1
         return self.c * np.asarray(self.inner.jacobian(0.0, theta))
+
+
+def switch_event(flow, manifold: SlowManifold, tol: float):
+    """The switch as a terminal event of ``solve_ivp`` on ``flow``'s state: ``ln(max(E,
+    rho_trunc, rho_fast) / tol)``, falling through 0 at the switch (module docstring).
+
+    While ``|u - h_1| > 2 tol |h_1|`` (a lower bound of the criterion, as ``|u - h_1| <=
+    (rho_fast + rho_trunc) |h_1|``) it returns that bound's logarithm instead and spares
+    the second-order terms."""
+    n = flow.n
+
+    def event(s, y):
+        theta, u = y[:n], y[n:]
+        h1 = manifold.first_order(theta)
+        bound = float(np.linalg.norm(u - h1)) / max(2.0 * float(np.linalg.norm(h1)), 1e-300)
+        if bound > tol:
+            return math.log(bound / tol)
+        return math.log(manifold.estimate(s + flow.offset, theta, u)["switch"] / tol)
+
+    event.terminal, event.direction = True, -1.0
+    return event
+
+
+def manifold_method(n: int) -> str:
+    """The first-order phase's method: LSODA (with ``c F'``) while a dense ``n x n``
+    Jacobian takes at most :data:`DENSE_MANIFOLD_BYTES`, else DOP853."""
+    return "LSODA" if 8 * int(n) ** 2 <= DENSE_MANIFOLD_BYTES else "DOP853"
+
+
+def run_phases(flow, t0: float, t_end: float, t_eval, run, tol: float = SWITCH_TOLERANCE):
+    """The heavy ball's two phases on ``[t0, t_end]`` with the solver's integrator ``run``.
+
+    ``run`` is a :func:`functools.partial` of an integrator with the signature of
+    :func:`odeflow.solver.integrate.integrate_field` bound to ``flow`` (as
+    :func:`odeflow.solve` makes it): phase 1 is ``run`` with :func:`switch_event` added to
+    its events, to ``t_end`` or the switch; phase 2 is its function on the
+    :class:`SlowManifold` field (:func:`manifold_method`, analytic ``c F'``) from the
+    switch, with the same tolerances and budget.
+
+    Returns
+    -------
+    (sol, stats)
+        ``sol.t``, ``sol.y`` (the flow's flat state; past the switch the velocity is
+        ``h_1`` where the optimiser keeps its state, else zero), ``sol.sol = None``;
+        ``stats`` phase 1's with the totals ``nfev``, ``njev``, ``nlu``, ``wall_time``,
+        ``switch_step`` (None: no switch), ``switch`` (the estimate there) and
+        ``manifold`` (phase 2's statistics).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``events`` (the phased solve takes none of its own) or ``optimizer``.
+    """
+    manifold = SlowManifold(flow.inner, flow.optimizer)
+    options = dict(run.keywords)
+    if options.get("kwargs", {}).get("events"):
+        raise ValidationError("events", "a slow-manifold solve takes no events")
+    options["kwargs"] = {**options.get("kwargs", {}),
+                         "events": [switch_event(flow, manifold, tol)]}
+    options["dense_output"] = False
+    t_eval = np.asarray(t_eval, dtype=float)
+    flow._in_phases = True  # a phased flow's rhs refuses to be integrated in one go
+    try:
+        first, stats = run.func(flow, **options, t0=t0, t_end=t_end,
+                                t_eval=t_eval[t_eval <= t_end])
+    finally:
+        flow._in_phases = False
+    n, stats["switch_step"] = flow.n, None
+    t_out, y_out = first.t, np.asarray(first.y, dtype=float).reshape(flow.size, -1)
+    if first.status == 1:
+        s0, y0 = float(first.t_events[0][0]), np.asarray(first.y_events[0][0], dtype=float)
+        stats["switch_step"] = s0
+        stats["switch"] = manifold.estimate(s0 + flow.offset, y0[:n], y0[n:])
+        method = manifold_method(n)
+        second, later = run.func(
+            manifold, **{**options, "method": method, "what": f"{options.get('what', '')} "
+                         "slow manifold", "kwargs": {"jac": manifold.jacobian}
+                         if method == "LSODA" else {}},
+            t0=s0, t_end=t_end, t_eval=t_eval[t_eval > s0], y0=y0[:n])
+        theta = np.asarray(second.y, dtype=float).reshape(n, -1)
+        keep = flow.optimizer.keeps_state(len(t_eval), n)
+        u = np.array([manifold.first_order(x) for x in theta.T]).T if keep else 0.0 * theta
+        t_out = np.concatenate([t_out, second.t])
+        y_out = np.hstack([y_out, np.vstack([theta, u.reshape(n, -1)])])
+        stats["manifold"] = later
+        for key in ("nfev", "njev", "nlu", "wall_time"):
+            stats[key] = stats.get(key, 0) + later.get(key, 0)
+    return SimpleNamespace(t=t_out, y=y_out, sol=None, t_events=None, y_events=None), stats
+
+
+def _scipy_integrate(field, t0, t_end, t_eval, method, rtol, atol, kwargs, y0=None, **_):
+    """``(solve_ivp's result, statistics)`` on ``field``: the integrator of
+    :func:`solve_slow_manifold` (the signature :func:`run_phases` calls)."""
+    start = time.perf_counter()
+    sol = solve_ivp(field.rhs, (t0, t_end), field.initial_state() if y0 is None else y0,
+                    method=method, t_eval=t_eval, rtol=rtol, atol=atol, **kwargs)
+    stats = {"method": method, "rtol": rtol, "atol": atol, "nfev": int(sol.nfev),
+             "njev": int(sol.njev), "nlu": int(sol.nlu), "status": int(sol.status),
+             "wall_time": time.perf_counter() - start}
+    if sol.status < 0:
+        raise SolveError(f"{type(field).__name__} ({method}) failed: {sol.message}", stats)
+    return sol, stats
 
 
 def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
                         atol: float = 1e-10, tol: float = SWITCH_TOLERANCE,
-                        method: str = "DOP853", manifold_method: str | None = None):
-    """A heavy-ball optimiser flow in two phases: its ODE, then its slow manifold.
+                        method: str = "DOP853"):
+    """A heavy-ball optimiser flow in two phases, its ODE then its slow manifold
+    (:func:`run_phases` with ``scipy.integrate.solve_ivp`` as the integrator).
 
     Parameters
     ----------
@@ -167,7 +293,7 @@ def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
     t_eval : array_like, optional
         Output steps in ``[0, t_end]``; :meth:`OptimizerFlow.default_steps` by default.
     rtol, atol : float
-        Tolerances of both phases (``scipy.integrate.solve_ivp``).
+        Tolerances of both phases.
     tol : float, default :data:`SWITCH_TOLERANCE`
         The switch happens where ``max(E, rho_trunc, rho_fast)`` (module docstring) is at
         most this.
@@ -176,69 +302,17 @@ def solve_slow_manifold(flow, t_end: float, t_eval=None, rtol: float = 1e-8,
         one). Before the switch the ODE is not stiff (its oscillations are resolved, as
         the recursion's unit steps resolve them); an implicit method factors the dense
         ``2n x 2n`` Newton matrix and back-substitutes in it at every step.
-    manifold_method : str, optional
-        The first-order phase's (``c F'`` as its Jacobian for an implicit method). By
-        default LSODA while a dense ``n x n`` Jacobian takes at most
-        :data:`DENSE_MANIFOLD_BYTES`, else DOP853.
 
     Returns
     -------
     Trajectory
-        The flow's result (:meth:`OptimizerFlow.trajectory`; the velocity past the switch,
-        where the optimiser keeps it, is ``h_1``), with ``stats["switch_step"]`` (None:
-        no switch), ``stats["switch"]`` (the estimate there) and each phase's counts.
+        The flow's result (:meth:`OptimizerFlow.trajectory`) with :func:`run_phases`'s
+        statistics.
     """
-    with ThreadpoolController().limit(limits=BLAS_THREADS, user_api="blas"):
-        return _two_phases(flow, t_end, t_eval, rtol, atol, tol, method, manifold_method)
-
-
-def _two_phases(flow, t_end, t_eval, rtol, atol, tol, method, manifold_method):
-    """:func:`solve_slow_manifold`'s two integrations (its arguments, in order)."""
-    manifold = SlowManifold(flow.inner, flow.optimizer)
-    t0 = flow.start_step
     steps = flow.default_steps(0.0, t_end) if t_eval is None else np.asarray(t_eval, float)
     jac = {"jac": flow.jacobian} if method in ("LSODA", "BDF", "Radau") else {}
-
-    def event(s, y):
-        theta, u = y[:flow.n], y[flow.n:]
-        h1 = manifold.first_order(theta)
-        # |u - h_1| <= (rho_fast + rho_trunc) |h_1| <= 2 switch |h_1|: a cheap lower bound
-        bound = float(np.linalg.norm(u - h1)) / max(2.0 * float(np.linalg.norm(h1)), 1e-300)
-        if bound > tol:
-            return math.log(bound / tol)
-        return math.log(manifold.estimate(s + flow.offset, theta, u)["switch"] / tol)
-
-    event.terminal, event.direction = True, -1.0
-    start = time.perf_counter()
-    first = solve_ivp(flow.rhs, (t0, t_end), flow.initial_state(), method=method,
-                      t_eval=steps[steps <= t_end], rtol=rtol, atol=atol, events=event, **jac)
-    if first.status < 0:
-        raise ValidationError("t_span", f"the heavy-ball phase failed: {first.message}")
-    stats = {"method": method, "rtol": rtol, "atol": atol, "ode_nfev": int(first.nfev),
-             "ode_njev": int(first.njev), "ode_nlu": int(first.nlu), "switch_step": None}
-    t_out, y_out = first.t, np.asarray(first.y, dtype=float).reshape(flow.size, -1)
-    if first.status == 1:
-        s0, y0 = float(first.t_events[0][0]), first.y_events[0][0]
-        stats["switch_step"] = s0
-        stats["switch"] = manifold.estimate(s0 + flow.offset, y0[:flow.n], y0[flow.n:])
-        rest = steps[steps > s0]
-        if manifold_method is None:
-            dense = 8 * flow.n**2 <= DENSE_MANIFOLD_BYTES
-            manifold_method = "LSODA" if dense else "DOP853"
-        jac2 = {"jac": manifold.jacobian} if manifold_method in ("LSODA", "BDF", "Radau") else {}
-        second = solve_ivp(manifold.rhs, (s0, t_end), y0[:flow.n], method=manifold_method,
-                           t_eval=rest, rtol=rtol, atol=atol, **jac2)
-        if not second.success:
-            raise ValidationError("t_span", f"the slow-manifold phase failed: {second.message}")
-        keep = flow.optimizer.keeps_state(len(steps), flow.n)
-        u = (np.array([manifold.first_order(th) for th in second.y.T]).T if keep
-             else np.zeros_like(second.y))  # not kept: the trajectory drops it
-        t_out = np.concatenate([first.t, second.t])
-        y_out = np.hstack([y_out, np.vstack([second.y.reshape(flow.n, -1),
-                                             u.reshape(flow.n, -1)])])
-        stats.update({"manifold_method": manifold_method, "manifold_nfev": int(second.nfev),
-                      "manifold_njev": int(second.njev), "manifold_nlu": int(second.nlu)})
-    stats["wall_time"] = time.perf_counter() - start
-    stats["nfev"] = stats["ode_nfev"] + stats.get("manifold_nfev", 0)
-    stats["nlu"] = stats["ode_nlu"] + stats.get("manifold_nlu", 0)
-    return flow.trajectory(t_out, y_out.T, stats)
+    run = functools.partial(_scipy_integrate, flow, method=method, rtol=rtol, atol=atol,
+                            kwargs=jac)
+    with ThreadpoolController().limit(limits=BLAS_THREADS, user_api="blas"):
+        sol, stats = run_phases(flow, flow.start_step, t_end, steps, run, tol)
+    return flow.trajectory(sol.t, sol.y.T, stats)
