@@ -52,6 +52,23 @@ def test_registry_finds_the_family_its_presets_and_its_flat_name(small):
         odeflow.solve(small, flow="exact")
 
 
+def test_an_entry_point_registers_the_family(monkeypatch):
+    """A distribution's entry point in the group ``odeflow.families`` (its object the family
+    class) is read the first time odeflow looks a family up."""
+    import importlib.metadata
+
+    import odeflow.families as registry
+
+    point = importlib.metadata.EntryPoint("linear2", f"{Linear2.__module__}:Linear2",
+                                          registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points",
+                        lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
+    monkeypatch.setitem(registry._loaded, "entry_points", False)  # as in a fresh process
+    monkeypatch.delitem(FAMILIES, "linear2")
+    assert type(registry.families()["linear2"]) is Linear2
+    assert family_of(LinearData(((1.0,),))).name == "linear2"
+
+
 def test_data_type_is_checked_and_round_trips_through_toml(small):
     assert LinearData.from_toml_string(small.to_toml_string()) == small
     with pytest.raises(ValidationError) as info:
