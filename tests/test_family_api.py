@@ -78,3 +78,14 @@ def test_two_stage_family_through_the_flat_api_and_the_optimiser_flows():
     heavy = odeflow.solve(data, optimizer=odeflow.Momentum(0.9), t_span=(0.0, 20.0),
                           progress=False)
     assert heavy.meta["optimizer"]["kind"] == "momentum" and "velocity" in heavy.series
+
+
+def test_ensemble_with_an_optimiser_wraps_the_parameter_level_of_each_member():
+    starts = [None, None]
+    members = odeflow.solve_ensemble(IH, starts, optimizer=odeflow.Momentum(0.5),
+                                     t_span=(0.0, 5.0), t_eval=np.arange(6.0), progress=False)
+    alone = odeflow.solve(IH, optimizer=odeflow.Momentum(0.5), t_span=(0.0, 5.0),
+                          t_eval=np.arange(6.0), method="RK45", progress=False)
+    for member in members:
+        assert member.meta["optimizer"]["kind"] == "momentum"
+        np.testing.assert_allclose(member.loss, alone.loss, rtol=1e-5)

@@ -18,7 +18,13 @@ from odeflow.errors import ValidationError
 from odeflow.families import family_of
 from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.events import bind_events
-from odeflow.solver.integrate import SOLVE_BLAS_THREADS, evaluating, integrate_field, run_from
+from odeflow.solver.integrate import (
+    SOLVE_BLAS_THREADS,
+    blas_controller,
+    evaluating,
+    integrate_field,
+    run_from,
+)
 from odeflow.solver.options import (
     DEFAULT_SPAN,
     FAMILY_DEFAULT,
@@ -158,7 +164,8 @@ def _solve_field(field, flow, t0, t_end, t_eval, method, rtol, atol, max_nfev, p
                             blas_threads=SOLVE_BLAS_THREADS, dense_output=dense_output)
     sol, stats = run_from(field, t0, t_end, t_eval, run)
     stats["n_state"] = field.size
-    with evaluating(what, len(sol.t), progress):
+    with evaluating(what, len(sol.t), progress), \
+            blas_controller().limit(limits=SOLVE_BLAS_THREADS, user_api="blas"):
         traj = field.trajectory(sol.t, sol.y.T, stats)
     traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol, "atol": atol})
     traj.attach_solution(sol.y, sol.sol, sol.t_events if event_functions else None,
@@ -326,6 +333,8 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
     options = {**family.solve_defaults, **given, **flow_options}
     check_flow_options(flow, field_class, {**options, **starts[0]})
     members = [field_class(data, **options, **start) for start in starts]
+    if optimizer is not None:            # an optimiser steps the parameters themselves
+        members = [m.parameter_level() for m in members]
     stack = StartEnsemble(members)
     field, wrapped, t0, t_eval = _wrap_ensemble(stack, members, optimizer, t0, t_end, t_eval)
     scale = math.sqrt(stack.P)
