@@ -65,6 +65,8 @@ class LinearData(TomlForm):
     @classmethod
     def from_dict(cls, d) -> LinearData:
         init = d.get("init", {})
+        if not isinstance(init, dict):
+            raise ValidationError("init", "must be a table (scale, seed)")
         unknown = sorted(set(d) - set(cls.toml_keys)) + \
             [f"init.{key}" for key in sorted(set(init) - {"scale", "seed"})]
         if unknown or "teacher" not in d:

@@ -74,6 +74,8 @@ def test_data_type_is_checked_and_round_trips_through_toml(small):
     with pytest.raises(ValidationError) as info:
         LinearData.from_dict({"teacher": [[1.0]], "init": {"scael": 0.1}})
     assert info.value.field == "init.scael"
+    with pytest.raises(ValidationError, match="^init: "):
+        odeflow.data.parse_config('family = "linear2"\nteacher = [[1.0]]\ninit = 3\n')
     with pytest.raises(ValidationError) as info:
         LinearData(((1.0,),), init_scale=-1.0)
     assert info.value.field == "init.scale"
