@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import importlib
 
-from odeflow.errors import SolveError, ValidationError  # noqa: F401 (in __all__)
+from odeflow.errors import RenamedWarning, SolveError, ValidationError  # noqa: F401 (in __all__)
 from odeflow.version import __version__  # noqa: F401 (in __all__)
 
 #: Public name -> module that defines it (``None``: the name is a submodule of odeflow).
@@ -81,8 +81,8 @@ _SUBPACKAGES = frozenset({"analysis", "cli", "data", "fields", "io", "numerics",
 
 def __getattr__(name: str):
     if name == "__all__":          # the families' names too, so computed on first use
-        return sorted({*_EXPORTS, *_family_exports(), "SolveError", "ValidationError",
-                       "__version__"})
+        return sorted({*_EXPORTS, *_family_exports(), "RenamedWarning", "SolveError",
+                       "ValidationError", "__version__"})
     module = None if name in _SUBPACKAGES else _EXPORTS.get(name, "")
     if module == "" and name in _family_exports():
         from odeflow.families import load

@@ -8,7 +8,9 @@ and statistics.
 
 from __future__ import annotations
 
+import functools
 import re
+import warnings
 
 #: numpy scalar reprs (``np.float64(0.5)``, ``np.int64(3)``) inside a message.
 _NUMPY_SCALAR = re.compile(r"np\.(?:float|int|uint|complex|bool|str)_?\d*\(([^()]*)\)")
@@ -40,6 +42,83 @@ class ValidationError(ValueError):
         self.field = field
         self.reason = plain_numbers(str(message))
         super().__init__(f"{field}: {self.reason}")
+
+
+class RenamedWarning(DeprecationWarning):
+    """A keyword, config key, sweep parameter or flag given by its old name.
+
+    The old names of one concept (``docs/api.md``, "One name per concept") are
+    still taken for one release, with this warning, whose message reads
+    ``'length' is now 'seq_len'``.
+    """
+
+
+def renamed(options: dict, renames: dict, stacklevel: int = 3) -> dict:
+    """``options`` with each old name of ``renames`` replaced by its new one.
+
+    Warns :class:`RenamedWarning` for every old name given. A rename ``old ->
+    (new, i)`` makes the old value part ``i`` of the pair ``new`` (Scan and
+    Snap's ``y0``, ``z0`` -> ``start=(y0, z0)``; the other part None). Giving an
+    old name together with its new one is refused.
+
+    Parameters
+    ----------
+    options : dict
+        Keyword arguments (or config keys, sweep parameters) as given.
+    renames : dict
+        ``{old: new}`` or ``{old: (new, part)}``.
+    stacklevel : int
+        Passed to :func:`warnings.warn`: 3 points at the caller of the function
+        that calls :func:`renamed`.
+
+    Returns
+    -------
+    dict
+        A new dict; ``options`` is not changed.
+
+    Raises
+    ------
+    ValidationError
+        Naming the old name when the new one is given too.
+    """
+    out, pairs = dict(options), {}
+    for old, new in renames.items():
+        if old not in out:
+            continue
+        name, part = (new, None) if isinstance(new, str) else new
+        if name in out:
+            raise ValidationError(old, f"is the old name of {name!r}; give only {name!r}")
+        value = out.pop(old)
+        if part is None:
+            message = f"{old!r} is now {name!r}"
+            out[name] = value
+        else:
+            parts = sorted((n[1], o) for o, n in renames.items()
+                           if not isinstance(n, str) and n[0] == name)
+            message = (f"{old!r} is now {name!r}: "
+                       f"{name}=({', '.join(o for _, o in parts)})")
+            pairs.setdefault(name, [None, None])[part] = value
+        warnings.warn(RenamedWarning(message), stacklevel=stacklevel)
+    for name, pair in pairs.items():
+        out[name] = tuple(pair)
+    return out
+
+
+def renamed_keywords(renames: dict):
+    """Decorator: the function also takes the old keyword names of ``renames``
+    (see :func:`renamed`), warning :class:`RenamedWarning` at its caller.
+
+    The decorated function keeps its signature (:func:`functools.wraps`) and
+    carries ``renames`` as its ``renamed`` attribute, so that a front end passing
+    options on to it can translate them first.
+    """
+    def decorate(function):
+        @functools.wraps(function)
+        def wrapper(*args, **kwargs):
+            return function(*args, **renamed(kwargs, renames, stacklevel=3))
+        wrapper.renamed = dict(renames)
+        return wrapper
+    return decorate
 
 
 class SolveError(RuntimeError):

@@ -1,0 +1,40 @@
+"""One name per concept (docs/api.md): old keyword names are aliases that warn."""
+
+from __future__ import annotations
+
+import pytest
+
+import odeflow
+from odeflow.errors import RenamedWarning, ValidationError, renamed, renamed_keywords
+
+
+def test_renamed_warns_and_maps_old_names():
+    with pytest.warns(RenamedWarning, match="'length' is now 'seq_len'"):
+        out = renamed({"length": 3, "loss": "code"}, {"length": "seq_len"})
+    assert out == {"seq_len": 3, "loss": "code"}
+    assert issubclass(odeflow.RenamedWarning, DeprecationWarning)
+
+
+def test_renamed_pairs_parts_of_start():
+    renames = {"y0": ("start", 0), "z0": ("start", 1)}
+    with pytest.warns(RenamedWarning, match=r"'z0' is now 'start': start=\(y0, z0\)"):
+        assert renamed({"z0": 5}, renames) == {"start": (None, 5)}
+    with pytest.warns(RenamedWarning):
+        assert renamed({"z0": 5, "y0": 4}, renames) == {"start": (4, 5)}
+
+
+def test_renamed_refuses_old_and_new_together():
+    with pytest.raises(ValidationError, match="length: is the old name of 'seq_len'"):
+        renamed({"length": 3, "seq_len": 4}, {"length": "seq_len"})
+
+
+def test_renamed_keywords_keeps_signature_and_warns_at_caller():
+    @renamed_keywords({"length": "seq_len"})
+    def f(seq_len=1):
+        return seq_len
+
+    with pytest.warns(RenamedWarning) as record:
+        assert f(length=5) == 5
+    assert record[0].filename == __file__
+    assert f.renamed == {"length": "seq_len"}
+    assert f() == 1
