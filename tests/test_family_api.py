@@ -89,3 +89,20 @@ def test_ensemble_with_an_optimiser_wraps_the_parameter_level_of_each_member():
     for member in members:
         assert member.meta["optimizer"]["kind"] == "momentum"
         np.testing.assert_allclose(member.loss, alone.loss, rtol=1e-5)
+
+
+def test_an_induction_optimiser_flow_keeps_its_series_through_a_file(tmp_path):
+    from odeflow.results.induction import InductionTrajectory
+
+    traj = odeflow.solve(IH, optimizer=odeflow.Momentum(0.5), t_span=(0.0, 5.0),
+                         progress=False)
+    path = traj.save(tmp_path / "ih.npz")
+    loaded = InductionTrajectory.load(path)
+    assert loaded.optimizer["kind"] == "momentum"
+    np.testing.assert_array_equal(loaded.velocity, traj.velocity)
+    np.testing.assert_array_equal(loaded.steps, traj.steps)
+    plain = InductionTrajectory.load(odeflow.solve(IH, t_span=(0.0, 5.0), progress=False)
+                                     .save(tmp_path / "plain.npz"))
+    assert plain.series == {} and plain.optimizer is None
+    with pytest.raises(odeflow.ValidationError, match="^steps: "):
+        plain.steps  # noqa: B018

@@ -31,6 +31,11 @@ INDUCTION_ARRAYS = ("t", "a", "c", "subset_weights", "loss")
 ZERO_LOG_C = -float(np.finfo(float).max)
 
 
+#: Name prefix, in a file, of the series a wrapping field added (an optimiser flow's
+#: ``velocity``, ``moment1``, ``moment2``, ``flow_time``).
+SERIES_PREFIX = "series."
+
+
 class InductionTrajectory(SolverOutput):
     """Time series of an induction-head flow.
 
@@ -142,6 +147,8 @@ class InductionTrajectory(SolverOutput):
         if self.copier_logits is not None:
             arrays["copier_logits"] = self.copier_logits
         arrays["log_c"] = np.where(np.isneginf(self.log_c), ZERO_LOG_C, self.log_c)
+        arrays.update({SERIES_PREFIX + name: np.asarray(value, dtype=float)
+                       for name, value in self.series.items()})
         arrays["metadata"] = np.array(json.dumps({
             "format": INDUCTION_FORMAT, "stats": jsonable(self.stats), "meta": jsonable(meta),
             "subsets": [list(s) for s in self.subsets],
@@ -162,7 +169,10 @@ class InductionTrajectory(SolverOutput):
         """
         arrays, metadata = read_result_file(path, INDUCTION_FORMAT)
         where = f"{str(path)!r}"
-        expected = set(INDUCTION_ARRAYS) | ({"copier_logits", "log_c"} & set(arrays))
+        series = {k[len(SERIES_PREFIX):]: v for k, v in arrays.items()
+                  if k.startswith(SERIES_PREFIX)}
+        expected = set(INDUCTION_ARRAYS) | ({"copier_logits", "log_c"} & set(arrays)) | \
+            {SERIES_PREFIX + k for k in series}
         if set(arrays) != expected:
             raise ValidationError("path", f"{where}: arrays {sorted(arrays)}; an odeflow "
                                   f"induction result holds {sorted(expected)}")
@@ -189,6 +199,9 @@ class InductionTrajectory(SolverOutput):
         if "copier_logits" in arrays:
             H = data.heads if data is not None else arrays["copier_logits"].shape[-1]
             shapes["copier_logits"] = (n, H, H)
+        bad = [k for k, v in series.items() if v.ndim < 1 or v.shape[0] != n]
+        if bad:
+            raise ValidationError("path", f"{where}: series {bad} do not have one row per time")
         for name, shape in shapes.items():
             if n < 1 or arrays[name].shape != shape:
                 raise ValidationError("path", f"{where}: array {name!r} has shape "
@@ -201,9 +214,11 @@ class InductionTrajectory(SolverOutput):
             if log_magnitude_mismatches(log_c, arrays["c"]).size:
                 raise ValidationError("path", f"{where}: 'log_c' is not ln|c| of 'c'; the "
                                       "file is damaged")
-        return cls(t, arrays["a"], subsets, arrays["subset_weights"],
-                   arrays.get("copier_logits"), arrays["c"], arrays["loss"],
-                   stats=metadata["stats"], meta=metadata["meta"], data=data, log_c=log_c)
+        out = cls(t, arrays["a"], subsets, arrays["subset_weights"],
+                  arrays.get("copier_logits"), arrays["c"], arrays["loss"],
+                  stats=metadata["stats"], meta=metadata["meta"], data=data, log_c=log_c)
+        out.series = series
+        return out
 
 
 def log_spaced_indices(t: np.ndarray, rows: int) -> np.ndarray:

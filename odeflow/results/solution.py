@@ -1,9 +1,13 @@
 """What every solve result carries in ``scipy.integrate.solve_ivp``'s terms.
 
-:class:`SolverOutput` is mixed into :class:`~odeflow.results.Trajectory` and
-:class:`~odeflow.results.SnapResult`, so a scipy user finds the names of
+:class:`SolverOutput` is the base of every family's result
+(:class:`~odeflow.results.Trajectory`, :class:`~odeflow.results.SnapResult`, the
+induction and two-stage trajectories), so a scipy user finds the names of
 ``solve_ivp``'s ``OdeResult`` on them: ``success``, ``status``, ``message``,
-``y`` (the raw state), ``sol`` (dense output), ``t_events`` and ``y_events``.
+``y`` (the raw state), ``sol`` (dense output), ``t_events`` and ``y_events``;
+and the result of an optimiser flow of any family has the same accessors of its
+step axis and optimiser state (``optimizer``, ``steps``, ``flow_time``,
+``velocity``, ``moments``; ``docs/optimisers.md``).
 """
 
 from __future__ import annotations
@@ -50,6 +54,53 @@ class SolverOutput:
             self.series = {}
             return self.series
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # ------------------------------------------------------------ optimiser flows
+    @property
+    def optimizer(self) -> dict | None:
+        """The optimiser of an optimiser flow (``docs/optimisers.md``) as a dict, e.g.
+        ``{"kind": "momentum", "mu": 0.9, "start": "rest", "modified": True}``;
+        None for a gradient flow."""
+        return self.meta.get("optimizer")
+
+    @property
+    def steps(self) -> np.ndarray:
+        """The optimiser steps of an optimiser flow's samples (its time axis ``t``).
+
+        Raises ValidationError naming ``steps`` for a gradient flow, whose ``t``
+        is flow time (see :attr:`flow_time`).
+        """
+        if self.optimizer is None:
+            raise ValidationError("steps", f"flow {self.meta.get('flow', '')!r} is not an "
+                                  "optimiser flow; its t is flow time")
+        return self.t
+
+    @property
+    def flow_time(self) -> np.ndarray | None:
+        """First-order flow time of the samples: for a heavy-ball flow the warm-up map
+        of its steps, for an Adam flow None (no first-order time map), for a gradient
+        flow ``t``."""
+        if self.optimizer is None:
+            return self.t
+        return self.series.get("flow_time")
+
+    @property
+    def velocity(self) -> np.ndarray:
+        """A heavy-ball flow's velocity ``u = eta v``, shape (n, state size), in the
+        level's flat parameter layout, at the same steps as the parameters."""
+        return self._optimizer_series("velocity")
+
+    @property
+    def moments(self) -> tuple[np.ndarray, np.ndarray]:
+        """An Adam flow's moments ``(m, v)`` (not bias-corrected), each (n, state size),
+        in the level's flat parameter layout."""
+        return self._optimizer_series("moment1"), self._optimizer_series("moment2")
+
+    def _optimizer_series(self, name: str) -> np.ndarray:
+        if name not in self.series:
+            kind = (self.optimizer or {}).get("kind", "none")
+            raise ValidationError(name, f"not recorded by this trajectory (optimizer: {kind})")
+        return self.series[name]
 
     @property
     def status(self) -> int:
