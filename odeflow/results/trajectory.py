@@ -1,46 +1,53 @@
-"""The result of a solve (or of a training run): a :class:`Trajectory`.
+"""The result of a Scan and Snap solve or training run: :class:`Trajectory` and its kinds.
 
 A trajectory stores the *lumped* state over time (logits of the query tokens
-in use over the active tokens, the lumped decoder, and any scalar series a
-flow records) and un-lumps on access, so the accessors return full
-``M``-length quantities while storage stays independent of ``M``.
+in use over the active tokens, the decoder rows over the active tokens, and
+any series a flow records) and un-lumps on access, so the accessors return
+full ``M``-length quantities while storage stays independent of ``M``.
+
+Each kind of result is a class listing the series it records (``SERIES``):
+
+- :class:`Trajectory`: logits and, for flows that move it, the decoder
+  (:class:`~odeflow.results.decoder.DecoderSeries`, lumped or full rows):
+  Level E, SGD and training runs;
+- :class:`ReducedTrajectory`: Level R, which records the margin, ``B`` and
+  ``Gamma`` (:class:`~odeflow.results.reduced.ReducedSeries`) and implies the
+  decoder;
+- :class:`~odeflow.results.FiniteTTrajectory`: Level T, over a seeded sample.
+
+An optimiser flow of any kind adds its optimiser state to ``series``
+(``velocity`` or ``moment1``, ``moment2``, and ``flow_time``), read by the
+accessors every result shares (:class:`~odeflow.results.solution.SolverOutput`:
+``optimizer``, ``steps``, ``flow_time``, ``velocity``, ``moments``). The file
+layout is :mod:`odeflow.results.trajectory_file`.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz, provenance, readable_file
-from odeflow.numerics import lumped_objective, normalised_features
+from odeflow.io import atomic_write_npz
+from odeflow.numerics import normalised_features
+from odeflow.results.decoder import DECODER_BYTES_LIMIT, DecoderSeries, check_layout
+from odeflow.results.files import jsonable, read_result_file
+from odeflow.results.reduced import REDUCED_SERIES, ReducedSeries
 from odeflow.results.solution import SolverOutput
+from odeflow.results.trajectory_file import FILE_FORMAT, read_trajectory, trajectory_arrays
 
-#: Default largest full decoder array (bytes) :meth:`Trajectory.full_decoder` builds.
-DECODER_BYTES_LIMIT = 256 * 2**20
+__all__ = ["DECODER_BYTES_LIMIT", "FILE_FORMAT", "KINDS", "ReducedTrajectory", "Trajectory",
+           "jsonable", "read_result_file"]
 
-#: Format tag written into saved files.
-FILE_FORMAT = "odeflow-trajectory/1"
-
-
-def jsonable(value):
-    """Plain-python copy of ``value`` (numpy scalars and arrays to lists) for JSON."""
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    return value
+#: The kind of result of each flow that has a class of its own (each subclass's
+#: ``FLOWS``): what :meth:`Trajectory.load` returns for a file of that flow.
+KINDS: dict[str, type] = {}
 
 
-class Trajectory(SolverOutput):
-    """Time series of the dynamics, with un-lumping accessors.
+class Trajectory(DecoderSeries, ReducedSeries, SolverOutput):
+    """Time series of a Scan and Snap flow's logits and decoder, with un-lumping accessors.
 
     Parameters
     ----------
@@ -67,22 +74,35 @@ class Trajectory(SolverOutput):
         ``Y(0)``, whose columns of inactive tokens the decoder keeps for ever;
         zero by default.
     series : dict of str -> ndarray, optional
-        Extra recorded series with time as the first axis (``margin``,
-        ``drive``, ``gamma_integral``, ...).
+        Recorded series with time as the first axis (a kind's :attr:`SERIES`,
+        an optimiser flow's state, a sweep's ``J``).
     stats : dict, optional
         Solver statistics: ``method, nfev, njev, nlu, status, message, wall_time``.
     meta : dict, optional
         Parameters of the run (flow, learning rates, tolerances, ...).
+
+    Attributes
+    ----------
+    SERIES : tuple of str
+        The series this kind of result records (none for Level E).
+    FLOWS : tuple of str
+        The flows whose results are of this kind, for :meth:`load` (a subclass
+        declares its own; Level E, SGD and training runs are plain trajectories).
     """
+
+    SERIES: tuple = ()
+    FLOWS: tuple = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for flow in cls.__dict__.get("FLOWS", ()):
+            KINDS[flow] = cls
 
     def __init__(self, data: DataModel, t, z_active, z_base, decoder_lumped=None,
                  series=None, stats=None, meta=None, decoder_layout="lumped",
                  decoder_base=None, logit_index=None):
         self.data = data
-        if decoder_layout not in ("lumped", "full"):
-            raise ValidationError("decoder_layout", f"must be 'lumped' or 'full', "
-                                  f"got {decoder_layout!r}")
-        self.decoder_layout = decoder_layout
+        self.decoder_layout = check_layout(decoder_layout)
         self.decoder_base = None if decoder_base is None else np.asarray(decoder_base,
                                                                           dtype=float)
         self.t = np.asarray(t, dtype=float)
@@ -251,83 +271,6 @@ class Trajectory(SolverOutput):
         support, _, fh = self._support_features(next_token, index)
         return self._on_tokens(support, fh, tokens, index)
 
-    @property
-    def decoder_multiplicity(self) -> np.ndarray:
-        """How many outputs each row of :attr:`decoder_lumped` stands for, shape (R,)."""
-        if self.decoder_layout == "full":
-            return np.ones(self.data.vocab_size)
-        return np.asarray(self.data.output_multiplicity)
-
-    @property
-    def decoder_target_rows(self) -> np.ndarray:
-        """Row of :attr:`decoder_lumped` holding each class's next token, shape (K,)."""
-        if self.decoder_layout == "full":
-            return self.data.next_tokens
-        return np.arange(self.data.num_classes)
-
-    def decoder_nbytes(self) -> int:
-        """Bytes of the full ``(n, M, M)`` decoder array :meth:`full_decoder` would build."""
-        return 8 * self.t.size * self.data.vocab_size ** 2
-
-    def decoder_at(self, i: int) -> np.ndarray:
-        """``Y(t_i)``, shape ``(M, M)`` (rows: outputs; columns: tokens), one time only."""
-        Yl = self._require_decoder()
-        if isinstance(i, bool) or not isinstance(i, (int, np.integer)) \
-                or not -self.t.size <= i < self.t.size:
-            raise ValidationError("i", f"must be a time index in [0, {self.t.size}), got {i!r}")
-        data = self.data
-        K, M = data.num_classes, data.vocab_size
-        out = np.zeros((M, M)) if self.decoder_base is None else self.decoder_base.copy()
-        cols = data.active_tokens
-        if self.decoder_layout == "full":
-            out[:, cols] = Yl[i]
-            return out
-        if M > K:
-            out[:, cols] = Yl[i, K][None, :]
-        out[np.ix_(data.next_tokens, cols)] = Yl[i, :K]
-        return out
-
-    def full_decoder(self, max_bytes: int | None = None) -> np.ndarray:
-        """``Y(t)`` at every output time, shape ``(n, M, M)``: :meth:`decoder_nbytes` bytes.
-
-        That is ``8 n M^2`` bytes (1.9 GB for ``n = 600`` times at ``M = 200``),
-        so it is refused above ``max_bytes`` (default :data:`DECODER_BYTES_LIMIT`,
-        256 MiB); pass a larger ``max_bytes`` to ask for it anyway. Prefer
-        :meth:`decoder_at` (one time) or :attr:`decoder_lumped` (the stored
-        rows over the active tokens).
-        """
-        limit = DECODER_BYTES_LIMIT if max_bytes is None else int(max_bytes)
-        need = self.decoder_nbytes()
-        if need > limit:
-            raise ValidationError("max_bytes", f"the full decoder (n={self.t.size}, M="
-                                  f"{self.data.vocab_size}) needs {need} bytes, more than "
-                                  f"{limit}; use decoder_at(i) or decoder_lumped, or pass "
-                                  f"max_bytes={need}")
-        return np.stack([self.decoder_at(i) for i in range(self.t.size)])
-
-    @property
-    def decoder(self) -> np.ndarray:
-        """``Y(t)``, shape ``(n, M, M)``: :meth:`full_decoder` with its default size limit.
-
-        Never builds more than :data:`DECODER_BYTES_LIMIT` bytes; see
-        :meth:`decoder_at` for one time.
-        """
-        return self.full_decoder()
-
-    def _require_decoder(self) -> np.ndarray:
-        if self.decoder_lumped is None:
-            raise ValidationError("decoder", f"flow {self.flow!r} records no decoder")
-        return self.decoder_lumped
-
-    @property
-    def objective(self) -> np.ndarray:
-        """``J(t)`` of Eqn 2 (maximised), shape ``(n,)``."""
-        Yl = self._require_decoder()
-        _, F = self._active_features()
-        return lumped_objective(Yl, F, np.asarray(self.data.weights),
-                                np.log(self.decoder_multiplicity),
-                                rows=self.decoder_target_rows)
-
     # ------------------------------------------- Eqn 11 quantities (any flow)
     def _token_logit(self, class_position: int, token: int, name: str = "token") -> np.ndarray:
         """``z_ml(t)`` for the query of a class, read from the stored logits, shape (n,)."""
@@ -362,45 +305,6 @@ class Trajectory(SolverOutput):
         # r = rho(0) * expm1(2 (log_ratio - log_ratio(0))): no cancellation for small r
         return np.exp(2.0 * log_ratio[0]) * np.expm1(2.0 * (log_ratio - log_ratio[0]))
 
-    # ------------------------------------------------------- recorded series
-    def _series(self, name: str) -> np.ndarray:
-        if name not in self.series:
-            raise ValidationError(
-                name, f"not recorded by flow {self.flow!r}; recorded: {sorted(self.series)} "
-                "(see odeflow.analysis.diagnostics for estimates from an exact-flow trajectory)")
-        return self.series[name]
-
-    def _per_class(self, values: np.ndarray) -> np.ndarray:
-        """(n, K) -> (n,) when the weights are uniform (one shared margin)."""
-        if values.ndim == 2 and self.data.uniform_weights:
-            return values[:, 0]
-        return values
-
-    @property
-    def margin(self) -> np.ndarray:
-        """Decoder logit margin ``h(t)`` (Eqn 44): shape (n,) for uniform weights, else (n, K)."""
-        return self._per_class(self._series("margin"))
-
-    @property
-    def gamma(self) -> np.ndarray:
-        """Speed-control coefficient ``gamma = h (M-1) / (exp(h) + M - 1)`` (Eqn 9, Theorem 1).
-
-        Same shape as :attr:`margin`; written with ``exp(-h)`` so it never overflows.
-        """
-        h = self._series("margin")
-        M = self.data.vocab_size
-        decay = np.exp(-h)
-        return self._per_class(h * (M - 1) * decay / (1.0 + (M - 1) * decay))
-
-    @property
-    def gamma_integral(self) -> np.ndarray:
-        """``Gamma(t) = int_0^t gamma ds`` (Eqn 128), same shape as :attr:`margin`."""
-        return self._per_class(self._series("gamma_integral"))
-
-    def B(self, next_token: int) -> np.ndarray:  # noqa: N802 (the paper's symbol)
-        """``B_n(t) = eta_Z pi_n int_0^t gamma xi_n ds`` (Eqn 98), shape (n,)."""
-        return self._series("B")[:, self.data.class_index(next_token)]
-
     def xi(self, next_token: int) -> np.ndarray:
         """``xi_n = sum_{n' != n} beta_{nn'} f^_n . f^_n'``, shape (n,) (``docs/levels.md``).
 
@@ -416,94 +320,26 @@ class Trajectory(SolverOutput):
         weights[i] = 0.0
         return overlaps @ weights
 
-    # ------------------------------------------------ optimiser flows (spec 9)
-    @property
-    def optimizer(self) -> dict | None:
-        """The optimiser of an optimiser flow (``docs/optimisers.md``) as a dict, e.g.
-        ``{"kind": "momentum", "mu": 0.9, "start": "rest", "modified": True}``;
-        None for a gradient flow."""
-        return self.meta.get("optimizer")
-
-    @property
-    def steps(self) -> np.ndarray:
-        """The optimiser steps of an optimiser flow's samples (its time axis ``t``).
-
-        Raises ValidationError naming ``steps`` for a gradient flow, whose ``t``
-        is flow time (see :attr:`flow_time`).
-        """
-        if self.optimizer is None:
-            raise ValidationError("steps", f"flow {self.flow!r} is not an optimiser flow; "
-                                  "its t is flow time")
-        return self.t
-
-    @property
-    def flow_time(self) -> np.ndarray | None:
-        """First-order flow time of the samples.
-
-        A heavy-ball flow: the warm-up map ``t_k = [k - mu (1 - mu^k)/(1 - mu)]
-        / (1 - mu)`` of its steps; an Adam flow: None (Adam has no first-order
-        time map, ``docs/optimisers.md``); a gradient flow: ``t``.
-        """
-        if self.optimizer is None:
-            return self.t
-        return self.series.get("flow_time")
-
-    @property
-    def velocity(self) -> np.ndarray:
-        """A heavy-ball flow's velocity ``u = eta v``, shape (n, state size), in the
-        level's flat state layout (the field's ``split``); at step ``k`` the ODE's at
-        ``s = k + offset``, as the parameters (the recursion's ``u_k`` sits half a step
-        earlier on the staggered grid)."""
-        return self._optimizer_series("velocity")
-
-    @property
-    def moments(self) -> tuple[np.ndarray, np.ndarray]:
-        """An Adam flow's moments ``(m, v)`` (not bias-corrected), each (n, state
-        size), in the level's flat state layout; past the exact steps, at step ``k``
-        the ODE's at ``s = k + offset``, as the parameters (the recursion's ``m_k, v_k``
-        sit half a step earlier on the staggered grid)."""
-        return self._optimizer_series("moment1"), self._optimizer_series("moment2")
-
-    def _optimizer_series(self, name: str) -> np.ndarray:
-        if name not in self.series:
-            kind = (self.optimizer or {}).get("kind", "none")
-            raise ValidationError(name, f"not recorded by this trajectory (optimizer: {kind})")
-        return self.series[name]
-
     # ---------------------------------------------------------------- files
     def save(self, path, field: str = "path") -> Path:
         """Write ``.npz`` (arrays + JSON metadata) through :func:`odeflow.io.atomic_write_npz`.
 
-        Atomic (temp file + rename), symlinks followed, non-regular targets and
-        unwritable folders refused with a ValidationError naming ``field``
-        (``"out"`` for the CLI flag); no pickle. ``meta["provenance"]``
-        (:func:`odeflow.io.provenance`: versions, UTC time, command line,
-        seeds) is added unless the trajectory already carries one.
+        Layout: :mod:`odeflow.results.trajectory_file`. Atomic (temp file +
+        rename), symlinks followed, non-regular targets and unwritable folders
+        refused with a ValidationError naming ``field`` (``"out"`` for the CLI
+        flag); no pickle. ``meta["provenance"]`` (:func:`odeflow.io.provenance`:
+        versions, UTC time, command line, seeds) is added unless the trajectory
+        already carries one.
         """
-        meta = {**self.meta}
-        seeds = {k: v for k, v in meta.items() if "seed" in k}
-        meta.setdefault("provenance", provenance(seeds))
-        arrays = {"t": self.t, "z_base": self.z_base}
-        if self._z_dense is not None:
-            arrays["z_active"] = self._z_dense
-        else:
-            arrays.update({"z_by_logit": self._z_by_logit, "logit_query": self.logit_query,
-                           "logit_token": self.logit_token})
-        if self.decoder_lumped is not None:
-            arrays["decoder_lumped"] = self.decoder_lumped
-        for k, v in self.series.items():
-            arrays[f"series__{k}"] = v
-        if self.decoder_base is not None:
-            arrays["decoder_base"] = self.decoder_base
-        metadata = {"format": FILE_FORMAT, "data": self.data.to_dict(),
-                    "decoder_layout": self.decoder_layout,
-                    "stats": jsonable(self.stats), "meta": jsonable(meta)}
-        arrays["metadata"] = np.array(json.dumps(metadata))
-        return atomic_write_npz(path, arrays, field=field)
+        return atomic_write_npz(path, trajectory_arrays(self), field=field)
 
     @classmethod
     def load(cls, path) -> Trajectory:
         """Read a file written by :meth:`save`, checked as a format.
+
+        Returns the kind of result of the stored flow (:data:`KINDS`, e.g. a
+        :class:`ReducedTrajectory` for ``flow="reduced"``) when that kind is a
+        ``cls``; else a ``cls``.
 
         Raises
         ------
@@ -514,161 +350,18 @@ class Trajectory(SolverOutput):
             with the stored data model, non-finite values, an unknown format
             version or a damaged metadata record. Nothing is unpickled.
         """
-        arrays, metadata = read_result_file(path, FILE_FORMAT)
-        where = f"{str(path)!r}"
-        try:
-            data = DataModel.from_dict(metadata["data"])
-        except ValidationError as exc:
-            raise ValidationError("path", f"{where}: the stored data model is invalid "
-                                  f"({exc})") from None
-        layout = metadata.get("decoder_layout", "lumped")
-        if layout not in ("lumped", "full"):
-            raise ValidationError("path", f"{where}: the metadata record is damaged "
-                                  f"(decoder_layout {layout!r:.40})")
-        _check_trajectory_arrays(arrays, data, layout, where)
-        series = {k[len("series__"):]: v for k, v in arrays.items() if k.startswith("series__")}
-        if "z_active" in arrays:
-            z, index = arrays["z_active"], None
-        else:
-            z, index = arrays["z_by_logit"].T, (arrays["logit_query"], arrays["logit_token"])
-        return cls(data, arrays["t"], z, arrays["z_base"],
-                   decoder_lumped=arrays.get("decoder_lumped"), logit_index=index,
-                   series=series, stats=metadata["stats"], meta=metadata["meta"],
-                   decoder_layout=layout, decoder_base=arrays.get("decoder_base"))
+        args, kwargs = read_trajectory(path)
+        kind = KINDS.get(str(kwargs["meta"].get("flow")), cls)
+        return (kind if issubclass(kind, cls) else cls)(*args, **kwargs)
 
 
-def _check_trajectory_arrays(arrays: dict, data: DataModel, layout: str, where: str) -> None:
-    """Shapes and index ranges of a trajectory file's arrays against its data model."""
-    t = arrays["t"]
-    n = t.shape[0] if t.ndim == 1 else -1
-    q, L, M = data.query_tokens.size, data.active_tokens.size, data.vocab_size
-    R = M if layout == "full" else np.asarray(data.output_multiplicity).size
-    expected = {"t": (n,), "z_base": (q, M)}
-    if "z_active" in arrays:
-        expected["z_active"] = (n, q, L)
-    else:
-        for name in ("z_by_logit", "logit_query", "logit_token"):
-            if name not in arrays:
-                raise ValidationError("path", f"{where}: array {name!r} is missing (and no "
-                                      "'z_active')")
-        P = arrays["logit_query"].shape[0] if arrays["logit_query"].ndim == 1 else -1
-        expected.update({"z_by_logit": (P, n), "logit_query": (P,), "logit_token": (P,)})
-    if "decoder_lumped" in arrays:
-        expected["decoder_lumped"] = (n, R, L)
-    if "decoder_base" in arrays:
-        expected["decoder_base"] = (M, M)
-    for name, value in arrays.items():
-        if name.startswith("series__"):
-            if value.ndim == 0 or value.shape[0] != n:
-                raise ValidationError("path", f"{where}: array {name!r} has shape "
-                                      f"{value.shape}; expected {n} times on its first axis")
-        elif name not in expected:
-            raise ValidationError("path", f"{where}: unexpected array {name!r}; not an "
-                                  "odeflow trajectory")
-    for name, shape in expected.items():
-        if name not in ("logit_query", "logit_token") and arrays[name].dtype != np.float64:
-            raise ValidationError("path", f"{where}: array {name!r} has type "
-                                  f"{arrays[name].dtype}; odeflow writes float64")
-        if arrays[name].shape != shape:
-            raise ValidationError("path", f"{where}: array {name!r} has shape "
-                                  f"{arrays[name].shape}, inconsistent with the stored data "
-                                  f"model (expected {shape})")
-    if n < 1 or np.any(np.diff(t) <= 0):
-        raise ValidationError("path", f"{where}: the times 't' are empty, repeated or not "
-                              "increasing")
-    if "logit_query" in expected:
-        rows, tokens = arrays["logit_query"], arrays["logit_token"]
-        if rows.dtype.kind not in "iu" or tokens.dtype.kind not in "iu" \
-                or np.any((rows < 0) | (rows >= q)) \
-                or not np.all(np.isin(tokens, data.active_tokens)):
-            raise ValidationError("path", f"{where}: 'logit_query'/'logit_token' do not index "
-                                  "query tokens and active tokens of the stored data model")
+class ReducedTrajectory(Trajectory):
+    """A :class:`Trajectory` of Level R (``flow="reduced"``, ``docs/levels.md``).
 
-
-#: Arrays every odeflow trajectory file holds (besides ``metadata``).
-REQUIRED_ARRAYS = {"odeflow-trajectory": ("t", "z_base")}
-
-
-def read_result_file(path, file_format: str) -> tuple[dict, dict]:
-    """Arrays and metadata of an odeflow result file, checked to be intact.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-    file_format : str
-        The expected ``"<kind>/<version>"`` tag, e.g. ``"odeflow-trajectory/1"``.
-
-    Returns
-    -------
-    (arrays, metadata) : (dict of str -> ndarray, dict)
-        Every array numeric and finite; ``metadata`` a dict with ``format``,
-        ``data``, ``stats`` and ``meta``.
-
-    Raises
-    ------
-    ValidationError
-        Naming ``path``, for a file that is not such a result (no raw decoder
-        exception ever escapes; nothing is unpickled).
+    Same parameters as :class:`Trajectory`; ``series`` holds :attr:`SERIES`,
+    read by :attr:`margin`, :attr:`gamma`, :attr:`gamma_integral` and
+    :meth:`B`, and ``decoder_lumped`` the decoder the margins imply (Lemma 3).
     """
-    where = f"{str(path)!r}"
-    readable_file(path, "path")
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-    except (OSError, TypeError, ValueError) as exc:
-        raise ValidationError("path", f"cannot read {where}: "
-                              f"{getattr(exc, 'strerror', None) or exc}") from None
-    if magic != b"PK\x03\x04":
-        raise ValidationError("path", f"{where} is not an odeflow result file (not an .npz "
-                              "archive)")
-    try:
-        with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
-            arrays = {k: npz[k] for k in npz.files}
-    except MemoryError:
-        raise ValidationError("path", f"{where}: an array is too large to load; the file is "
-                              "damaged or not an odeflow result") from None
-    except Exception as exc:  # zip, zlib, npy-header and EOF errors of a damaged file
-        reason = f"{type(exc).__name__}: {str(exc)[:200]}"
-        if "pickle" in reason.lower():  # numpy's refusal of an object array
-            reason = "it holds an object array, which odeflow never writes and never loads"
-        raise ValidationError("path", f"{where} is damaged or not an odeflow result file "
-                              f"({reason})") from None
-    for name, value in arrays.items():  # numpy hands back a member not named .npy as bytes
-        if not isinstance(value, np.ndarray):
-            raise ValidationError("path", f"{where}: member {name!r} is not an .npy array; "
-                                  "not an odeflow result file")
-    if "metadata" not in arrays:
-        raise ValidationError("path", f"{where} is not an odeflow result file (no metadata)")
-    record = arrays.pop("metadata")
-    try:
-        if record.dtype.kind != "U" or record.shape != ():
-            raise ValueError("not a text record")
-        metadata = json.loads(str(record))
-    except (ValueError, RecursionError) as exc:
-        raise ValidationError("path", f"{where}: the metadata record is damaged "
-                              f"({str(exc)[:200]})") from None
-    if not isinstance(metadata, dict):
-        raise ValidationError("path", f"{where}: the metadata record is damaged (not an object)")
-    found = metadata.get("format")
-    kind, _, _ = file_format.partition("/")
-    if not isinstance(found, str) or found.partition("/")[0] != kind:
-        raise ValidationError("path", f"{where} is not an {kind} file (format {found!r:.80})")
-    if found != file_format:
-        raise ValidationError("path", f"{where} has format version {found!r:.80}; this odeflow "
-                              f"reads {file_format!r}")
-    for key, kind_of in (("data", dict), ("stats", dict), ("meta", dict)):
-        if key == "data" and kind == "odeflow-snap" and metadata.get(key, 0) is None:
-            continue  # a snap result solved from parameters, without a data model
-        if not isinstance(metadata.get(key), kind_of):
-            raise ValidationError("path", f"{where}: the metadata record is damaged ({key!r} "
-                                  "is missing or not an object)")
-    for name in REQUIRED_ARRAYS.get(kind, ()):
-        if name not in arrays:
-            raise ValidationError("path", f"{where}: array {name!r} is missing")
-    for name, value in arrays.items():
-        if value.dtype.kind not in "fiu" or value.dtype.kind == "b":
-            raise ValidationError("path", f"{where}: array {name!r} has type {value.dtype}; "
-                                  "expected numbers")
-        if not np.all(np.isfinite(value)):
-            raise ValidationError("path", f"{where}: array {name!r} holds non-finite values")
-    return arrays, metadata
+
+    SERIES = REDUCED_SERIES
+    FLOWS = ("reduced",)
