@@ -292,9 +292,14 @@ class OptimizerFlow(Field):
 
     @property
     def preferred_method(self) -> str | None:
-        """``"DOP853"`` for a phased flow (its ODE phase is not stiff), else None (the
-        solver's choice)."""
+        """``"DOP853"`` for a phased flow (its ODE phase is not stiff, and the switch needs
+        the velocity resolved to its tolerance), else None (the solver's choice)."""
         return "DOP853" if self.phased else None
+
+    @property
+    def large_state_method(self) -> str | None:
+        """:attr:`preferred_method` for states too large for a dense Jacobian too."""
+        return self.preferred_method
 
     def run_phases(self, t0: float, t_end: float, t_eval, run) -> tuple:
         """``(sol, stats)`` of a phased flow with the solver's integrator ``run`` (a partial
