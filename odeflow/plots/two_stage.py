@@ -93,10 +93,12 @@ def plot_accuracy(flow, comparison=None, ax=None, stages=None, kinds=KINDS):
     return fig, ax
 
 
-def plot_spectra(flow, ax=None, stages=None):
+def plot_spectra(flow, ax=None, stages=None, comparison=None):
     """Singular values of ``W_P`` (solid) and ``W_Q`` (dashed) over log time, log scale.
 
-    The background is shaded where ``W_Q`` holds the largest singular value of ``W``.
+    The background is shaded where ``W_Q`` holds the flow's largest singular value of
+    ``W``. With a ``comparison``, the runs' largest singular value of each block (mean
+    over seeds) as markers.
     """
     fig, ax = single_axes(ax)
     keep = _positive(flow.t)
@@ -112,11 +114,19 @@ def plot_spectra(flow, ax=None, stages=None):
         ax.fill_between(t, 0, 1, where=q_top, transform=ax.get_xaxis_transform(),
                         color=BLOCK_COLOURS["Q"], alpha=0.08, linewidth=0,
                         label="largest is $W_Q$'s")
+    if comparison is not None:
+        k = _positive(comparison.t)
+        for block, name in (("P", "singular_values_p"), ("Q", "singular_values_q")):
+            top = np.mean([getattr(r, name)[:, 0] for r in comparison.runs], axis=0)
+            ax.plot(comparison.t[k], top[k], color=BLOCK_COLOURS[block], linestyle="none",
+                    marker="o", markersize=3, markerfacecolor="white",
+                    label=f"$W_{block}$: largest, runs")
     ax.set_xscale("log")
     ax.set_yscale("log")
     _mark_stages(ax, stages)
-    finish_axes(ax, "flow time t", "singular value", "Singular values of $W_P$, $W_Q$ (flow)",
-                fontsize="x-small", loc="upper left", ncols=2)
+    title = "Singular values of $W_P$, $W_Q$" + ("" if comparison is not None else " (flow)")
+    finish_axes(ax, "flow time t", "singular value", title, fontsize="x-small",
+                loc="upper left", ncols=2)
     return fig, ax
 
 
@@ -156,7 +166,7 @@ def plot_reproduction(comparison, stages=None, truncation=None):
     fig, axes = new_figure(2, 2)
     flow = comparison.flow_all if comparison.flow_all is not None else comparison.flow
     plot_accuracy(flow, comparison, axes[0], stages)
-    plot_spectra(flow, axes[1], stages)
+    plot_spectra(flow, axes[1], stages, comparison)
     if truncation:
         plot_rank_truncation(truncation, axes[2:])
     else:

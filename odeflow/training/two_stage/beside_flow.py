@@ -19,7 +19,7 @@ import numpy as np
 
 from odeflow.data.checks import check_count, check_seeds
 from odeflow.data.two_stage import TwoStageData
-from odeflow.errors import SolveError, ValidationError
+from odeflow.errors import ValidationError
 from odeflow.fields.two_stage.finite_n import KINDS
 from odeflow.fields.two_stage.population import PopulationFlow
 from odeflow.training.two_stage.runs import (
@@ -104,36 +104,21 @@ class Comparison:
 
 
 def population_flow(data: TwoStageData, t_eval: np.ndarray, progress: bool | None = None):
-    """The population flow of ``data`` from ``sigma0 I`` at the times ``t_eval``.
-
-    :func:`odeflow.solve` with ``flow="population"``; while the family is not
-    registered with the solve entry point, the same field integrated here by
-    :func:`scipy.integrate.solve_ivp` (RK45, ``rtol = 1e-8``, ``atol = 1e-10``).
-    """
+    """The population flow of ``data`` from ``sigma0 I`` at the times ``t_eval``:
+    :func:`odeflow.solve` with ``flow="population"`` and the field's explicit method
+    (RK45; the flow is not stiff over the stages)."""
     from odeflow.solver import solve
 
     t_eval = np.asarray(t_eval, dtype=float)
-    try:
-        return solve(data, flow="population", t_span=(0.0, float(t_eval[-1])), t_eval=t_eval,
-                     progress=progress)
-    except ValidationError as exc:
-        if exc.field != "data":
-            raise
-    from scipy.integrate import solve_ivp
-
-    field = PopulationFlow(data)
-    sol = solve_ivp(field.rhs, (0.0, float(t_eval[-1])), field.initial_state(), t_eval=t_eval,
-                    method="RK45", rtol=1e-8, atol=1e-10)
-    if not sol.success:
-        raise SolveError(f"population flow: {sol.message}", {"nfev": sol.nfev})
-    return field.trajectory(sol.t, sol.y.T, {"method": "RK45", "nfev": int(sol.nfev)})
+    return solve(data, flow="population", t_span=(0.0, float(t_eval[-1])), t_eval=t_eval,
+                 method=getattr(PopulationFlow, "preferred_method", "RK45"), progress=progress)
 
 
 def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
             eta: float = ETA, seq_len: int = SEQ_LEN, batch_size: int = BATCH_SIZE,
             sample: str = "fresh", sample_size: int | None = None, optimizer=None,
             records: int = RECORDS, held_out: int = HELD_OUT,
-            held_out_seed: int = HELD_OUT_SEED, flow_times=None,
+            held_out_seed: int = HELD_OUT_SEED, flow_times=None, flow=None,
             progress: bool | None = None) -> Comparison:
     """Runs over ``seeds`` beside the population flow, at log-spaced recorded times.
 
@@ -154,6 +139,10 @@ def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
     flow_times : sequence of float, optional
         More times in ``[0, eta * steps]`` at which to solve the flow
         (:attr:`Comparison.flow_all`).
+    flow : TwoStageTrajectory, optional
+        The population flow already solved at (at least) the runs' times, e.g. another
+        comparison's :attr:`~Comparison.flow_all` (it does not depend on ``N``); used
+        instead of solving it again.
     progress : bool, optional
 
     Returns
@@ -174,10 +163,17 @@ def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
                   held_out=0, progress=progress) for seed in seeds]
     runs = scored(data, runs, seq_len, held_out, held_out_seed)
     t_run = runs[0].t
-    t_all = t_run if flow_times is None else np.union1d(t_run, check_times(flow_times, t_run))
-    flow_all = population_flow(data, t_all, progress=progress)
-    flow = subset(flow_all, np.searchsorted(t_all, t_run))
-    return Comparison(runs, flow, seeds, settings, flow_all)
+    if flow is None:
+        t_all = t_run if flow_times is None else np.union1d(t_run,
+                                                            check_times(flow_times, t_run))
+        flow_all = population_flow(data, t_all, progress=progress)
+    else:
+        flow_all = flow
+    at = np.searchsorted(flow_all.t, t_run)
+    if np.any(at >= flow_all.t.size) or not np.allclose(flow_all.t[np.minimum(
+            at, flow_all.t.size - 1)], t_run, rtol=1e-12, atol=0.0):
+        raise ValidationError("flow", "must hold every recorded time of the runs")
+    return Comparison(runs, subset(flow_all, at), seeds, settings, flow_all)
 
 
 def check_times(times, t_run: np.ndarray) -> np.ndarray:
@@ -219,12 +215,14 @@ def gap_by_length(data: TwoStageData | None = None, lengths=(16, 64, 256), seeds
                   **options) -> list[dict]:
     """:meth:`Comparison.gaps` of :func:`compare` at each ``seq_len`` in ``lengths``.
 
-    Returns one row per length: ``seq_len``, ``gap_<kind>`` and ``t_<kind>`` (where the
-    largest gap is) for each query kind, and ``gap``, the largest of the three.
+    The flow is solved once (it does not depend on ``N``). Returns one row per length:
+    ``seq_len``, ``gap_<kind>`` and ``t_<kind>`` (where the largest gap is) for each
+    query kind, and ``gap``, the largest of the three.
     """
-    rows = []
+    rows, flow = [], None
     for n in lengths:
-        gaps = compare(data, seeds, seq_len=n, **options).gaps()
+        comp = compare(data, seeds, seq_len=n, flow=flow, **options)
+        flow, gaps = comp.flow_all, comp.gaps()
         row = {"seq_len": int(n)}
         for kind in KINDS:
             row[f"gap_{kind}"], row[f"t_{kind}"] = gaps[kind]["gap"], gaps[kind]["t"]
