@@ -92,7 +92,7 @@ def relu_skew(m, u, s):
     m = np.asarray(m, dtype=float)
     u = np.asarray(u, dtype=float)
     s = _floor(np.asarray(s, dtype=float), m, u)
-    tau = np.sqrt(u * u + s * s)
+    tau = np.hypot(u, s)
     h = m / tau
     lam = u / s
     density = _phi(h) * ndtr(-h * lam)

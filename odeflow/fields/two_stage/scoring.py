@@ -24,7 +24,8 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy.special import expit, log_expit, ndtr, ndtri, owens_t, roots_hermitenorm
+from scipy.special import (expit, log_expit, ndtr, ndtri, owens_t, roots_hermitenorm,
+                           roots_legendre)
 
 from odeflow.errors import ValidationError
 from odeflow.fields.two_stage.expectations import kind_terms, mean_vector
@@ -59,7 +60,7 @@ def loss_derivatives(name: str, m):
     raise ValidationError("loss", f"must be 'logistic' or 'squared', got {name!r:.40}")
 
 
-def _half_normal_gauss(n: int, points: int = 4000):
+def _half_normal_gauss(n: int, points: int = 1000):
     """Nodes and weights of the ``n``-point Gauss rule of the half-normal law ``2 phi(c)``,
     ``c >= 0``: the discretised Stieltjes procedure (Gautschi 2004, sec. 2.2.3) on a
     ``points``-point Gauss-Legendre discretisation of ``[0, 2 HALF_NORMAL_CUT]``, then
@@ -81,7 +82,7 @@ def _half_normal_gauss(n: int, points: int = 4000):
 
 def _half_normal_legendre(n: int, cut: float = HALF_NORMAL_CUT):
     """Gauss-Legendre on ``[0, cut]`` times the half-normal density ``2 phi(c)``."""
-    x, w = np.polynomial.legendre.leggauss(int(n))
+    x, w = roots_legendre(int(n))
     c = 0.5 * cut * (x + 1.0)
     return c, 0.5 * cut * w * 2.0 * np.exp(-0.5 * c * c) / np.sqrt(2.0 * np.pi)
 
