@@ -228,7 +228,6 @@ def test_measured_stages_reads_the_losses():
         measured_stages(t[1:], lp[1:], lq[1:])
 
 
-@pytest.mark.slow
 def test_reproduction_writes_its_files(tmp_path):
     from odeflow.experiments.two_stage import OUTPUTS, run
 
@@ -256,3 +255,29 @@ def test_reproduction_writes_its_files(tmp_path):
     assert [r["source"] for r in stages][:2] == ["flow", "runs"]
     assert 0 < float(stages[0]["t_P"]) < float(stages[0]["t_Q"])
     assert (tmp_path / "out" / "two_stage.png").stat().st_size > 10_000
+
+
+def test_compare_runs_beside_the_flow():
+    from odeflow.training.two_stage import compare
+
+    kw = dict(steps=10, eta=0.2, seq_len=8, batch_size=50, held_out=300, records=6,
+              progress=False)
+    comp = compare(DATA, seeds=[3, 4], flow_times=[0.05, 1.5], **kw)
+    np.testing.assert_allclose(comp.flow.t, comp.t)
+    assert {0.05, 1.5} <= set(comp.flow_all.t.tolist()) and comp.t[-1] == pytest.approx(2.0)
+    assert [r.meta["seed"] for r in comp.runs] == [3, 4]
+    mean = comp.run_mean("accuracy_q_only")
+    assert mean.shape == comp.t.shape
+    gaps = comp.gaps()
+    j = int(np.argmax(np.abs(mean - comp.flow.accuracy_q_only)))
+    assert gaps["q_only"]["gap"] == pytest.approx(abs(mean[j] - comp.flow.accuracy_q_only[j]))
+    row = comp.rows()[-1]
+    assert row["flow_acc_q_only"] == comp.flow.accuracy_q_only[-1]
+    assert row["run_acc_q_only_std"] == pytest.approx(comp.run_std("accuracy_q_only")[-1])
+    again = compare(DATA, seeds=[3, 4], flow=comp.flow_all, **kw)
+    np.testing.assert_array_equal(again.flow.W_Q, comp.flow.W_Q)
+    np.testing.assert_array_equal(again.run_mean("W_Q"), comp.run_mean("W_Q"))
+    with pytest.raises(ValidationError, match="flow_times"):
+        compare(DATA, seeds=1, flow_times=[5.0], **kw)
+    with pytest.raises(ValidationError, match="flow"):
+        compare(DATA, seeds=1, flow=comp.flow_all, **{**kw, "eta": 0.1})
