@@ -152,7 +152,7 @@ def test_method_names_are_taken_in_any_case():
     (["run", "--preset", "ih-point", "--flow", "copier", "--stages", "1,2"],
      "--stages: does not apply to flow copier"),
     (["run", "--loss", "nll"], "--loss: does not apply to flow exact of Scan and Snap"),
-    (["run", "--length", "10"], "that flow takes --eta-y, --eta-z"),
+    (["run", "--seq-len", "10"], "that flow takes --eta-y, --eta-z"),
     (["compare", "--preset", "ih-paper"], "--preset: 'ih-paper' is a preset of another "
                                           "model family"),
     (["compare", "--seq-lens", "8"], "--seq-lens: only with --table"),

@@ -172,7 +172,7 @@ def test_generator_bad_input_names_the_field(kwargs, field):
     assert info.value.field == field, str(info.value)
 
 
-@pytest.mark.parametrize("name", sorted(odeflow.PRESETS))
+@pytest.mark.parametrize("name", sorted(odeflow.data.PRESETS))
 def test_toml_round_trip_is_exact(tmp_path, name):
     d = DataModel.preset(name)
     path = tmp_path / "model.toml"
@@ -230,8 +230,8 @@ def _count_entry_points():
         "InductionData(vocab_size)": lambda v: InductionData(v, 2, 1, 1).vocab_size,
         "sample_counts(samples_per_class)":
             lambda v: sample_counts(small, 4, v).samples_per_class,
-        "sample_sequences(count)":
-            lambda v: sample_sequences(v, 6, vocab_size=2, n_gram=2, alpha=1.0).count,
+        "sample_sequences(sample_size)":
+            lambda v: sample_sequences(v, 6, vocab_size=2, n_gram=2, alpha=1.0).sample_size,
     }
 
 

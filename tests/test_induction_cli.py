@@ -82,32 +82,49 @@ def test_run_stages(capsys, tmp_path):
 def test_run_the_finite_length_level_with_its_sample(capsys, tmp_path):
     out = tmp_path / "fl.npz"
     code, text, err = cli(capsys, "run", "--preset", "ih-point", "--flow", "finite_l",
-                          "--loss", "code", "--length", "24", "--sequences", "150",
-                          "--sample-seed", "3", "--t-end", "2", "--out", out, "--rows", "0",
+                          "--loss", "code", "--seq-len", "24", "--sample-size", "150",
+                          "--seed", "3", "--t-end", "2", "--out", out, "--rows", "0",
                           "--no-progress")
     assert code == 0, err
     traj = InductionTrajectory.load(out)
     assert traj.meta["flow"] == "finite_l"
-    assert (traj.meta["length"], traj.meta["sequences"], traj.meta["seed"]) == (24, 150, 3)
+    assert (traj.meta["seq_len"], traj.meta["sample_size"], traj.meta["seed"]) == (24, 150, 3)
     # the same through a config's [run] table
     config = tmp_path / "fl.toml"
     config.write_text('family = "induction"\nvocab_size = 2\nn_gram = 3\nheads = 2\n'
                       'degree = 2\n[prior]\nkind = "point"\n'
                       'kernel = [[0.4992, 0.5008], [0.0081, 0.9919], [0.8004, 0.1996], '
                       '[0.1080, 0.8920]]\n[run]\nflow = "finite_l"\nloss = "code"\n'
-                      't_end = 2.0\nlength = 24\nsequences = 150\nsample_seed = 3\n')
+                      't_end = 2.0\nseq_len = 24\nsample_size = 150\nseed = 3\n')
     out2 = tmp_path / "fl2.npz"
     code, _, err = cli(capsys, "run", "--config", config, "--out", out2, "--rows", "0",
                        "--no-progress")
     assert code == 0, err
     np.testing.assert_allclose(InductionTrajectory.load(out2).a[-1], traj.a[-1], rtol=1e-12)
+    # the old flags and [run] keys are still read, each noted on stderr
+    old_config = tmp_path / "old.toml"
+    old_config.write_text(config.read_text().replace("seq_len", "length")
+                          .replace("sample_size", "sequences").replace("seed", "sample_seed"))
+    code, _, err = cli(capsys, "run", "--config", old_config, "--out", tmp_path / "o.npz",
+                       "--rows", "0", "--no-progress")
+    assert code == 0 and "[run] 'sample_seed' is now 'seed'" in err
+    np.testing.assert_allclose(InductionTrajectory.load(tmp_path / "o.npz").a[-1], traj.a[-1],
+                               rtol=1e-12)
+    code, _, err = cli(capsys, "run", "--preset", "ih-point", "--flow", "finite_l",
+                       "--loss", "code", "--length", "24", "--sequences", "150",
+                       "--sample-seed", "3", "--t-end", "2", "--out", tmp_path / "f.npz",
+                       "--rows", "0", "--no-progress")
+    assert code == 0, err
+    assert "warning: --length is now --seq-len" in err and "--sample-seed is now --seed" in err
+    np.testing.assert_allclose(InductionTrajectory.load(tmp_path / "f.npz").a[-1], traj.a[-1],
+                               rtol=1e-12)
 
 
 def test_sample_options_without_the_finite_length_flow_exit_2_naming_them(capsys, tmp_path):
-    code, _, err = cli(capsys, "run", "--preset", "ih-point", "--length", "24",
+    code, _, err = cli(capsys, "run", "--preset", "ih-point", "--seq-len", "24",
                        "--out", tmp_path / "x.npz", "--no-progress")
-    assert code == 2 and "length" in one_error_line(err)
+    assert code == 2 and "seq-len" in one_error_line(err)
     code, _, err = cli(capsys, "run", "--preset", "ih-point", "--flow", "finite_l",
-                       "--loss", "code", "--sequences", "0", "--out", tmp_path / "x.npz",
+                       "--loss", "code", "--sample-size", "0", "--out", tmp_path / "x.npz",
                        "--no-progress")
-    assert code == 2 and "sequences" in one_error_line(err)
+    assert code == 2 and "sample" in one_error_line(err)

@@ -14,7 +14,7 @@ import pytest
 
 import odeflow
 from odeflow.data.induction import InductionData
-from odeflow.errors import ValidationError
+from odeflow.errors import RenamedWarning, ValidationError
 from odeflow.fields.induction import EmpiricalInduction, FiniteLengthFlow
 from odeflow.training.induction import initial_parameters, joint, sample_for, train
 
@@ -24,7 +24,7 @@ def data():
     return InductionData.preset("ih-paper")
 
 
-SMALL = {"length": 24, "sequences": 300}
+SMALL = {"seq_len": 24, "sample_size": 300}
 
 
 def test_field_is_the_models_gradient_on_the_sample_its_seed_draws(data):
@@ -42,7 +42,7 @@ def test_field_is_the_models_gradient_on_the_sample_its_seed_draws(data):
     np.testing.assert_allclose(field.rhs(0.0, field.initial_state()), flow, rtol=1e-12)
     other = FiniteLengthFlow(data, loss="code", seed=4, **SMALL)
     assert other.loss(y) != value                                # another seed, another sample
-    assert field.parameters()["seed"] == 3 and field.parameters()["length"] == 24
+    assert field.parameters()["seed"] == 3 and field.parameters()["seq_len"] == 24
 
 
 def test_rates_freeze_groups(data):
@@ -78,8 +78,9 @@ def test_gradient_descent_converges_to_the_flow_at_order_one(data):
 
 
 @pytest.mark.parametrize("options, field", [
-    ({"length": 5}, "length"), ({"length": 0}, "length"), ({"sequences": 0}, "sequences"),
-    ({"sequences": 2.5}, "sequences"), ({"seed": -1}, "seed"), ({"seed": True}, "seed"),
+    ({"seq_len": 5}, "seq_len"), ({"seq_len": 0}, "seq_len"),
+    ({"sample_size": 0}, "sample_size"), ({"sample_size": 2.5}, "sample_size"),
+    ({"seed": -1}, "seed"), ({"seed": True}, "seed"),
 ])
 def test_bad_sample_options_name_the_field(data, options, field):
     with pytest.raises(ValidationError) as err:
@@ -90,7 +91,7 @@ def test_bad_sample_options_name_the_field(data, options, field):
 def test_infinite_nll_on_the_sample_is_refused_by_name(data):
     """At L = 2H each sequence has one key: most targets are the value of no key."""
     with pytest.raises(ValidationError) as err:
-        FiniteLengthFlow(data, loss="nll", length=6, sequences=200)
+        FiniteLengthFlow(data, loss="nll", seq_len=6, sample_size=200)
     assert err.value.field == "loss" and "infinite" in str(err.value)
 
 
@@ -98,15 +99,16 @@ def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
     from odeflow.training.induction import agreement, compare, rows, worst_agreement
 
     data = InductionData.preset("ih-point")      # small: d = 2, H = 2
-    comp = compare(data, seeds=[0, 2], steps=10, count=200, length=24, progress=False)
+    comp = compare(data, seeds=[0, 2], steps=10, sample_size=200, seq_len=24,
+                   progress=False)
     assert comp.finite_l_seed == 3
-    assert comp.finite_l.meta["seed"] == 3 and comp.finite_l.meta["sequences"] == 200
+    assert comp.finite_l.meta["seed"] == 3 and comp.finite_l.meta["sample_size"] == 200
     np.testing.assert_array_equal(comp.finite_l.t, comp.runs[0].t)
     table = rows(comp)
     assert table[0]["loss_finite_l"] == pytest.approx(
-        FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=200).loss(
+        FiniteLengthFlow(data, loss="code", seed=3, seq_len=24, sample_size=200).loss(
             comp.finite_l.parameters(0)))
-    scorer = FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=200)
+    scorer = FiniteLengthFlow(data, loss="code", seed=3, seq_len=24, sample_size=200)
     scored = [scorer.loss(comp.flow.parameters(j)) for j in range(comp.flow.t.size)]
     np.testing.assert_allclose(comp.flow_loss_at_length, scored, rtol=1e-14)
     assert table[-1]["loss_flow_at_length"] == comp.flow_loss_at_length[-1]
@@ -142,7 +144,7 @@ def test_compare_puts_the_level_beside_the_runs_on_an_independent_sample():
     with pytest.raises(ValidationError) as err:
         worst_agreement(comp, 50, 100)
     assert err.value.field == "t_from"
-    plain = compare(data, seeds=1, steps=2, count=100, length=24, progress=False,
+    plain = compare(data, seeds=1, steps=2, sample_size=100, seq_len=24, progress=False,
                     finite_l=False)
     assert plain.finite_l is None and "a_finite_l" not in rows(plain)[0]
     assert plain.flow_loss_at_length is None and "loss_flow_at_length" not in rows(plain)[0]
@@ -153,7 +155,35 @@ def test_a_sample_too_large_for_memory_is_refused_by_name(data):
 
     with pytest.raises(ValidationError) as err:
         sample_sequences(MAX_SAMPLE_ENTRIES // 10, 100, vocab_size=3, n_gram=3, alpha=0.1)
-    assert err.value.field == "count" and "tokens" in str(err.value)
+    assert err.value.field == "sample_size" and "tokens" in str(err.value)
     with pytest.raises(ValidationError) as err:
-        FiniteLengthFlow(data, loss="code", length=10_000, sequences=10_000)
-    assert err.value.field == "sequences"
+        FiniteLengthFlow(data, loss="code", seq_len=10_000, sample_size=10_000)
+    assert err.value.field == "sample_size"
+
+
+def test_old_sample_names_warn_and_mean_the_new_ones(data):
+    """``length``, ``sequences`` (and ``compare``'s ``count``) are the old names of
+    ``seq_len``, ``sample_size``: taken one release, with a RenamedWarning."""
+    from odeflow.data.induction.sequences import sample_sequences
+    from odeflow.training.induction import compare
+
+    new = FiniteLengthFlow(data, loss="code", seed=3, **SMALL)
+    with pytest.warns(RenamedWarning) as record:
+        old = FiniteLengthFlow(data, loss="code", seed=3, length=24, sequences=300)
+    assert old.parameters() == new.parameters()
+    assert sorted(str(w.message) for w in record) == ["'length' is now 'seq_len'",
+                                                      "'sequences' is now 'sample_size'"]
+    with pytest.warns(RenamedWarning, match="'sequences' is now 'sample_size'"):
+        traj = odeflow.solve(data, flow="finite_l", loss="code", sequences=300, seq_len=24,
+                             seed=3, t_span=(0.0, 1.0), t_eval=[1.0], progress=False)
+    assert traj.meta["sample_size"] == 300
+    with pytest.warns(RenamedWarning, match="'count' is now 'sample_size'"):
+        sample = sample_sequences(count=5, seq_len=6, vocab_size=2, n_gram=2, alpha=1.0)
+    with pytest.warns(RenamedWarning, match="'length' is now 'seq_len'"):
+        assert sample.length == sample.seq_len == 6
+    with pytest.warns(RenamedWarning, match="'count' is now 'sample_size'"):
+        comp = compare(data, seeds=1, steps=2, count=50, seq_len=24, progress=False,
+                       finite_l=False)
+    assert comp.sample_size == 50
+    with pytest.raises(ValidationError, match="give only 'seq_len'"):
+        FiniteLengthFlow(data, loss="code", length=24, seq_len=24)

@@ -92,7 +92,7 @@ def test_reproduce_induction_writes_run_beside_flow(tmp_path, capsys, monkeypatc
 
     monkeypatch.setattr(beside_flow, "compare",
                         partial(beside_flow.compare, InductionData.preset("ih-point"),
-                                count=300))
+                                sample_size=300))
     out = tmp_path / "rep"
     code, stdout, err = cli(capsys, "reproduce", "induction", "--steps", "5", "--seeds", "2",
                             "--out", out, "--no-progress")

@@ -27,7 +27,7 @@ from odeflow.fields.optimizers import OptimizerFlow
 from odeflow.training import optimizer_steps
 
 #: A small finite-L sample (the code's loss is finite on any sample).
-SMALL_SAMPLE = {"length": 12, "sequences": 40, "seed": 3, "loss": "code"}
+SMALL_SAMPLE = {"seq_len": 12, "sample_size": 40, "seed": 3, "loss": "code"}
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +83,7 @@ def test_finite_l_optimizer_flows_solve_on_a_small_sample(point, optimizer):
                          t_span=(0, 30), rtol=1e-7, atol=1e-9, progress=False, **SMALL_SAMPLE)
     level = FiniteLengthFlow(point, rates=0.01, **SMALL_SAMPLE)
     theta = _theta(level, traj.y)
-    assert traj.meta["sequences"] == 40 and traj.meta["optimizer"]["kind"] == optimizer.kind
+    assert traj.meta["sample_size"] == 40 and traj.meta["optimizer"]["kind"] == optimizer.kind
     np.testing.assert_allclose(traj.loss, [level.model.loss(row) for row in theta], rtol=1e-12)
     assert traj.loss[-1] < traj.loss[0]
 

@@ -157,7 +157,7 @@ def test_log_spaced_steps():
     (lambda: sample_sequences(5, 10, vocab_size=2, n_gram=3, kernel=POINT_KERNEL[:3]),
      "kernel"),
     (lambda: sample_sequences(5, 10, vocab_size=3, n_gram=1, alpha=1.0), "n_gram"),
-    (lambda: sample_sequences(0, 10, vocab_size=3, n_gram=3, alpha=1.0), "count"),
+    (lambda: sample_sequences(0, 10, vocab_size=3, n_gram=3, alpha=1.0), "sample_size"),
     (lambda: sample_sequences(5, 10, vocab_size=3, n_gram=3, alpha=1.0, seed=-1), "seed"),
 ])
 def test_bad_sampling_inputs_name_the_field(call, field):
@@ -172,7 +172,7 @@ def test_bad_model_and_training_inputs_name_the_field():
     cases = [
         (lambda: EmpiricalInduction(seqs, 2, subsets, loss="mse"), "loss"),
         (lambda: EmpiricalInduction(seqs, 2, [(1,), (3,)]), "subsets[1]"),
-        (lambda: EmpiricalInduction(seqs, 6, all_subsets(6, 1)), "length"),
+        (lambda: EmpiricalInduction(seqs, 6, all_subsets(6, 1)), "seq_len"),
         (lambda: EmpiricalInduction(seqs.tokens, 2, subsets), "sequences"),
     ]
     model = EmpiricalInduction(seqs, 2, subsets, loss="code")

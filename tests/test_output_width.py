@@ -49,7 +49,7 @@ def small_induction(monkeypatch):
 
     monkeypatch.setattr(beside_flow, "compare",
                         partial(beside_flow.compare, InductionData.preset("ih-point"),
-                                count=300))
+                                sample_size=300))
 
 
 def _stdout(capsys, tmp_path, argv) -> list[str]:

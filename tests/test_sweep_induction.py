@@ -166,28 +166,28 @@ def test_a_fixed_rate_w_is_refused_for_the_copier_flow_alone():
 
 
 def test_the_finite_length_level_is_swept_over_its_sample():
-    """``flow = "finite_l"`` with ``length`` swept: each point equals the direct solve on
-    the sample of that length (``sequences``, ``sample_seed`` fixed), and the points differ."""
-    settings = {**SETTINGS, "flow": "finite_l", "loss": "code", "sequences": 120,
-                "sample_seed": 5}
-    ds = sweep("induction_flow", {"length": [8, 40]}, settings=settings, data="ih-point",
+    """``flow = "finite_l"`` with ``seq_len`` swept: each point equals the direct solve on
+    the sample of that length (``sample_size``, ``seed`` fixed), and the points differ."""
+    settings = {**SETTINGS, "flow": "finite_l", "loss": "code", "sample_size": 120,
+                "seed": 5}
+    ds = sweep("induction_flow", {"seq_len": [8, 40]}, settings=settings, data="ih-point",
                backend="serial")
     assert (ds.error.values == "").all() and (ds.status.values == 0).all()
     for length in (8, 40):
         direct = odeflow.solve(InductionData.preset("ih-point"), flow="finite_l", loss="code",
-                               length=length, sequences=120, seed=5, t_span=(0.0, 0.5),
+                               seq_len=length, sample_size=120, seed=5, t_span=(0.0, 0.5),
                                t_eval=ds.time.values, progress=False)
-        point = ds.sel(length=length)
+        point = ds.sel(seq_len=length)
         np.testing.assert_allclose(point.a.values, direct.a, rtol=1e-12)
         np.testing.assert_allclose(point.population_loss.values, direct.loss, rtol=1e-12)
     assert not np.allclose(ds.population_loss.values[0], ds.population_loss.values[1])
 
 
 @pytest.mark.parametrize("grid, settings, field", [
-    ({"length": [8, 40]}, {}, "grid.length"),
-    ({"loss": ["nll", "code"]}, {"sequences": 50}, "settings.sequences"),
-    ({"loss": ["nll", "code"]}, {"sample_seed": 2, "flow": "copier"}, "settings.sample_seed"),
-    ({"sample_seed": [-1, 0]}, {"flow": "finite_l"}, "grid.sample_seed[0]"),
+    ({"seq_len": [8, 40]}, {}, "grid.seq_len"),
+    ({"loss": ["nll", "code"]}, {"sample_size": 50}, "settings.sample_size"),
+    ({"loss": ["nll", "code"]}, {"seed": 2, "flow": "copier"}, "settings.seed"),
+    ({"seed": [-1, 0]}, {"flow": "finite_l"}, "grid.seed[0]"),
 ])
 def test_sample_parameters_need_the_finite_length_flow(grid, settings, field):
     with pytest.raises(ValidationError) as err:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from odeflow.cli.catalog import DEFAULT_PRESET, preset_names, scan_snap_presets
 from odeflow.errors import ValidationError
@@ -55,7 +56,7 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
     options = {**DATA_DEFAULTS, **(defaults or {})}
     given = set()
     if args.config:
-        data, from_file = load_config(args.config)
+        data, from_file = config_with_notes(args.config, load_config)
         if not any_family and not isinstance(data, DataModel):
             raise ValidationError("config", f"holds a data model of the family "
                                   f"{data.family!r} ({type(data).__name__}); this command "
@@ -81,6 +82,39 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
         if key not in family.solve_defaults and key not in given:
             options.pop(key, None)
     return data, options, label
+
+
+def config_with_notes(path, load_config):
+    """``load_config(path)``, each old ``[run]`` key it reads noted on stderr
+    (``warning: <path>: 'length' is now 'seq_len'``) instead of as a Python warning."""
+    import warnings
+
+    from odeflow.errors import RenamedWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RenamedWarning)
+        loaded = load_config(path)
+    for w in caught:
+        if issubclass(w.category, RenamedWarning):
+            print(f"warning: {path}: [run] {w.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return loaded
+
+
+def renamed_flags(args, renames: dict) -> None:
+    """Old flags of ``renames`` (``{old dest: new dest}``) given on the command line are
+    noted on stderr (``warning: --length is now --seq-len``) and moved to the new one;
+    the old and the new one together are refused, naming the old one."""
+    for old, new in renames.items():
+        if getattr(args, old, None) is None:
+            continue
+        flag, now = f"--{old.replace('_', '-')}", f"--{new.replace('_', '-')}"
+        if getattr(args, new, None) is not None:
+            raise ValidationError(old, f"{flag} is the old name of {now}; give only {now}")
+        print(f"warning: {flag} is now {now}", file=sys.stderr)
+        setattr(args, new, getattr(args, old))
+        setattr(args, old, None)
 
 
 def check_rows(rows) -> int:

@@ -102,8 +102,8 @@ def run(args) -> int:
     seconds = time.perf_counter() - start
     for path in written:
         print(wrote_line(path, replaced))
-    print(wrap(f"induction: {len(comp.seeds)} seeds x {comp.count} sequences of L = "
-               f"{comp.length}, {args.steps} steps, loss {comp.loss!r}, {seconds:.1f} s", width))
+    print(wrap(f"induction: {len(comp.seeds)} seeds x {comp.sample_size} sequences of L = "
+               f"{comp.seq_len}, {args.steps} steps, loss {comp.loss!r}, {seconds:.1f} s", width))
     return 0
 
 
@@ -123,7 +123,7 @@ def print_goal(goal: list, comp, width: int) -> None:
     if comp.flow_loss_at_length is not None:
         print_table(goal, ["t", "loss_run", "loss_flow_at_length", "loss_abs_err_at_length"],
                     width=width)
-        print(wrap(f"population flow's parameters scored at L = {comp.length} (the "
+        print(wrap(f"population flow's parameters scored at L = {comp.seq_len} (the "
                    f"finite-L loss on seed {comp.finite_l_seed}'s sample): loss at "
                    f"{sum(r['loss_ok_at_length'] for r in goal)}/{len(goal)}", width))
     if comp.finite_l is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from typing import TYPE_CHECKING
 
 from odeflow.cli.catalog import MAX_NFEV, METHODS
@@ -9,6 +10,7 @@ from odeflow.cli.common import (
     add_data_arguments,
     add_mkdir_argument,
     check_rows,
+    renamed_flags,
     replaced_note,
     resolve,
     typed_path_folder,
@@ -25,9 +27,12 @@ if TYPE_CHECKING:
 #: ``None``: every flow of the family). Any other option applies to every flow.
 SCOPED_OPTIONS = {"eta_y": ("scan_snap", None), "eta_z": ("scan_snap", None),
                   "loss": ("induction", None), "stages": ("induction", ("population", "finite_l")),
-                  "length": ("induction", ("finite_l",)),
-                  "sequences": ("induction", ("finite_l",)),
-                  "sample_seed": ("induction", ("finite_l",))}
+                  "seq_len": ("induction", ("finite_l",)),
+                  "sample_size": ("induction", ("finite_l",)),
+                  "seed": ("induction", ("finite_l",))}
+
+#: Old flags of ``odeflow run`` -> the new ones (``docs/api.md``, "One name per concept").
+FLAG_RENAMED = {"length": "seq_len", "sequences": "sample_size", "sample_seed": "seed"}
 
 #: Every flow of every family, for ``--flow`` (each family's own are checked in :func:`run`).
 ALL_FLOWS = tuple(flow for family in families().values() for flow in family.flows)
@@ -59,12 +64,15 @@ def register(sub) -> None:
                    help="induction heads: the authors' staged run, c alone for T_C, then w "
                         "alone (rate 1e5) for T_W, then a alone until --t-end (default: every "
                         "group jointly at rate 1)")
-    p.add_argument("--length", type=int, default=None, metavar="L",
+    p.add_argument("--seq-len", type=int, default=None, metavar="L",
                    help="induction heads, flow finite_l: tokens per sequence (100)")
-    p.add_argument("--sequences", type=int, default=None, metavar="N",
+    p.add_argument("--sample-size", type=int, default=None, metavar="N",
                    help="induction heads, flow finite_l: sequences in the sample (9000)")
-    p.add_argument("--sample-seed", type=int, default=None, metavar="S",
+    p.add_argument("--seed", type=int, default=None, metavar="S",
                    help="induction heads, flow finite_l: seed of the sample (0)")
+    for old in FLAG_RENAMED:   # the old flags, taken with a warning (not in --help)
+        p.add_argument(f"--{old.replace('_', '-')}", type=int, default=None,
+                       help=argparse.SUPPRESS)
     p.add_argument("--method", default=None, choices=["auto", *METHODS],
                    type=any_case(["auto", *METHODS], "method"),
                    help="solve_ivp method, any letter case (auto)")
@@ -194,6 +202,7 @@ def run(args) -> int:
     from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
     from odeflow.io import writable_target
 
+    renamed_flags(args, FLAG_RENAMED)
     rows = check_rows(args.rows)
     data, options, label = resolve(args, {"flow": None, "method": "auto", "rtol": 1e-8,
                                           "atol": 1e-10, "loss": None, "stages": None},

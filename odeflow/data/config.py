@@ -36,9 +36,9 @@ e.g. the induction heads (``InductionData.from_dict``)::
     t_end = 1e3
     loss = "code"                   # the induction heads' loss (nll | code)
     stages = "100,1000"             # the staged run T_C,T_W (as --stages)
-    length = 100                    # flow = "finite_l": its sample (as --length,
-    sequences = 9000                #   --sequences, --sample-seed)
-    sample_seed = 1
+    seq_len = 100                   # flow = "finite_l": its sample (as --seq-len,
+    sample_size = 9000              #   --sample-size, --seed; the old keys length,
+    seed = 1                        #   sequences, sample_seed warn)
 
 The family names the class in the family registry (:mod:`odeflow.families`); without
 it the model is a :class:`~odeflow.data.DataModel`, as before families existed.
@@ -49,14 +49,17 @@ from __future__ import annotations
 from odeflow.data.checks import check_seed
 from odeflow.data.forms import TomlForm, data_type, data_types
 from odeflow.data.model import DataModel, parse_toml, validate_positive
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed
 from odeflow.io import read_text
 
 #: Keys allowed in the ``[run]`` table and how each is checked (a key the data model's
 #: family does not take is refused, naming it, when the run starts).
 RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
-            "rtol": float, "atol": float, "loss": str, "stages": str, "length": int,
-            "sequences": int, "sample_seed": int}
+            "rtol": float, "atol": float, "loss": str, "stages": str, "seq_len": int,
+            "sample_size": int, "seed": int}
+#: Old ``[run]`` keys -> their names now (``docs/api.md``, "One name per concept"): read
+#: as the new ones with a :class:`~odeflow.errors.RenamedWarning`.
+RUN_RENAMED = {"length": "seq_len", "sequences": "sample_size", "sample_seed": "seed"}
 #: The family of a config without a ``family`` key.
 DEFAULT_FAMILY = DataModel.family
 
@@ -95,6 +98,10 @@ def run_options(run) -> dict:
     if not isinstance(run, dict):
         raise ValidationError("run", "must be a table")
     options = {}
+    try:
+        run = renamed(run, RUN_RENAMED, stacklevel=4)
+    except ValidationError as err:
+        raise ValidationError(f"run.{err.field}", err.reason) from None
     for key, value in run.items():
         if key not in RUN_KEYS:
             raise ValidationError(f"run.{key if key.strip() else repr(key)}",
@@ -161,4 +168,4 @@ def parse_config(text: str) -> tuple[TomlForm, dict]:
 
 def load_config(path) -> tuple[TomlForm, dict]:
     """Read a configuration file; see :func:`parse_config`."""
-    return parse_config(read_text(path, "config"))
+    return parse_config(read_text(path, "config"))  # an old [run] key warns at our caller

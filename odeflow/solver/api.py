@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from odeflow.data import as_real_array
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed
 from odeflow.families import family_of
 from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.events import bind_events
@@ -37,6 +37,10 @@ from odeflow.solver.options import (
     default_t_eval,
     prepare,
 )
+
+#: What ``method="auto"`` is for :func:`solve_ensemble`'s stack (it has no Jacobian, so
+#: an explicit method).
+ENSEMBLE_AUTO_METHOD = "RK45"
 
 
 def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
@@ -107,6 +111,7 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     SolveError
         When ``solve_ivp`` fails or the solution is not finite.
     """
+    flow_options = _new_names(data, flow, flow_options)
     if flow_options.get("schedule") is not None:
         given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z), ("z0", z0))
                  if v is not FAMILY_DEFAULT and v is not None}
@@ -120,6 +125,15 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         max_nfev)
     return _solve_field(field, flow, t0, t_end, t_eval, method, rtol, atol, max_nfev,
                         progress, dense_output, events)
+
+
+def _new_names(data, flow, options: dict) -> dict:
+    """``options`` with the old names the flow's field takes (its constructor's
+    ``renamed``: :func:`odeflow.errors.renamed_keywords`) replaced by the new ones,
+    warning :class:`~odeflow.errors.RenamedWarning` at the caller of the entry point."""
+    family = family_of(data)
+    field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT else flow)
+    return renamed(options, getattr(field_class.__init__, "renamed", {}), stacklevel=4)
 
 
 def _build_field(data, flow, scan_snap: tuple, flow_options: dict, optimizer, t_span, t_eval,
@@ -237,6 +251,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     """
     from odeflow.fields.stacked import StackedField
 
+    flow_options = _new_names(data, flow, flow_options)
     field_class = family_of(data).field_class(flow)
     try:
         points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
@@ -264,7 +279,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
 
 def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
                    eta_z: float = FAMILY_DEFAULT,
-                   t_span=(0.0, 1e4), t_eval=None, method: str = "RK45", rtol: float = 1e-8,
+                   t_span=(0.0, 1e4), t_eval=None, method: str = "auto", rtol: float = 1e-8,
                    atol: float = 1e-10, optimizer=None, progress: bool | None = None,
                    blas_threads: int | None = SOLVE_BLAS_THREADS, max_nfev: int | None = None,
                    **flow_options) -> list:
@@ -290,8 +305,9 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
         As for :func:`solve` (any flow whose state is its parameters: a field with
         ``gradient`` and ``rate_vector``; a batched ``gradients``, as Levels E and T
         have, evaluates every member in one call).
-    method : str, default "RK45"
-        An explicit method of ``solve_ivp`` (the stack has no Jacobian).
+    method : str, default "auto"
+        ``"auto"`` (as :func:`solve`'s default; for a stack, which has no Jacobian, it
+        is RK45) or an explicit method of ``solve_ivp``.
     rtol, atol : float
         Tolerances *per member*: the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
         sqrt(P)`` (as :func:`solve_batch`), since ``solve_ivp`` controls the RMS error of
@@ -316,6 +332,7 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
     """
     from odeflow.fields.ensemble import StartEnsemble
 
+    flow_options = _new_names(data, flow, flow_options)
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
@@ -325,9 +342,11 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
         starts = None
     if not starts:
         raise ValidationError("starts", "must be a non-empty sequence of starts")
+    if method == "auto":
+        method = ENSEMBLE_AUTO_METHOD
     if method not in METHODS or method in IMPLICIT or method == "LSODA":
-        raise ValidationError("method", f"must be an explicit method of solve_ivp (RK45, "
-                              f"DOP853, RK23), got {method!r:.80}")
+        raise ValidationError("method", f"must be 'auto' or an explicit method of solve_ivp "
+                              f"(RK45, DOP853, RK23), got {method!r:.80}")
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
     given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
     options = {**family.solve_defaults, **given, **flow_options}
@@ -434,6 +453,7 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
         ``t_span`` among ``options`` (the schedule sets them) or a flow that
         cannot be staged.
     """
+    options = _new_names(data, flow, options)
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)

@@ -2,7 +2,7 @@
 
 One point is one :func:`odeflow.solve` of an
 :class:`~odeflow.data.induction.InductionData` (``flow`` population, copier or
-finite_l with its sample's ``length``, ``sequences``, ``sample_seed``; ``loss``;
+finite_l with its sample's ``seq_len``, ``sample_size``, ``seed``; ``loss``;
 the groups' rates ``rate_c``, ``rate_w``, ``rate_a`` of the joint run), on the
 sweep's time grid up to ``t_end``. The grid may also set numbers
 of the data model by dotted name (``prior.alpha``, ``init.w_plus``, ...:
@@ -33,7 +33,7 @@ import numpy as np
 from odeflow.errors import ValidationError
 from odeflow.families import family_named
 from odeflow.fields.induction import LOSSES
-from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
+from odeflow.fields.induction.finite_length import FRONT_END_RENAMED, SAMPLE_OPTIONS
 from odeflow.solver import solve
 from odeflow.sweeps.models import edited_model
 from odeflow.sweeps.outputs import (
@@ -115,7 +115,7 @@ INDUCTION_OUTPUTS = OutputSet("induction", VARIABLES, INDUCTION_ATTRS, induction
 def run_induction_flow(data, values: dict, times: np.ndarray):
     """One point of ``induction_flow``: the model with the point's dotted fields set,
     solved with its ``flow``, ``loss`` and the rates of the flow's groups (and, for
-    ``flow = "finite_l"``, its sample: ``length``, ``sequences``, ``sample_seed``)."""
+    ``flow = "finite_l"``, its sample: ``seq_len``, ``sample_size``, ``seed``)."""
     model = edited_model(data, {k: v for k, v in values.items() if "." in k})
     groups = family_named("induction").field_class(values["flow"]).groups
     sample = ({option: values[name] for name, option in SAMPLE_OPTIONS.items()}
@@ -128,7 +128,7 @@ def run_induction_flow(data, values: dict, times: np.ndarray):
 
 def check_parameters_used(grid: dict, settings: dict) -> None:
     """Refuse ``rate_w`` when every point's flow is ``copier`` (it has no ``w``), and the
-    sample's parameters (``length``, ``sequences``, ``sample_seed``) when no point's
+    sample's parameters (``seq_len``, ``sample_size``, ``seed``) when no point's
     flow is ``finite_l``: swept (every value would repeat the same points) or fixed at
     anything but the default (it would be ignored)."""
     flows = grid.get("flow", [settings.get("flow", "population")])
@@ -162,14 +162,14 @@ INDUCTION_PARAMETERS = (
     Parameter("loss", "nll", "text", LOSSES),
     Parameter("rate_c", 1.0, "rate"), Parameter("rate_w", 1.0, "rate"),
     Parameter("rate_a", 1.0, "rate"),
-    Parameter("length", 100, "count"), Parameter("sequences", 9000, "count"),
-    Parameter("sample_seed", 0, "seed"),
+    Parameter("seq_len", 100, "count"), Parameter("sample_size", 9000, "count"),
+    Parameter("seed", 0, "seed"),
     *SOLVE_PARAMETERS)
 
 INDUCTION_FLOW = TaskKind("induction_flow", "flow", run_induction_flow, INDUCTION_PARAMETERS,
                           outputs=INDUCTION_OUTPUTS, model_family="induction",
                           default_preset="ih-point", model_fields=True,
-                          check=check_parameters_used)
+                          check=check_parameters_used, renamed=FRONT_END_RENAMED)
 
 #: The induction family's task kinds (its ``sweep_tasks``).
 TASK_KINDS = (INDUCTION_FLOW,)

@@ -18,13 +18,14 @@ user code is pickled.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from odeflow.data import DEFAULT_PRESET, validate_finite, validate_positive
-from odeflow.errors import ValidationError
+from odeflow.errors import RenamedWarning, ValidationError, renamed
 from odeflow.solver import METHODS
 from odeflow.sweeps.outputs import SCAN_SNAP, OutputSet
 from odeflow.training.common import check_count, check_fraction, check_seed
@@ -111,6 +112,10 @@ class TaskKind:
     check : callable, optional
         ``check(grid, settings)`` on the checked grid and the settings given: a
         ValidationError naming the key refuses a sweep the task cannot run as meant.
+    renamed : dict
+        Old parameter names -> the new ones (``docs/api.md``, "One name per concept"):
+        a grid or settings key, or a stored sweep's parameter, of an old name is read
+        as the new one (:func:`new_parameter_names`).
     """
 
     name: str
@@ -123,6 +128,7 @@ class TaskKind:
     default_preset: str = DEFAULT_PRESET
     model_fields: bool = False
     check: Callable | None = None
+    renamed: dict = field(default_factory=dict)
 
     @property
     def horizon(self) -> str:
@@ -131,6 +137,25 @@ class TaskKind:
 
     def parameter(self, name: str) -> Parameter | None:
         return next((p for p in self.parameters if p.name == name), None)
+
+
+def new_parameter_names(kinds, names: dict, where: str, warn: bool = True) -> dict:
+    """``names`` (a grid, settings or a stored sweep's parameters) with each old
+    parameter name of the task ``kinds`` (their ``renamed``) replaced by the new one.
+
+    With ``warn``, each old name warns :class:`~odeflow.errors.RenamedWarning`
+    (``'length' is now 'seq_len'``); a stored sweep's are read silently. An old
+    name given with its new one is refused, naming ``where.<old>``.
+    """
+    renames = {old: new for kind in kinds for old, new in kind.renamed.items()}
+    try:
+        if warn:
+            return renamed(names, renames, stacklevel=5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RenamedWarning)
+            return renamed(names, renames)
+    except ValidationError as err:
+        raise ValidationError(f"{where}.{err.field}", err.reason) from None
 
 
 #: Parameters of every flow task of every family (the arguments of :func:`odeflow.solve`

@@ -12,19 +12,20 @@ parent most significant), as in the family's data layer. Used by the finite-``L`
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
 from odeflow.data.checks import check_count, check_seed, validate_positive
 from odeflow.data.induction import InductionData, check_kernel
-from odeflow.errors import ValidationError
+from odeflow.errors import RenamedWarning, ValidationError, renamed_keywords
 
 #: The authors' protocol: sequence length and training sequences.
 PAPER_LENGTH = 100
 PAPER_SEQUENCES = 9000
-#: Most numbers a sample may hold, tokens ``count * (L + 1)`` or Dirichlet kernel
-#: entries ``count * d**n`` (8 bytes each: 400 MB), so that a typo fails by name
+#: Most numbers a sample may hold, tokens ``N * (L + 1)`` or Dirichlet kernel
+#: entries ``N * d**n`` (8 bytes each: 400 MB), so that a typo fails by name
 #: instead of exhausting memory.
 MAX_SAMPLE_ENTRIES = 50_000_000
 
@@ -55,20 +56,37 @@ class InductionSequences:
     prior: str = ""
 
     @property
-    def count(self) -> int:
+    def sample_size(self) -> int:
         """Number of sequences ``N``."""
         return int(self.tokens.shape[0])
 
     @property
-    def length(self) -> int:
+    def seq_len(self) -> int:
         """Sequence length ``L`` (inputs; the target is one more token)."""
         return int(self.tokens.shape[1] - 1)
 
+    @property
+    def count(self) -> int:
+        """Old name of :attr:`sample_size` (warns :class:`~odeflow.errors.RenamedWarning`)."""
+        warnings.warn(RenamedWarning("'count' is now 'sample_size'"), stacklevel=2)
+        return self.sample_size
 
-def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
+    @property
+    def length(self) -> int:
+        """Old name of :attr:`seq_len` (warns :class:`~odeflow.errors.RenamedWarning`)."""
+        warnings.warn(RenamedWarning("'length' is now 'seq_len'"), stacklevel=2)
+        return self.seq_len
+
+
+#: Old keyword names of the samplers (``docs/api.md``, "One name per concept").
+RENAMED = {"count": "sample_size", "length": "seq_len"}
+
+
+@renamed_keywords(RENAMED)
+def sample_sequences(sample_size: int, seq_len: int, *, vocab_size: int, n_gram: int,
                      alpha: float | None = None, kernel=None, seed: int = 0,
-                     count_field: str = "count") -> InductionSequences:
-    """Sample ``count`` sequences ``x_1 .. x_{L+1}`` of an ``n``-gram chain.
+                     size_field: str = "sample_size") -> InductionSequences:
+    """Sample ``sample_size`` sequences ``x_1 .. x_{L+1}`` of an ``n``-gram chain.
 
     Exactly one of ``alpha`` (a fresh kernel per sequence, every context row
     ``~ Dirichlet(alpha 1_d)``) and ``kernel`` (one fixed kernel, shape
@@ -78,9 +96,9 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
 
     Parameters
     ----------
-    count : int
+    sample_size : int
         Number of sequences ``N`` (the authors: 9000 for training).
-    length : int
+    seq_len : int
         ``L``: inputs ``x_1 .. x_L``; ``x_{L+1}`` is the target.
     vocab_size, n_gram : int
         ``d >= 2`` and ``n >= 2``.
@@ -90,26 +108,26 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
         The point-mass prior's kernel.
     seed : int
         Seed of :func:`numpy.random.default_rng`; the sample is a function of it.
-    count_field : str
-        The name ``count`` has in the caller's errors (e.g. ``"sequences"``).
+    size_field : str
+        The name ``sample_size`` has in the caller's errors.
 
     Returns
     -------
     InductionSequences
     """
-    count = check_count(count, count_field)
-    length = check_count(length, "length")
+    count = check_count(sample_size, size_field)
+    length = check_count(seq_len, "seq_len")
     d = check_count(vocab_size, "vocab_size", minimum=2)
     n = check_count(n_gram, "n_gram", minimum=2)
     seed = check_seed(seed)
     if length + 1 < n:
-        raise ValidationError("length", f"must be >= n_gram - 1 = {n - 1}, got {length}")
+        raise ValidationError("seq_len", f"must be >= n_gram - 1 = {n - 1}, got {length}")
     rows = d ** (n - 1)
-    for what, entries in ((f"tokens {count_field} * (length + 1)", count * (length + 1)),
-                          (f"kernel entries {count_field} * d**n",
+    for what, entries in ((f"tokens {size_field} * (seq_len + 1)", count * (length + 1)),
+                          (f"kernel entries {size_field} * d**n",
                            count * rows * d if kernel is None else 0)):
         if entries > MAX_SAMPLE_ENTRIES:
-            raise ValidationError(count_field, f"{what} = {entries:,} exceeds "
+            raise ValidationError(size_field, f"{what} = {entries:,} exceeds "
                                   f"{MAX_SAMPLE_ENTRIES:,} (about 400 MB)")
     if (alpha is None) == (kernel is None):
         raise ValidationError("alpha", "give exactly one of alpha (Dirichlet prior) and "
@@ -137,16 +155,18 @@ def sample_sequences(count: int, length: int, *, vocab_size: int, n_gram: int,
     return InductionSequences(tokens, d, n, seed, prior)
 
 
-def sample_for(data, count: int = PAPER_SEQUENCES, length: int = PAPER_LENGTH,
-               seed: int = 0, count_field: str = "count") -> InductionSequences:
+@renamed_keywords(RENAMED)
+def sample_for(data, sample_size: int = PAPER_SEQUENCES, seq_len: int = PAPER_LENGTH,
+               seed: int = 0, size_field: str = "sample_size") -> InductionSequences:
     """:func:`sample_sequences` under the prior of an :class:`odeflow.InductionData`
     (its fixed kernel for a point-mass prior, else Dirichlet(``alpha``) per sequence;
-    ``count_field`` names ``count`` in errors)."""
+    ``size_field`` names ``sample_size`` in errors)."""
     if not isinstance(data, InductionData):
         raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
     if data.prior == "point":
-        return sample_sequences(count, length, vocab_size=data.vocab_size,
+        return sample_sequences(sample_size, seq_len, vocab_size=data.vocab_size,
                                 n_gram=data.n_gram, kernel=data.kernel, seed=seed,
-                                count_field=count_field)
-    return sample_sequences(count, length, vocab_size=data.vocab_size, n_gram=data.n_gram,
-                            alpha=data.alpha, seed=seed, count_field=count_field)
+                                size_field=size_field)
+    return sample_sequences(sample_size, seq_len, vocab_size=data.vocab_size,
+                            n_gram=data.n_gram, alpha=data.alpha, seed=seed,
+                            size_field=size_field)

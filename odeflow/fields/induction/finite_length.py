@@ -8,7 +8,7 @@ stationary expectations. At the authors' ``L = 100`` that limit is off by about 
 in the loss at identical parameters (``docs/induction.md``: a chain started uniform
 is not yet stationary, and a sequence's own windows are few). This level keeps the
 finite-``L`` model exactly and replaces the expectation over sequences by the mean
-over a fixed, seeded sample of ``sequences`` sequences of length ``length`` (each
+over a fixed, seeded sample of ``sample_size`` sequences of length ``seq_len`` (each
 with its own kernel from the prior), like Level T of the Scan-and-Snap family:
 
 .. math::
@@ -21,7 +21,7 @@ with the model, its keys and both losses of
 same exact gradient, that full-batch training descends). With the training set's
 own sample (``seed`` equal to the run's) it is the flow that full-batch gradient
 descent discretises; with another seed it predicts the run, with a sampling error
-of order ``1/sqrt(sequences)`` (0.0025 in the loss at 9000 sequences).
+of order ``1/sqrt(sample_size)`` (0.0025 in the loss at 9000 sequences).
 
 Model (:class:`EmpiricalInduction`)
     Copier: head ``h`` (``1..H``) has logits ``w[h-1, j]`` on the offsets
@@ -71,12 +71,17 @@ from odeflow.data.induction.sequences import (
     InductionSequences,
     sample_for,
 )
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.induction.base import GROUPS, LOSSES, InductionField
 
 #: The front ends' names of :class:`FiniteLengthFlow`'s sample options (``odeflow run``
 #: flags and ``[run]`` keys, ``induction_flow`` sweep parameters) -> the option.
-SAMPLE_OPTIONS = {"length": "length", "sequences": "sequences", "sample_seed": "seed"}
+SAMPLE_OPTIONS = {"seq_len": "seq_len", "sample_size": "sample_size", "seed": "seed"}
+
+#: Old names of the sample options -> the new ones (``docs/api.md``, "One name per
+#: concept"); the front ends' old ``sample_seed`` is ``seed``.
+RENAMED = {"length": "seq_len", "sequences": "sample_size"}
+FRONT_END_RENAMED = {**RENAMED, "sample_seed": "seed"}
 
 #: Upper bound on ``H * d^(2H)`` (the copier tables), so that a typo cannot ask for
 #: gigabytes: 3 heads over 10 tokens is 3e6 entries.
@@ -147,7 +152,7 @@ def merge_keys(tokens: np.ndarray, vocab_size: int, heads: int,
     L = width - 1
     span = 2 * H - 1
     if L < 2 * H:
-        raise ValidationError("length", f"must be >= 2 * heads = {2 * H} so that at least one "
+        raise ValidationError("seq_len", f"must be >= 2 * heads = {2 * H} so that at least one "
                               f"key has a full window of {span} tokens, got {L}")
     window = d ** span
     parts = []
@@ -221,7 +226,7 @@ class EmpiricalInduction:
             raise ValidationError("heads", f"H * d^(2H) = {H * T * T:,} copier-table entries "
                                   f"exceeds {TABLE_LIMIT:,} (vocab_size {d}, heads {H})")
         self.keys = merge_keys(sequences.tokens, d, H)
-        self.count = sequences.count
+        self.count = sequences.sample_size
         digits = (np.arange(T)[:, None] // d ** np.arange(H)[None, :]) % d      # (T, H)
         self._onehot = (digits[:, :, None] == np.arange(d)).astype(float)     # (T, H, d)
         self._members = np.array([[h in s for h in range(1, H + 1)] for s in self.subsets])
@@ -420,10 +425,11 @@ class FiniteLengthFlow(InductionField):
         As :class:`~odeflow.fields.induction.base.InductionField`. Under ``"nll"``
         a sample in which some sequence's target is the value of none of its keys
         has an infinite loss and is refused (naming ``loss``); ``"code"`` is finite.
-    length : int, default 100
+    seq_len : int, default 100
         ``L``, tokens per sequence before the target (``>= 2H``: at least one key).
-    sequences : int, default 9000
-        ``N``, sequences in the sample.
+        Old name ``length`` (warns).
+    sample_size : int, default 9000
+        ``N``, sequences in the sample. Old name ``sequences`` (warns).
     seed : int, default 0
         Seed of the sample (:func:`odeflow.training.induction.sample_for`; the
         protocol's training set is seed 0, so pass another seed for a sample
@@ -435,24 +441,24 @@ class FiniteLengthFlow(InductionField):
     #: (``docs/benchmarks.md``).
     preferred_method = "LSODA"
 
+    @renamed_keywords(RENAMED)
     def __init__(self, data, loss: str = "nll", rates=None, start=None,
-                 length: int = PAPER_LENGTH, sequences: int = PAPER_SEQUENCES,
+                 seq_len: int = PAPER_LENGTH, sample_size: int = PAPER_SEQUENCES,
                  seed: int = 0, start_log_c=None):
         super().__init__(data, loss=loss, rates=rates, start=start, start_log_c=start_log_c)
-        length = check_count(length, "length")
-        if length < 2 * self.heads:
-            raise ValidationError("length", f"must be >= 2H = {2 * self.heads} (a key needs "
-                                  f"2H - 1 tokens before it), got {length}")
-        self.length = length
-        self.sequences = check_count(sequences, "sequences")
+        seq_len = check_count(seq_len, "seq_len")
+        if seq_len < 2 * self.heads:
+            raise ValidationError("seq_len", f"must be >= 2H = {2 * self.heads} (a key needs "
+                                  f"2H - 1 tokens before it), got {seq_len}")
+        self.seq_len = seq_len
+        self.sample_size = check_count(sample_size, "sample_size")
         self.seed = check_seed(seed)
-        # the sampler bounds the sample's size (MAX_SAMPLE_ENTRIES), naming sequences
-        sample = sample_for(data, self.sequences, self.length, seed=self.seed,
-                            count_field="sequences")
+        # the sampler bounds the sample's size (MAX_SAMPLE_ENTRIES), naming sample_size
+        sample = sample_for(data, self.sample_size, self.seq_len, seed=self.seed)
         self.model = EmpiricalInduction(sample, self.heads, self.subsets, loss=self.loss_name)
         if self.loss_name == "nll" and self.model.unseen_targets:
             raise ValidationError("loss", f"'nll' is infinite on this sample: "
-                                  f"{self.model.unseen_targets} of {self.sequences} sequences "
+                                  f"{self.model.unseen_targets} of {self.sample_size} sequences "
                                   "have a target that is the value of none of their keys; "
                                   "use loss='code' or another seed")
 
@@ -463,5 +469,5 @@ class FiniteLengthFlow(InductionField):
         return (out if value else None), grad
 
     def parameters(self) -> dict:
-        return {**super().parameters(), "length": self.length, "sequences": self.sequences,
-                "seed": self.seed}
+        return {**super().parameters(), "seq_len": self.seq_len,
+                "sample_size": self.sample_size, "seed": self.seed}

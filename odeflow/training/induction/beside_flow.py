@@ -33,7 +33,7 @@ import numpy as np
 
 from odeflow.data.checks import check_count, check_seeds
 from odeflow.data.induction import InductionData
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.induction import FiniteLengthFlow
 from odeflow.training.induction.finite_length import (
     PAPER_LENGTH,
@@ -68,7 +68,7 @@ class Comparison:
         :func:`odeflow.solve`'s population flow at ``t = runs[0].steps``.
     seeds : list of int
     loss : str
-    count, length : int
+    sample_size, seq_len : int
         Sequences per seed and their length ``L``.
     finite_l : trajectory or None
         The finite-``L`` level (``flow="finite_l"``) at the same times, on its own
@@ -76,7 +76,7 @@ class Comparison:
     finite_l_seed : int or None
     flow_loss_at_length : ndarray or None
         The population flow's parameters scored by the finite-``L`` loss the runs
-        report (``L = length``), on the finite-``L`` level's sample (independent of
+        report (``L = seq_len``), on the finite-``L`` level's sample (independent of
         every run's): the flow's prediction of the run's loss, apart from the
         ``L -> infinity`` loss it descends (``flow.loss``). None when not computed.
     """
@@ -85,8 +85,8 @@ class Comparison:
     flow: object
     seeds: list
     loss: str
-    count: int
-    length: int
+    sample_size: int
+    seq_len: int
     finite_l: object = None
     finite_l_seed: int | None = None
     flow_loss_at_length: np.ndarray | None = None
@@ -94,6 +94,16 @@ class Comparison:
     @property
     def steps(self) -> np.ndarray:
         return self.runs[0].steps
+
+    @property
+    def count(self) -> int:
+        """Old name of :attr:`sample_size`."""
+        return self.sample_size
+
+    @property
+    def length(self) -> int:
+        """Old name of :attr:`seq_len`."""
+        return self.seq_len
 
     def run_mean(self, name: str) -> np.ndarray:
         """Mean over seeds of a run accessor (``a``, ``loss``, ``subset_weights`` ...)."""
@@ -110,10 +120,12 @@ class Comparison:
                             r.subsets, r.heads, r.loss_name)
 
 
-def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCES,
-            length: int = PAPER_LENGTH, loss: str = "code", record=None,
+@renamed_keywords({"count": "sample_size", "length": "seq_len"})
+def compare(data=None, seeds=1, *, steps: int = 100, seq_len: int = PAPER_LENGTH,
+            sample_size: int = PAPER_SEQUENCES, loss: str = "code", record=None,
             progress: bool | None = None, finite_l: bool = True) -> Comparison:
-    """Joint full-batch GD (lr 1) on ``count`` sequences per seed beside the population flow.
+    """Joint full-batch GD (lr 1) on ``sample_size`` sequences per seed beside the
+    population flow.
 
     Parameters
     ----------
@@ -124,15 +136,16 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
         training set with :func:`~odeflow.training.induction.sample_for`.
     steps : int
         Gradient steps (flow time ``t = steps``).
-    count, length : int
-        Sequences per seed and ``L`` (the authors: 9000, 100).
+    seq_len, sample_size : int
+        ``L`` and the sequences per seed (the authors: 100, 9000); old names
+        ``length``, ``count`` (warn).
     loss : {"code", "nll"}
     record : sequence of int, optional
         Steps to record; by default about 60 log-spaced ones plus :data:`GOAL_TIMES`.
     progress : bool, optional
         Progress bars of the runs and of the solve.
     finite_l : bool, default True
-        Also solve the finite-``L`` level (``count`` sequences of length ``length``,
+        Also solve the finite-``L`` level (``sample_size`` sequences of length ``seq_len``,
         sample seed ``max(seeds) + 1``: none of the runs' training sets), and score the
         population flow's parameters by the finite-``L`` loss on that sample
         (:attr:`Comparison.flow_loss_at_length`).
@@ -151,7 +164,7 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
                             [t for t in GOAL_TIMES if t <= steps]).astype(np.int64)
     runs = []
     for seed in seeds:
-        sample = sample_for(data, count, length, seed=seed)
+        sample = sample_for(data, sample_size, seq_len, seed=seed)
         model = EmpiricalInduction(sample, data.heads, subsets, loss=loss)
         theta0 = initial_parameters(model, w_plus=data.w_plus, w_minus=data.w_minus,
                                     c0=data.c0, a0=data.a0)
@@ -162,13 +175,13 @@ def compare(data=None, seeds=1, steps: int = 100, *, count: int = PAPER_SEQUENCE
     level_l, level_l_seed, at_length = None, None, None
     if finite_l:
         level_l_seed = max(seeds) + 1
-        level_l = solve(data, flow="finite_l", loss=loss, length=length, sequences=count,
-                        seed=level_l_seed, t_span=(0.0, float(steps)), t_eval=t_eval,
-                        progress=progress)
-        scorer = FiniteLengthFlow(data, loss=loss, length=length, sequences=count,
+        level_l = solve(data, flow="finite_l", loss=loss, seq_len=seq_len,
+                        sample_size=sample_size, seed=level_l_seed,
+                        t_span=(0.0, float(steps)), t_eval=t_eval, progress=progress)
+        scorer = FiniteLengthFlow(data, loss=loss, seq_len=seq_len, sample_size=sample_size,
                                   seed=level_l_seed)
         at_length = np.array([scorer.loss(flow.parameters(j)) for j in range(flow.t.size)])
-    return Comparison(runs, flow, seeds, loss, count, length, level_l, level_l_seed,
+    return Comparison(runs, flow, seeds, loss, sample_size, seq_len, level_l, level_l_seed,
                       at_length)
 
 
