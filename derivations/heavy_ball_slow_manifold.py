@@ -3,8 +3,8 @@
 The heavy-ball ODE ``theta' = u``, ``u' = a F(theta) - b u`` (docs/optimisers.md; ``a = 1``,
 ``b = 1 - mu`` or the matched ``b = -ln mu``, ``a = b/(1 - mu)``) relaxes its velocity at
 the rate ``b`` onto an invariant manifold ``u = h(theta)``, the graph on which the flow is
-first order. With ``c = a/b`` and ``epsilon = a/b^2`` (the inertia, spec section 9's
-``eta/(1 - mu)^2`` with the plain rates) this module derives, with sympy:
+first order. With ``c = a/b`` and ``epsilon = a/b^2`` (the inertia in flow time,
+``eta/(1 - mu)^2`` with the plain rates, docs/optimisers.md) this module derives, with sympy:
 
 1. the invariance equation ``h'(theta) h = a F - b h`` solved order by order in
    ``epsilon`` for a generic scalar force ``F``: ``h = c [F - epsilon F' F + epsilon^2 (2
@@ -31,7 +31,7 @@ from . import Derivation, combine, is_zero, make_latex
 
 NAME = "CF8"
 TITLE = "Heavy ball: slow manifold u = h(theta) and its first-order phase"
-EQUATION = "Sec. 8 optimisers (spec section 9)"
+EQUATION = "Sec. 8 optimisers (docs/optimisers.md)"
 
 
 def _scalar_manifold(order: int = 2):

@@ -8,7 +8,7 @@ The heavy-ball ODE of :class:`~odeflow.fields.optimizers.Momentum`,
 
 relaxes its velocity at the rate ``b`` (``-ln mu`` with the matched rates) onto an
 invariant *slow manifold* ``u = h(theta)``. Written ``c = a / b`` and ``epsilon = a /
-b^2`` (the inertia of spec section 9 in flow time ``t = c s``, ``eta / (1 - mu)^2`` with
+b^2`` (the inertia of the heavy ball in flow time ``t = c s``, ``eta / (1 - mu)^2`` with
 the plain rates), the invariance equation ``dh . h = a F - b h`` solved order by order in
 ``epsilon`` (``derivations/heavy_ball_slow_manifold.py``, sympy) gives
 
