@@ -16,7 +16,14 @@ import pytest
 
 import odeflow
 from odeflow.errors import SolveError, ValidationError
-from odeflow.families import FAMILIES, family_named, family_of, find_preset, register_family
+from odeflow.families import (
+    FAMILIES,
+    family_named,
+    family_of,
+    find_preset,
+    register_family,
+    unregister_family,
+)
 from tests.linear_family import Linear2, LinearData, LinearPopulation, balanced_scalar
 
 #: A short span over which the small preset's loss falls by orders of magnitude.
@@ -25,17 +32,11 @@ T_END = 20.0
 
 @pytest.fixture(scope="module", autouse=True)
 def linear2():
-    """The family registered for this module, and removed (with its flat-API name) after.
-
-    ``odeflow.plots.FIGURES`` is a snapshot of the figures taken on first import: it is
-    taken here, before the registration, so that it does not keep this family's figure.
-    """
-    import odeflow.plots.registry  # noqa: F401
-
+    """The family registered for this module, and removed (with its flat-API name) after."""
     family = register_family(Linear2)
     yield family
-    FAMILIES.pop(family.name)
-    vars(odeflow).pop("LinearData", None)  # the flat API caches a name on first use
+    unregister_family(family.name)
+    assert "LinearData" not in vars(odeflow) and "linear2-loss" not in odeflow.plots.FIGURES
 
 
 @pytest.fixture
@@ -65,6 +66,7 @@ def test_an_entry_point_registers_the_family(monkeypatch):
                         lambda group: [point] if group == registry.ENTRY_POINT_GROUP else [])
     monkeypatch.setitem(registry._loaded, "entry_points", False)  # as in a fresh process
     monkeypatch.delitem(FAMILIES, "linear2")
+    monkeypatch.setattr(registry.base, "BY_CALL", set())   # as if never registered by a call
     assert type(registry.families()["linear2"]) is Linear2
     assert family_of(LinearData(((1.0,),))).name == "linear2"
 

@@ -2,13 +2,18 @@
 
 :data:`BUILTIN` registers odeflow's own families, one line each; a family of
 another distribution registers with :func:`register_family` or with an entry
-point in the group ``odeflow.families``. Every shared layer finds a family
-through :func:`families`, :func:`family_named` or :func:`family_of`.
+point in the group ``odeflow.families`` (a family registered by a call wins over
+an entry point of the same name, and either over a built-in one). Every shared
+layer finds a family through :func:`families`, :func:`family_named` or
+:func:`family_of`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from odeflow.errors import ValidationError
+from odeflow.families import base
 from odeflow.families.base import (
     ENTRY_POINT_GROUP,
     FAMILIES,
@@ -16,6 +21,7 @@ from odeflow.families.base import (
     as_family,
     load,
     register_family,
+    unregister_family,
 )
 
 #: odeflow's own families (targets of their declarations), in the order help texts list them.
@@ -43,7 +49,9 @@ def families(entry_points: bool = True) -> dict[str, Family]:
         from importlib.metadata import entry_points as installed
 
         for point in installed(group=ENTRY_POINT_GROUP):
-            register_family(point.load())
+            family = as_family(point.load())
+            if family.name not in base.BY_CALL:   # a family registered by a call wins
+                FAMILIES[family.name] = family
     return FAMILIES
 
 
@@ -92,5 +100,37 @@ def find_preset(name):
     raise ValidationError("preset", f"unknown preset {name!r}; choose one of {preset_names()}")
 
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "FAMILIES", "Family", "families", "family_named",
-           "family_of", "find_preset", "load", "preset_names", "register_family"]
+class Presets(Mapping):
+    """Every registered family's built-in data models: name -> factory (read-only).
+
+    ``odeflow.PRESETS["ih-paper"]()`` builds the induction family's preset as
+    ``odeflow.PRESETS["syn-small"]()`` builds a Scan and Snap one; a family
+    registered later is included.
+    """
+
+    def _table(self) -> dict:
+        return {name: family for family in families().values()
+                for name in family.preset_list()}
+
+    def __getitem__(self, name):
+        family = self._table().get(name)
+        if family is None:
+            raise KeyError(name)
+        return family.presets()[name]
+
+    def __iter__(self):
+        return iter(sorted(self._table()))
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __repr__(self) -> str:
+        return f"<odeflow presets {list(self)}>"
+
+
+#: The presets of every family (``odeflow.PRESETS``).
+PRESETS = Presets()
+
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "FAMILIES", "PRESETS", "Family", "Presets",
+           "families", "family_named", "family_of", "find_preset", "load", "preset_names",
+           "register_family", "unregister_family"]

@@ -84,6 +84,15 @@ class Family:
         Module of the family's hypothesis strategies (valid inputs), or ``""``.
     docs : str
         The family's page under ``docs/``.
+
+    Notes
+    -----
+    A flow's result (what its field's ``trajectory(t, states, stats)`` returns)
+    derives from :class:`~odeflow.results.solution.SolverOutput` and has ``t``,
+    ``stats`` and ``meta``; ``odeflow run`` also calls its ``save(path, field)``
+    and, where it has one, ``summary_table(rows)`` (the printed table).
+    Check names are upper case (``odeflow verify --only`` upper-cases what it is
+    given).
     """
 
     name: str = ""
@@ -157,6 +166,9 @@ def _loaded_modules():
 
 #: The registered families by name, in registration order.
 FAMILIES: dict[str, Family] = {}
+#: Names registered by a call of :func:`register_family` (an entry point of the same
+#: name read later does not replace them).
+BY_CALL: set[str] = set()
 
 
 def as_family(family) -> Family:
@@ -181,4 +193,21 @@ def register_family(family) -> Family:
     """
     family = as_family(family)
     FAMILIES[family.name] = family
+    BY_CALL.add(family.name)
+    return family
+
+
+def unregister_family(name: str) -> Family:
+    """Remove the family ``name`` from the registry (and the flat-API names it exported
+    from ``odeflow``'s namespace); returns it. A ValidationError names ``name`` when no
+    such family is registered."""
+    import sys
+
+    if name not in FAMILIES:
+        raise ValidationError("name", f"no family {name!r} is registered")
+    family = FAMILIES.pop(name)
+    BY_CALL.discard(name)
+    namespace = vars(sys.modules["odeflow"]) if "odeflow" in sys.modules else {}
+    for export in family.exports:
+        namespace.pop(export, None)
     return family

@@ -32,3 +32,16 @@ from odeflow.fields.stacked import StackedField
 
 __all__ = ["ClassTable", "ExactFlow", "Field", "FiniteTFlow", "ReducedFlow", "SnapFlow",
            "StackedField", "Supports", "VectorField"]
+
+
+def __getattr__(name: str):
+    # subpackages of the families' fields (``odeflow.fields.induction``, ...) on first use,
+    # so that a documented dotted path resolves after ``import odeflow`` alone
+    import importlib
+
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__name__}.{name}":
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None

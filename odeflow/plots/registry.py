@@ -8,7 +8,7 @@ figures (:mod:`odeflow.families`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from odeflow.errors import ValidationError
@@ -49,9 +49,22 @@ def family_figures() -> dict[str, FigureSpec]:
             for name, target, summary, accepts in family.figures}
 
 
-#: The figures by name, over odeflow's own families (:func:`family_figures` also sees
-#: a family registered later).
-FIGURES: dict[str, FigureSpec] = family_figures()
+class Figures(Mapping):
+    """The figures by name over every registered family, read afresh on each use (a
+    family registered later is included)."""
+
+    def __getitem__(self, name) -> FigureSpec:
+        return family_figures()[name]
+
+    def __iter__(self):
+        return iter(family_figures())
+
+    def __len__(self) -> int:
+        return len(family_figures())
+
+
+#: The figures by name (:class:`Figures`).
+FIGURES = Figures()
 
 
 def figure_arguments(name: str, **options) -> dict:

@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from odeflow.errors import ValidationError
+from odeflow.fields.base import Field
 
 
 class FieldEvent:
@@ -87,6 +88,9 @@ class _MarginEvent(FieldEvent):
         return int(where[0])
 
     def prepare(self, field):
+        if type(field).margins is Field.margins:      # a level without a decoder margin
+            raise ValidationError("events", f"{self.name}: flow {field.name!r} has no decoder "
+                                  "margin h_n (Eqn 44) to watch")
         k = self.class_position(field)
         log_m_minus_1 = math.log(_vocab_size(field) - 1)
         margin = field.margins  # raises ValidationError for a level without a margin
