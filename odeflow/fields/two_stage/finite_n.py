@@ -29,6 +29,10 @@ of the family: ``W_P`` (``d_P * d_P``) then ``W_Q`` (``d_Q * d_Q``), row-major.
 The trajectory scores each ``W`` with the family's population scorer
 (:func:`odeflow.fields.two_stage.scoring.score`), whichever level produced it.
 
+Units: features are in units of the noise's standard deviation, ``W`` and ``f`` are
+dimensionless, and ``t`` is in units of the inverse learning rate (gradient descent
+with step ``eta`` is the flow at ``t = eta k``).
+
 :func:`sample_prompts`, :func:`attention_output`, :func:`loss_and_gradient` and
 :func:`accuracy_by_kind` are the finite-``N`` model itself; real training
 (:mod:`odeflow.training.two_stage`) steps the same gradient on sampled prompts.
