@@ -250,6 +250,9 @@ def test_reproduction_writes_its_files(tmp_path):
     full = [r for r in cut if r["checkpoint"] == "late" and r["rank_kept"] == "4"][0]
     assert float(full["acc_q_only"]) == pytest.approx(
         rep.comparison.flow_all.accuracy_q_only[-1])
+    assert float(full["run_t"]) == pytest.approx(10.0)
+    assert float(full["run_acc_q_only_mean"]) == pytest.approx(
+        rep.comparison.run_mean("accuracy_q_only")[-1])
     with open(tmp_path / "out" / "stages.csv") as fh:
         stages = list(csv.DictReader(fh))
     assert [r["source"] for r in stages][:2] == ["flow", "runs"]

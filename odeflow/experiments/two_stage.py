@@ -18,7 +18,8 @@ beside the population flow to the horizon ``T = eta * steps``, and writes into
   family's closed forms give them;
 - ``rank_truncation.csv``: the flow's population accuracy per query kind with the
   top ``r`` singular values of ``W`` kept, ``r = 1 .. d_P + d_Q``, at ``t_P``
-  (``early``) and ``T`` (``late``);
+  (``early``) and ``T`` (``late``), and beside it the runs' held-out accuracy with
+  the same truncation at their nearest recorded time (:func:`truncation_rows`);
 - ``two_stage.png``: accuracy over ``log t``, the singular values of ``W_P`` and ``W_Q``,
   and the rank-truncation curves (:func:`odeflow.plots.two_stage.plot_reproduction`).
 
@@ -37,7 +38,8 @@ import numpy as np
 from odeflow.data.checks import check_count
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
-from odeflow.training.two_stage import beside_flow
+from odeflow.fields.two_stage.finite_n import KINDS
+from odeflow.training.two_stage import beside_flow, held_out_scores
 
 #: Files :func:`run` writes into its folder.
 OUTPUTS = ("two_stage.csv", "stages.csv", "rank_truncation.csv", "two_stage.png")
@@ -48,7 +50,8 @@ TABLE_COLUMNS = ("t", "flow_acc_p_only", "flow_acc_q_only", "run_acc_p_only_mean
 #: Columns of ``stages.csv`` and ``rank_truncation.csv``.
 STAGE_COLUMNS = ("source", "t_P", "t_Q", "ratio", "t_cross")
 TRUNCATION_COLUMNS = ("checkpoint", "t", "rank_kept", "fraction_kept", "acc_p_only",
-                      "acc_q_only", "acc_both")
+                      "acc_q_only", "acc_both", "run_t", "run_acc_p_only_mean",
+                      "run_acc_q_only_mean", "run_acc_both_mean")
 #: Defaults of :func:`run`: a fixed sample of prompts per seed, full-batch descent.
 SAMPLE_SIZE = 2000
 #: Flow times (log-spaced, besides the runs') for the stage times and spectra.
@@ -134,19 +137,52 @@ def stage_rows(comp) -> tuple[list[dict], dict]:
     return [{k: row[k] for k in STAGE_COLUMNS} for row in rows], at_flow
 
 
-def truncation_rows(flow, early: int) -> list[dict]:
-    """``rank_truncation.csv``'s rows at the flow's output ``early`` (``t_P``) and last (``T``)."""
+def truncation_rows(comp, early: int) -> list[dict]:
+    """``rank_truncation.csv``'s rows at the flow's output ``early`` (``t_P``) and last (``T``).
+
+    ``acc_<kind>``: the flow's population accuracy with the top ``r`` singular values of
+    ``W`` kept; ``run_acc_<kind>_mean``: the runs' held-out accuracy (finite-``N``
+    attention, mean over seeds) with the same truncation of their ``W`` at their recorded
+    time nearest the checkpoint, ``run_t``.
+    """
+    flow = comp.flow_all
     rows = []
     d = flow.W_P.shape[1] + flow.W_Q.shape[1]
     for name, i in (("early", early), ("late", flow.t.size - 1)):
         cut = flow.rank_truncation(i)
+        k = nearest_record(comp.t, float(flow.t[i]))
+        runs = run_truncation(comp, k, d)
         for j, r in enumerate(cut["rank_kept"]):
-            rows.append({"checkpoint": name, "t": float(flow.t[i]), "rank_kept": int(r),
-                         "fraction_kept": int(r) / d,
-                         "acc_p_only": float(cut["accuracy_p_only"][j]),
-                         "acc_q_only": float(cut["accuracy_q_only"][j]),
-                         "acc_both": float(cut["accuracy_both"][j])})
+            row = {"checkpoint": name, "t": float(flow.t[i]), "rank_kept": int(r),
+                   "fraction_kept": int(r) / d, "run_t": float(comp.t[k])}
+            for kind in KINDS:
+                row[f"acc_{kind}"] = float(cut[f"accuracy_{kind}"][j])
+                row[f"run_acc_{kind}_mean"] = float(runs[f"accuracy_{kind}"][j])
+            rows.append(row)
     return rows
+
+
+def nearest_record(t_run: np.ndarray, t: float) -> int:
+    """Index of the recorded time nearest ``t`` on a log scale (``t = 0``: the first)."""
+    if t <= 0:
+        return 0
+    positive = np.flatnonzero(t_run > 0)
+    return int(positive[np.argmin(np.abs(np.log(t_run[positive] / t)))])
+
+
+def run_truncation(comp, k: int, d: int) -> dict:
+    """Held-out accuracy per kind (mean over seeds) of the runs' ``W`` at record ``k`` with
+    the top ``r = 1 .. d`` singular values kept, arrays of length ``d``."""
+    from odeflow.results.two_stage import truncate_blocks
+
+    cut = [truncate_blocks(run.W_P[k], run.W_Q[k], r) for run in comp.runs
+           for r in range(1, d + 1)]
+    s = comp.settings
+    scores = held_out_scores(comp.flow_all.data, np.array([c[0] for c in cut]),
+                             np.array([c[1] for c in cut]), s["seq_len"], s["held_out"],
+                             s["held_out_seed"])
+    return {key: value.reshape(len(comp.runs), d).mean(axis=0)
+            for key, value in scores.items()}
 
 
 def csv_text(rows: list[dict], columns) -> str:
@@ -205,7 +241,7 @@ def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_f
                                records=records, held_out=held_out, flow_times=extra,
                                progress=progress)
     stages, at_flow = stage_rows(comp)
-    truncation = truncation_rows(comp.flow_all, at_flow["i_P"])
+    truncation = truncation_rows(comp, at_flow["i_P"])
     table = comp.rows()
     files = [atomic_write_text(folder / "two_stage.csv", csv_text(table, TABLE_COLUMNS), "out"),
              atomic_write_text(folder / "stages.csv", csv_text(stages, STAGE_COLUMNS), "out"),

@@ -137,7 +137,8 @@ def plot_rank_truncation(rows, axes=None, kinds=KINDS):
     ----------
     rows : list of dict
         Rows of ``rank_truncation.csv`` (``checkpoint``, ``t``, ``rank_kept``,
-        ``acc_<kind>``); one panel per checkpoint, in order of appearance.
+        ``acc_<kind>``, and the runs' ``run_acc_<kind>_mean`` where present); one panel
+        per checkpoint, in order of appearance.
     axes : sequence of Axes, optional
         One per checkpoint.
     """
@@ -150,11 +151,15 @@ def plot_rank_truncation(rows, axes=None, kinds=KINDS):
         ranks = [r["rank_kept"] for r in mine]
         for kind in kinds:
             ax.plot(ranks, [r[f"acc_{kind}"] for r in mine], color=KIND_COLOURS[kind],
-                    marker="o", markersize=4, label=KIND_LABELS[kind])
+                    marker="o", markersize=4, label=f"{KIND_LABELS[kind]}, flow")
+            if f"run_acc_{kind}_mean" in mine[0]:
+                ax.plot(ranks, [r[f"run_acc_{kind}_mean"] for r in mine],
+                        color=KIND_COLOURS[kind], linestyle="--", marker="s", markersize=6,
+                        markerfacecolor="none", label=f"{KIND_LABELS[kind]}, runs")
         ax.axhline(0.5, color="#999999", linewidth=0.8, linestyle=":")
         ax.set_xticks(ranks)
         ax.set_ylim(0.0, 1.03)
-        finish_axes(ax, "singular values of W kept", "accuracy (population)",
+        finish_axes(ax, "singular values of W kept", "accuracy",
                     f"Rank truncation, {name} (t = {mine[0]['t']:.3g})", fontsize="x-small",
                     loc="lower right")
     return fig, axes
