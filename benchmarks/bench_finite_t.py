@@ -53,7 +53,7 @@ def main() -> None:
           f"{'jac [ms]':>9s}")
     for N in args.n:
         for T in args.seq_len:
-            field = FiniteTFlow(data, 1.0, 1.0, seq_len=T, samples_per_class=N)
+            field = FiniteTFlow(data, 1.0, 1.0, seq_len=T, sample_size=N)
             rhs = per_call(lambda f=field: f.rhs(0.0, y), max(1, args.repeat * 16 // N))
             jac = per_call(lambda f=field: f.jacobian(0.0, y), max(1, args.repeat // N))
             print(f"{N:6d} {T:8d} {field.sample.size:11d} {1e6 * rhs:9.1f} "

@@ -184,7 +184,7 @@ def levers(seeds: int) -> None:
           "sides; max |final entropy - the rtol 1e-5, N 64 one|)")
 
     def ensemble(rtol, n):
-        levels = {"T": (flow, {**options, "samples_per_class": n})}
+        levels = {"T": (flow, {**options, "sample_size": n})}
         out = [paper.optimizer_flows(data, p, steps, levels, y0=y0, z0=z0, rtol=rtol,
                                      atol=rtol * 1e-2)["T"] for y0, z0 in starts]
         return (np.array([distinct_entropy(data, tr.z_active)[-1] for tr in out]),

@@ -151,7 +151,7 @@ def map_preset(name: str, args) -> dict:
         for iy, ey in enumerate(RATES):
             for iz, ez in enumerate(RATES):
                 tr = odeflow.solve(data, flow="finite_t", eta_y=ey, eta_z=ez, seq_len=T,
-                                   samples_per_class=args.samples_per_class, **common)
+                                   sample_size=args.samples_per_class, **common)
                 H_t[:, iy, iz] = distinct_entropy(data, tr.z_active[at])
                 ens = sgd_ensemble(data, ey, ez, HORIZON_STEPS, BATCH, T, seeds=args.seeds,
                                    momentum=MOMENTUM, record_every=1, progress=False)

@@ -91,7 +91,7 @@ def cases(samples: int):
     """``(label, level factory, solve options, optimiser kind)`` of each measured case."""
     data = odeflow.DataModel.preset("syn-small")
     y0, z0 = odeflow.training_start(data, 0)
-    t_opts = {"seq_len": 128, "samples_per_class": samples, "seed": 0}
+    t_opts = {"seq_len": 128, "sample_size": samples, "seed": 0}
 
     def level_e(ey, ez):
         return lambda: ExactFlow(data, ey, ez), {"flow": "exact", "eta_y": ey, "eta_z": ez}

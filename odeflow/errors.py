@@ -53,7 +53,7 @@ class RenamedWarning(DeprecationWarning):
     """
 
 
-def renamed(options: dict, renames: dict, stacklevel: int = 3) -> dict:
+def renamed(options: dict, renames: dict, stacklevel: int = 3, quiet=()) -> dict:
     """``options`` with each old name of ``renames`` replaced by its new one.
 
     Warns :class:`RenamedWarning` for every old name given. A rename ``old ->
@@ -70,6 +70,10 @@ def renamed(options: dict, renames: dict, stacklevel: int = 3) -> dict:
     stacklevel : int
         Passed to :func:`warnings.warn`: 3 points at the caller of the function
         that calls :func:`renamed`.
+    quiet : collection of str
+        Old names translated without a warning: those a module of the package
+        still passes (``docs/api.md`` lists them), so that the package's own
+        calls do not warn.
 
     Returns
     -------
@@ -98,25 +102,31 @@ def renamed(options: dict, renames: dict, stacklevel: int = 3) -> dict:
             message = (f"{old!r} is now {name!r}: "
                        f"{name}=({', '.join(o for _, o in parts)})")
             pairs.setdefault(name, [None, None])[part] = value
-        warnings.warn(RenamedWarning(message), stacklevel=stacklevel)
+        if old not in quiet:
+            warnings.warn(RenamedWarning(message), stacklevel=stacklevel)
     for name, pair in pairs.items():
         out[name] = tuple(pair)
     return out
 
 
-def renamed_keywords(renames: dict):
+def renamed_keywords(renames: dict, quiet=()):
     """Decorator: the function also takes the old keyword names of ``renames``
-    (see :func:`renamed`), warning :class:`RenamedWarning` at its caller.
+    (see :func:`renamed`), warning :class:`RenamedWarning` at its caller (except
+    for the names in ``quiet``).
 
     The decorated function keeps its signature (:func:`functools.wraps`) and
-    carries ``renames`` as its ``renamed`` attribute, so that a front end passing
-    options on to it can translate them first.
+    carries ``renames`` and ``quiet`` as its ``renamed`` and ``renamed_quiet``
+    attributes, so that a front end passing options on to it can translate them
+    first.
     """
+    quiet = frozenset(quiet)
+
     def decorate(function):
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            return function(*args, **renamed(kwargs, renames, stacklevel=3))
+            return function(*args, **renamed(kwargs, renames, stacklevel=3, quiet=quiet))
         wrapper.renamed = dict(renames)
+        wrapper.renamed_quiet = quiet
         return wrapper
     return decorate
 

@@ -336,7 +336,7 @@ def sweep_config_texts(draw) -> str | bytes:
         settings.update(batch_size=draw(st.integers(1, 4)), seq_len=draw(st.integers(2, 8)))
     if task == "finite_t":
         settings.update(seq_len=draw(st.integers(2, 8)),
-                        samples_per_class=draw(st.integers(1, 4)))
+                        sample_size=draw(st.integers(1, 4)))
     names = draw(st.lists(st.sampled_from(["eta_y", "eta_z", horizon]), min_size=1,
                           max_size=2, unique=True))
     grid = {}

@@ -36,7 +36,7 @@ def test_saved_results_carry_provenance(tmp_path, capsys):
     assert isinstance(prov["command"], list)
     # a seeded level records its seed; a reload and re-save keeps the original origin
     traj = odeflow.solve(SMALL, flow="finite_t", t_span=(0.0, 1.0), seed=7,
-                         samples_per_class=4)
+                         sample_size=4)
     back = odeflow.Trajectory.load(traj.save(tmp_path / "t.npz"))
     assert back.meta["provenance"]["seeds"] == {"seed": 7}
     again = odeflow.Trajectory.load(back.save(tmp_path / "t2.npz"))

@@ -228,8 +228,8 @@ def _count_entry_points():
         "data.checks.check_count": lambda v: check_count(v, "n"),
         "training.common.check_count": lambda v: training_check_count(v, "n"),
         "InductionData(vocab_size)": lambda v: InductionData(v, 2, 1, 1).vocab_size,
-        "sample_counts(samples_per_class)":
-            lambda v: sample_counts(small, 4, v).samples_per_class,
+        "sample_counts(sample_size)":
+            lambda v: sample_counts(small, 4, v).sample_size,
         "sample_sequences(sample_size)":
             lambda v: sample_sequences(v, 6, vocab_size=2, n_gram=2, alpha=1.0).sample_size,
     }

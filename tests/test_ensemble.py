@@ -32,7 +32,7 @@ def test_blocked_gradients_equal_the_fields_gradient(medium, start):
     for seed in range(3):
         y0, z0 = training_start(medium, seed, start)
         fields.append(FiniteTFlow(medium, 2.0, 1.0, z0=z0, y0=y0, seq_len=16,
-                                  samples_per_class=8))
+                                  sample_size=8))
     rng = np.random.default_rng(5)
     states = np.stack([f.initial_state() for f in fields])
     states += 0.5 * rng.standard_normal(states.shape)
@@ -41,7 +41,7 @@ def test_blocked_gradients_equal_the_fields_gradient(medium, start):
     assert fields[0].lumped == (start == "zero")
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * np.abs(want).max())
     # a sample where some class token is never drawn (short sequences): still equal
-    sparse_draw = FiniteTFlow(medium, 2.0, 1.0, seq_len=3, samples_per_class=2)
+    sparse_draw = FiniteTFlow(medium, 2.0, 1.0, seq_len=3, sample_size=2)
     assert sparse_draw.C < medium.active_tokens.size
     y = sparse_draw.initial_state() + 0.5 * rng.standard_normal(sparse_draw.size)
     np.testing.assert_allclose(sparse_draw.gradients(y[None])[0], sparse_draw.gradient(y),
@@ -53,7 +53,7 @@ def test_ensemble_of_momentum_flows_equals_one_solve_per_start(medium):
     steps = np.arange(0.0, 21.0)
     options = {"flow": "finite_t", "eta_y": 2.0, "eta_z": 1.0, "t_span": (0.0, 20.0),
                "t_eval": steps, "method": "RK45", "rtol": 1e-6, "atol": 1e-8,
-               "optimizer": odeflow.Momentum(0.9), "seq_len": 32, "samples_per_class": 8,
+               "optimizer": odeflow.Momentum(0.9), "seq_len": 32, "sample_size": 8,
                "progress": False}
     together = solve_ensemble(medium, starts, **options)
     assert len(together) == 3 and together[0].stats["ensemble_size"] == 3
@@ -69,7 +69,7 @@ def test_ensemble_of_momentum_flows_equals_one_solve_per_start(medium):
 def test_blocked_storage_is_the_dense_field(medium):
     y0, z0 = training_start(medium, 4)
     dense, blocked = (FiniteTFlow(medium, 2.0, 1.0, z0=z0, y0=y0, seq_len=16,
-                                  samples_per_class=8, storage=st) for st in ("dense", "blocked"))
+                                  sample_size=8, storage=st) for st in ("dense", "blocked"))
     y = dense.initial_state() + 0.3 * np.random.default_rng(2).standard_normal(dense.size)
     want = dense.rhs(0.0, y)
     np.testing.assert_allclose(blocked.rhs(0.0, y), want, rtol=0, atol=1e-12 * np.abs(want).max())

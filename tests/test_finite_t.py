@@ -26,7 +26,7 @@ def dense_counts(sample):
 # --------------------------------------------------------------------- sampler
 def test_sampler_counts_are_multinomial_draws_over_the_support():
     data = odeflow.DataModel.preset("syn-small")
-    s = sample_counts(data, seq_len=129, samples_per_class=5000, seed=3)
+    s = sample_counts(data, seq_len=129, sample_size=5000, seed=3)
     assert s.size == data.num_classes * 5000
     for cls, k in zip(data.classes, s.counts, strict=True):
         assert k.shape == (5000, cls.support.size)
@@ -53,11 +53,11 @@ def test_sampler_is_seeded_and_nested():
 
 @pytest.mark.parametrize("field_name, kwargs", [
     ("seq_len", {"seq_len": 1}), ("seq_len", {"seq_len": 2.5}),
-    ("samples_per_class", {"samples_per_class": 0}), ("seed", {"seed": -1}),
+    ("sample_size", {"sample_size": 0}), ("seed", {"seed": -1}),
     ("seq_len", {"seq_len": True})])
 def test_sampler_rejects_bad_input_naming_the_field(field_name, kwargs):
     data = odeflow.DataModel.preset("syn-small")
-    args = {"seq_len": 16, "samples_per_class": 2, "seed": 0, **kwargs}
+    args = {"seq_len": 16, "sample_size": 2, "seed": 0, **kwargs}
     with pytest.raises(odeflow.ValidationError, match=field_name):
         sample_counts(data, **args)
     with pytest.raises(odeflow.ValidationError, match=field_name):
@@ -71,7 +71,7 @@ def test_rhs_is_eta_times_gradient_of_dense_J_T(seed):
     rng = np.random.default_rng(seed)
     data = random_model(rng, M=8, K=3, n_queries=2, support=4, active=7)
     eta_y, eta_z = 0.8, 1.7
-    field = FiniteTFlow(data, eta_y, eta_z, seq_len=6, samples_per_class=3, seed=seed)
+    field = FiniteTFlow(data, eta_y, eta_z, seq_len=6, sample_size=3, seed=seed)
     y = rng.normal(size=field.size)
     Y, Z = unlump(field, y)
     counts = dense_counts(field.sample)
@@ -97,7 +97,7 @@ def test_sample_size_one_of_a_deterministic_sequence_is_level_e():
     data = odeflow.DataModel(6, [odeflow.SequenceClass(4, 0, {1: 1.0}),
                                  odeflow.SequenceClass(5, 0, {2: 1.0})])
     exact = odeflow.fields.ExactFlow(data, 1.0, 2.0)
-    finite = FiniteTFlow(data, 1.0, 2.0, seq_len=9, samples_per_class=4)
+    finite = FiniteTFlow(data, 1.0, 2.0, seq_len=9, sample_size=4)
     y = np.random.default_rng(0).normal(size=exact.size)
     assert np.allclose(finite.rhs(0, y), exact.rhs(0, y), rtol=1e-13, atol=1e-15)
 
@@ -108,7 +108,7 @@ def test_rhs_is_minus_the_sgd_batch_gradient_over_the_whole_sample():
     from odeflow.training import Batch, batch_loss_gradient
 
     data = odeflow.DataModel.preset("syn-small")
-    field = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=50, seed=0)
+    field = FiniteTFlow(data, 1.0, 1.0, seq_len=8, sample_size=50, seed=0)
     assert np.array_equal(field.columns, data.active_tokens)
     L, q = data.active_tokens.size, data.query_tokens.size
     rng = np.random.default_rng(1)
@@ -134,7 +134,7 @@ def test_rhs_is_minus_the_sgd_batch_gradient_over_the_whole_sample():
 def test_analytic_jacobian_matches_finite_differences(seed):
     rng = np.random.default_rng(seed)
     data = random_model(rng, M=10, K=3, n_queries=2, support=5, active=8)
-    field = FiniteTFlow(data, 1.1, 0.5, seq_len=12, samples_per_class=4, seed=seed)
+    field = FiniteTFlow(data, 1.1, 0.5, seq_len=12, sample_size=4, seed=seed)
     y = rng.normal(size=field.size)
     J = field.jacobian(0.0, y)
     h = 1e-6
@@ -148,13 +148,13 @@ def test_analytic_jacobian_matches_finite_differences(seed):
 def solved():
     data = odeflow.DataModel.preset("syn-small")
     return odeflow.solve(data, flow="finite_t", eta_y=1.0, eta_z=1.0, t_span=(0, 1e3),
-                         seq_len=32, samples_per_class=8, seed=1, rtol=1e-10, atol=1e-12)
+                         seq_len=32, sample_size=8, seed=1, rtol=1e-10, atol=1e-12)
 
 
 def test_trajectory_type_meta_and_monotone_objective(solved):
     assert isinstance(solved, FiniteTTrajectory)
     assert solved.meta["flow"] == "finite_t"
-    assert (solved.meta["seq_len"], solved.meta["samples_per_class"], solved.meta["seed"]) \
+    assert (solved.meta["seq_len"], solved.meta["sample_size"], solved.meta["seed"]) \
         == (32, 8, 1)
     J = solved.objective
     assert J[-1] > J[0] + 0.5
@@ -201,7 +201,7 @@ def test_level_t_tends_to_level_e_like_the_sampling_error():
     exact = odeflow.solve(data, **opts)
     gaps = {}
     for T in (10**4, 10**6):
-        traj = odeflow.solve(data, flow="finite_t", seq_len=T, samples_per_class=16, **opts)
+        traj = odeflow.solve(data, flow="finite_t", seq_len=T, sample_size=16, **opts)
         gaps[T] = np.abs(traj.z_active - exact.z_active).max()
     # sqrt(100) = 10 predicted; accept 4..25 (a seeded sample, not an average)
     assert 4 < gaps[10**4] / gaps[10**6] < 25
@@ -214,13 +214,13 @@ def test_random_start_decoder_is_kept_unlumped_on_every_column():
     trajectory claimed a lumped layout)."""
     data = odeflow.DataModel.preset("syn-medium-1")
     y0 = np.random.default_rng(3).uniform(-0.2, 0.2, (data.vocab_size, data.vocab_size))
-    traj = odeflow.solve(data, flow="finite_t", y0=y0, seq_len=4, samples_per_class=2,
+    traj = odeflow.solve(data, flow="finite_t", y0=y0, seq_len=4, sample_size=2,
                          t_span=(0.0, 5.0), progress=False)
     assert traj.decoder_layout == "full"
     from odeflow.families import family_named
 
     field_class = family_named("scan_snap").field_class("finite_t")
-    field = field_class(data, 1.0, 0.1, seq_len=4, samples_per_class=2, y0=y0)
+    field = field_class(data, 1.0, 0.1, seq_len=4, sample_size=2, y0=y0)
     unsampled = np.setdiff1d(data.active_tokens, field.columns)
     assert unsampled.size > 0  # the case the test is about
     np.testing.assert_allclose(traj.decoder_at(0), y0, atol=1e-14)
@@ -234,7 +234,7 @@ def test_per_sequence_weights_give_any_minibatch_gradient():
     from odeflow.training import Batch, batch_loss_gradient
 
     data = odeflow.DataModel.preset("syn-small")
-    field = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=50, seed=0,
+    field = FiniteTFlow(data, 1.0, 1.0, seq_len=8, sample_size=50, seed=0,
                         storage="blocked")
     assert np.array_equal(field.columns, data.active_tokens)
     K, N = len(data.classes), 50

@@ -37,16 +37,16 @@ def test_distinct_entropy_is_the_entropy_of_the_distinct_attention(data):
 
 
 def test_sample_size_error_shrinks_with_n(data):
-    small = sample_size_error(data, 1.0, 1.0, 300, seq_len=32, samples_per_class=4)
-    large = sample_size_error(data, 1.0, 1.0, 300, seq_len=32, samples_per_class=256)
-    assert large.samples_per_class == 256 and large.seq_len == 32
+    small = sample_size_error(data, 1.0, 1.0, 300, seq_len=32, sample_size=4)
+    large = sample_size_error(data, 1.0, 1.0, 300, seq_len=32, sample_size=256)
+    assert large.sample_size == 256 and large.seq_len == 32
     assert 0 < large.max_difference < small.max_difference / 2
     assert large.relative == pytest.approx(large.max_difference / large.z_range)
 
 
 def test_distance_to_exact_shrinks_with_t(data):
     rows = distance_to_exact(data, 1.0, 1.0, 300, seq_lens=(100, 10**5),
-                             samples_per_class=16)
+                             sample_size=16)
     assert [r["seq_len"] for r in rows] == [100, 10**5]
     assert rows[1]["z_gap"] < rows[0]["z_gap"] / 5
     assert rows[1]["scaled_gap"] == pytest.approx(rows[1]["z_gap"] * np.sqrt(10**5 * 16))

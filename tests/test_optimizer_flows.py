@@ -430,7 +430,7 @@ def test_offset_reads_the_ode_half_a_step_later(data):
 
 def test_optimizer_trajectory_round_trip(data, tmp_path):
     y0, z0 = training_start(data, 2)
-    hb = odeflow.solve(data, flow="finite_t", samples_per_class=4, y0=y0, z0=z0,
+    hb = odeflow.solve(data, flow="finite_t", sample_size=4, y0=y0, z0=z0,
                        optimizer=Momentum(0.9), t_span=(0, 5), progress=False)
     adam = odeflow.solve(data, flow="exact", optimizer=Adam(), t_span=(0, 5), progress=False)
     for traj, name in ((hb, "hb.npz"), (adam, "adam.npz")):
@@ -462,7 +462,7 @@ def test_training_start_is_the_draw_of_the_training_seed(data):
     np.testing.assert_array_equal(run.initial_logits(0), z0)
     bound = 1.0 / math.sqrt(data.vocab_size)
     assert np.abs(y0).max() <= bound and np.abs(z0).max() <= bound
-    field = FiniteTFlow(data, 1.0, 1.0, z0=z0, y0=y0, samples_per_class=2)
+    field = FiniteTFlow(data, 1.0, 1.0, z0=z0, y0=y0, sample_size=2)
     assert not field.lumped  # the random start breaks the symmetry of the rows
     zero_y, zero_z = training_start(data, 3, init="zero")
     assert not zero_y.any() and not zero_z.any()
@@ -489,7 +489,7 @@ def test_default_heavy_ball_reading_is_nearer_the_discrete_heavy_ball():
 
     data = odeflow.DataModel.preset("syn-medium-3")
     y0, z0 = odeflow.training_start(data, 0)
-    opts = {"seq_len": 128, "samples_per_class": 16, "seed": 0, "z0": z0, "y0": y0}
+    opts = {"seq_len": 128, "sample_size": 16, "seed": 0, "z0": z0, "y0": y0}
     steps = 30
     twin = odeflow.optimizer_steps(FiniteTFlow(data, 2.0, 1.0, **opts), Momentum(0.9), steps,
                                    progress=False)

@@ -28,7 +28,7 @@ COMMANDS = {
     "compare-table": ["compare", "--table", "--steps", "10", "--seeds", "1", "--seq-lens", "8",
                       "--batch-sizes", "4", "--no-progress"],
     "compare-levels": ["compare-levels", "--t-end", "20", "--ratios", "0.1,1", "--seq-len",
-                       "16", "--samples-per-class", "4", "--sgd-seeds", "2",
+                       "16", "--sample-size", "4", "--sgd-seeds", "2",
                        "--batch-size", "8"],
     "reproduce-fig4": ["reproduce", "fig4", "--seeds", "1", "--steps", "6", "--out",
                        "{tmp}/r", "--no-progress"],

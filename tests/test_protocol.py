@@ -296,7 +296,7 @@ def test_fig4_small_budget_falls_and_levels_share_the_axis():
     # Level T runs at the protocol's sequence length with the documented sample size
     meta = exp.levels["T"].meta
     assert meta["seq_len"] == paper.FIG4.seq_len == 128
-    assert meta["samples_per_class"] == paper.LEVEL_T_SAMPLES
+    assert meta["sample_size"] == paper.LEVEL_T_SAMPLES
     loss = exp.run.loss.mean(axis=0)
     assert loss[-1] < 0.1 * loss[0]
 

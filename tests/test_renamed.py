@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import odeflow
@@ -38,3 +39,33 @@ def test_renamed_keywords_keeps_signature_and_warns_at_caller():
     assert record[0].filename == __file__
     assert f.renamed == {"length": "seq_len"}
     assert f() == 1
+
+
+def test_level_t_sample_size_is_sequences_per_class():
+    """Level T's ``sample_size`` is its sequences per class (old ``samples_per_class``)."""
+    from odeflow.data import sample_counts
+    from odeflow.fields.finite_t import FiniteTFlow
+
+    data = odeflow.DataModel.preset("syn-small")
+    new = FiniteTFlow(data, 1.0, 1.0, seq_len=8, sample_size=3, seed=2)
+    assert new.sample.sample_size == 3 and new.sample.size == 3 * data.num_classes
+    old = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=3, seed=2)
+    assert old.parameters() == new.parameters()
+    traj = odeflow.solve(data, flow="finite_t", seq_len=8, samples_per_class=3, seed=2,
+                         t_span=(0.0, 1.0), progress=False)
+    assert traj.meta["sample_size"] == 3
+    with pytest.warns(RenamedWarning):
+        assert sample_counts(data, 8, samples_per_class=3).samples_per_class == 3
+
+
+def test_a_level_t_file_written_with_the_old_meta_key_loads(tmp_path):
+    data = odeflow.DataModel.preset("syn-small")
+    traj = odeflow.solve(data, flow="finite_t", seq_len=8, sample_size=3, seed=2,
+                         t_span=(0.0, 1.0), progress=False)
+    del traj.meta["sample_size"]          # as written before the rename
+    from odeflow.results import FiniteTTrajectory
+
+    back = FiniteTTrajectory.load(traj.save(tmp_path / "old.npz"))
+    assert back.sample.sample_size == 3
+    assert np.array_equal(back.attention(data.next_tokens[0]),
+                          traj.attention(data.next_tokens[0]))

@@ -100,11 +100,11 @@ def test_runs_with_momentum_share_the_step_axis():
 
 def test_level_t_is_a_seeded_flow_task():
     ds = odeflow.sweep("finite_t", {"seq_len": [4, 16]}, seeds=[0, 1], backend="serial",
-                       settings={"t_end": 20.0, "samples_per_class": 4})
+                       settings={"t_end": 20.0, "sample_size": 4})
     assert (ds.error.values.astype(str) == "").all()
     direct = odeflow.solve(odeflow.DataModel.preset("syn-small"), flow="finite_t",
                            t_span=(0, 20.0), t_eval=ds.time.values, seq_len=16,
-                           samples_per_class=4, seed=1, progress=False)
+                           sample_size=4, seed=1, progress=False)
     np.testing.assert_array_equal(ds.J.sel(seq_len=16, seed=1).values, direct.objective)
     assert not np.array_equal(ds.J.sel(seed=0).values, ds.J.sel(seed=1).values)
 

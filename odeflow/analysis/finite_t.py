@@ -26,7 +26,7 @@ import numpy as np
 
 from odeflow.analysis.measures import distinct_entropy
 from odeflow.data import validate_positive
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.solver import default_t_eval, solve
 from odeflow.training import sgd_ensemble
 from odeflow.training.common import warmup_time
@@ -61,15 +61,15 @@ class SampleSizeError:
         ``max |z_N - z_2N|`` over query tokens in use and active tokens.
     z_range : float
         ``max - min`` of ``z_2N - z_2N(0)``.
-    seq_len, samples_per_class : int
-        ``T`` and ``N`` (the second solve uses ``2 N``).
+    seq_len, sample_size : int
+        ``T`` and ``N``, sequences per class (the second solve uses ``2 N``).
     """
 
     t: np.ndarray
     z_difference: np.ndarray
     z_range: float
     seq_len: int
-    samples_per_class: int
+    sample_size: int
 
     @property
     def max_difference(self) -> float:
@@ -81,8 +81,9 @@ class SampleSizeError:
         return self.max_difference / self.z_range if self.z_range > 0 else float("inf")
 
 
+@renamed_keywords({"samples_per_class": "sample_size"})
 def sample_size_error(data, eta_y: float, eta_z: float, t_end: float, seq_len: int,
-                      samples_per_class: int, seed: int = 0, t_eval=None, rtol: float = 1e-8,
+                      sample_size: int, seed: int = 0, t_eval=None, rtol: float = 1e-8,
                       atol: float = 1e-10, z0=None) -> SampleSizeError:
     """Level T's error in ``N``: solve at ``N`` and ``2 N`` and compare.
 
@@ -93,24 +94,26 @@ def sample_size_error(data, eta_y: float, eta_z: float, t_end: float, seq_len: i
     t_end = validate_positive(t_end, "t_end")
     t_eval = default_t_eval(0.0, t_end) if t_eval is None else t_eval
     opts = _flow_options(eta_y, eta_z, t_eval, rtol, atol, z0)
-    one = solve(data, flow="finite_t", seq_len=seq_len, samples_per_class=samples_per_class,
+    one = solve(data, flow="finite_t", seq_len=seq_len, sample_size=sample_size,
                 seed=seed, **opts)
     two = solve(data, flow="finite_t", seq_len=seq_len,
-                samples_per_class=2 * one.meta["samples_per_class"], seed=seed, **opts)
+                sample_size=2 * one.meta["sample_size"], seed=seed, **opts)
     return SampleSizeError(one.t, _max_gap(one.z_active, two.z_active),
                            float(np.ptp(two.z_active - two.z_active[0])),
-                           int(one.meta["seq_len"]), int(one.meta["samples_per_class"]))
+                           int(one.meta["seq_len"]), int(one.meta["sample_size"]))
 
 
+@renamed_keywords({"samples_per_class": "sample_size"})
 def distance_to_exact(data, eta_y: float, eta_z: float, t_end: float, seq_lens,
-                      samples_per_class: int, seed: int = 0, t_eval=None, rtol: float = 1e-10,
+                      sample_size: int, seed: int = 0, t_eval=None, rtol: float = 1e-10,
                       atol: float = 1e-12, z0=None) -> list[dict]:
     """Level T against Level E as ``T`` grows.
 
     Returns
     -------
     list of dict
-        One row per ``T``: ``seq_len``, ``samples_per_class``, ``z_gap``
+        One row per ``T``: ``seq_len``, ``samples_per_class`` (``N``, sequences per
+        class: the tables' column name), ``z_gap``
         (``max_t max |z_T - z_E|``), ``z_gap_relative`` (over the range of
         Level E's logit displacement), ``scaled_gap`` (``z_gap * sqrt(T N)``,
         about constant when the sampling error dominates) and ``nfev``.
@@ -122,9 +125,9 @@ def distance_to_exact(data, eta_y: float, eta_z: float, t_end: float, seq_lens,
     z_range = float(np.ptp(exact.z_active - exact.z_active[0]))
     rows = []
     for T in seq_lens:
-        traj = solve(data, flow="finite_t", seq_len=T, samples_per_class=samples_per_class,
+        traj = solve(data, flow="finite_t", seq_len=T, sample_size=sample_size,
                      seed=seed, **opts)
-        T, N = int(traj.meta["seq_len"]), int(traj.meta["samples_per_class"])
+        T, N = int(traj.meta["seq_len"]), int(traj.meta["sample_size"])
         gap = float(np.max(_max_gap(traj.z_active, exact.z_active)))
         rows.append({"seq_len": T, "samples_per_class": N, "z_gap": gap,
                      "z_gap_relative": gap / z_range if z_range > 0 else float("inf"),
@@ -213,7 +216,7 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
     opts = _flow_options(eta_y, eta_z, t, rtol, atol, None)
     flows = {}
     for name in levels:
-        extra = ({"seq_len": seq_len, "samples_per_class": samples_per_class,
+        extra = ({"seq_len": seq_len, "sample_size": samples_per_class,
                   "seed": sample_seed} if name == "finite_t" else {})
         flows[name] = solve(data, flow=name, **opts, **extra)
     members = np.stack([tr.z_active for tr in ens.trajectories])   # (S, n, q, L)

@@ -44,7 +44,7 @@ LEVEL_T_SAMPLES = 64
 #: Levels put beside the runs: name -> (flow, extra solve options). Level T
 #: takes ``seq_len`` from the protocol (:func:`level_predictions`).
 LEVELS = {"E": ("exact", {}), "R": ("reduced", {}),
-          "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0})}
+          "T": ("finite_t", {"sample_size": LEVEL_T_SAMPLES, "seed": 0})}
 #: Levels that carry a decoder and so start from a run's ``Y(0)`` too.
 DECODER_LEVELS = ("exact", "finite_t")
 
@@ -53,7 +53,7 @@ DECODER_LEVELS = ("exact", "finite_t")
 #: :data:`LEVELS`, its right-hand side per class block (``storage="blocked"``: the
 #: fastest from a random start, ``docs/benchmarks.md``).
 OPTFLOWS = {"E": ("exact", {}),
-            "T": ("finite_t", {"samples_per_class": LEVEL_T_SAMPLES, "seed": 0,
+            "T": ("finite_t", {"sample_size": LEVEL_T_SAMPLES, "seed": 0,
                                "storage": "blocked"})}
 #: Tolerances and method of the optimiser-flow solves (per state; explicit: the flows
 #: are not stiff in step time at the paper's rates, and a dense Jacobian of an

@@ -4,9 +4,10 @@ ensemble, as a table."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
-from odeflow.cli.common import add_data_arguments, resolve
+from odeflow.cli.common import add_data_arguments, renamed_flags, resolve
 from odeflow.cli.tables import add_wide_argument, width_of, wrap
 from odeflow.errors import ValidationError
 
@@ -34,10 +35,12 @@ def register(sub) -> None:
                         "e.g. 0.01,0.1,1")
     p.add_argument("--seq-len", type=int, metavar="T",
                    help="also solve Level T, the finite-T flow, at this sequence length")
-    p.add_argument("--samples-per-class", type=int, metavar="N",
+    p.add_argument("--sample-size", type=int, metavar="N",
                    help="with --seq-len: sampled sequences per class (64)")
-    p.add_argument("--sample-seed", type=int, metavar="S",
+    p.add_argument("--seed", type=int, metavar="S",
                    help="with --seq-len: seed of the sample (0)")
+    for old in FLAG_RENAMED:   # the old flags, taken with a warning (not in --help)
+        p.add_argument(f"--{old.replace('_', '-')}", type=int, help=argparse.SUPPRESS)
     p.add_argument("--sgd-seeds", type=int, metavar="S",
                    help="with --seq-len: also run S >= 1 seeds of SGD for the steps whose "
                         "warm-up flow time is t_end and give each level's logit gap to their "
@@ -54,8 +57,11 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+#: Old flags of ``compare-levels`` -> the new ones (``docs/api.md``, "One name per concept").
+FLAG_RENAMED = {"samples_per_class": "sample_size", "sample_seed": "seed"}
+
 #: Flags that need another: flag -> (the flag it needs, its default without it).
-DEPENDENT = {"samples_per_class": ("seq_len", 64), "sample_seed": ("seq_len", 0),
+DEPENDENT = {"sample_size": ("seq_len", 64), "seed": ("seq_len", 0),
              "sgd_seeds": ("seq_len", None), "batch_size": ("sgd_seeds", 128),
              "momentum": ("sgd_seeds", 0.9)}
 
@@ -75,6 +81,7 @@ def run(args) -> int:
     from odeflow.analysis.levels import compare_levels_over_ratios, format_table
     from odeflow.data import validate_positive
 
+    renamed_flags(args, FLAG_RENAMED)
     data, options, label = resolve(args)
     eta_y = validate_positive(options["eta_y"], "eta_y")
     if args.ratios is None:
@@ -88,8 +95,8 @@ def run(args) -> int:
     results = compare_levels_over_ratios(data, eta_y, ratios, options["t_end"],
                                          rtol=args.rtol, atol=args.atol,
                                          keep_trajectories=False, seq_len=args.seq_len,
-                                         samples_per_class=args.samples_per_class,
-                                         sample_seed=args.sample_seed,
+                                         samples_per_class=args.sample_size,
+                                         sample_seed=args.seed,
                                          sgd_seeds=args.sgd_seeds or 0, batch_size=args.batch_size,
                                          momentum=args.momentum)
     if args.json:

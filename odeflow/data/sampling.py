@@ -14,13 +14,14 @@ the same whatever ``N``, the other classes and their order of drawing
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from odeflow.data.checks import check_count
 from odeflow.data.model import DataModel
-from odeflow.errors import ValidationError
+from odeflow.errors import RenamedWarning, ValidationError, renamed_keywords
 
 #: Largest sequence length, sample size or seed taken (the counts are int64).
 MAX_COUNT = 2**62 - 1
@@ -35,8 +36,8 @@ class CountSample:
     data : DataModel
     seq_len : int
         ``T``: each sequence has ``T - 1`` contextual tokens.
-    samples_per_class : int
-        ``N``.
+    sample_size : int
+        ``N``, sequences per class (:attr:`samples_per_class` is its old name).
     seed : int
     counts : tuple of ndarray
         ``counts[k]`` has shape ``(N, |support of class k|)``: the contextual
@@ -46,30 +47,36 @@ class CountSample:
 
     data: DataModel = field(repr=False)
     seq_len: int
-    samples_per_class: int
+    sample_size: int
     seed: int
     counts: tuple = field(repr=False)
 
     @property
+    def samples_per_class(self) -> int:
+        """Old name of :attr:`sample_size` (warns :class:`~odeflow.errors.RenamedWarning`)."""
+        warnings.warn(RenamedWarning("'samples_per_class' is now 'sample_size'"), stacklevel=2)
+        return self.sample_size
+
+    @property
     def size(self) -> int:
         """``K N``, the number of sampled sequences."""
-        return self.data.num_classes * self.samples_per_class
+        return self.data.num_classes * self.sample_size
 
     @property
     def class_index(self) -> np.ndarray:
         """Class (position in ``data.classes``) of each sequence, shape ``(K N,)``; class-major."""
-        return np.repeat(np.arange(self.data.num_classes), self.samples_per_class)
+        return np.repeat(np.arange(self.data.num_classes), self.sample_size)
 
     @property
     def weights(self) -> np.ndarray:
         """Weight ``pi_n / N`` of each sequence, shape ``(K N,)``; they sum to one."""
-        return np.asarray(self.data.weights)[self.class_index] / self.samples_per_class
+        return np.asarray(self.data.weights)[self.class_index] / self.sample_size
 
     def active_counts(self) -> np.ndarray:
         """Counts over ``data.active_tokens``, shape ``(K N, L)`` (zero off the support)."""
         data = self.data
         out = np.zeros((self.size, data.active_tokens.size), dtype=np.int64)
-        N = self.samples_per_class
+        N = self.sample_size
         for k, cls in enumerate(data.classes):
             cols = np.searchsorted(data.active_tokens, cls.support)
             out[k * N:(k + 1) * N, cols] = self.counts[k]
@@ -84,7 +91,8 @@ class CountSample:
             return np.log(self.active_counts()) - np.log(self.seq_len - 1)
 
 
-def sample_counts(data: DataModel, seq_len: int, samples_per_class: int,
+@renamed_keywords({"samples_per_class": "sample_size"})
+def sample_counts(data: DataModel, seq_len: int, sample_size: int,
                   seed: int = 0) -> CountSample:
     """Draw ``N`` sequences of length ``T`` per class as count vectors (Level T).
 
@@ -94,8 +102,8 @@ def sample_counts(data: DataModel, seq_len: int, samples_per_class: int,
     seq_len : int
         ``T >= 2``; the counts of the ``T - 1`` contextual tokens follow
         ``Multinomial(T - 1, c_{.|n})`` over the class's support.
-    samples_per_class : int
-        ``N >= 1``.
+    sample_size : int
+        ``N >= 1`` sequences per class (old name ``samples_per_class``, warns).
     seed : int, default 0
         Non-negative; class ``k`` draws from the ``k``-th child of
         ``numpy.random.SeedSequence(seed)``.
@@ -107,7 +115,7 @@ def sample_counts(data: DataModel, seq_len: int, samples_per_class: int,
     if not isinstance(data, DataModel):
         raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
     T = check_count(seq_len, "seq_len", 2, maximum=MAX_COUNT)
-    N = check_count(samples_per_class, "samples_per_class", 1, maximum=MAX_COUNT)
+    N = check_count(sample_size, "sample_size", 1, maximum=MAX_COUNT)
     seed = check_count(seed, "seed", 0, maximum=MAX_COUNT)
     children = np.random.SeedSequence(seed).spawn(data.num_classes)
     counts = []

@@ -33,7 +33,7 @@ import numpy as np
 from scipy import sparse
 
 from odeflow.data import CountSample, DataModel, sample_counts
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.classes import ClassTable
 from odeflow.fields.exact import ExactFlow
 
@@ -49,7 +49,7 @@ def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
     ``pi_k / N``, and support the tokens with ``k_l > 0`` with
     log-probabilities ``log(k_l / (T - 1))``.
     """
-    N, T = sample.samples_per_class, sample.seq_len
+    N, T = sample.sample_size, sample.seq_len
     next_token, query_token, supports, log_probs = [], [], [], []
     for cls, counts in zip(data.classes, sample.counts, strict=True):
         for row in counts:
@@ -108,7 +108,7 @@ class ClassBlocks:
 def class_blocks(field) -> ClassBlocks:
     """The :class:`ClassBlocks` of a Level T field (its sample, columns and logits)."""
     data, sample, table = field.data, field.sample, field.table
-    N, T = sample.samples_per_class, sample.seq_len
+    N, T = sample.sample_size, sample.seq_len
     K = data.num_classes
     s = max(cls.support.size for cls in data.classes)
     log_probs = np.full((K, N, s), -np.inf)
@@ -152,8 +152,8 @@ class FiniteTFlow(ExactFlow):
         Initial logits, as for Level E.
     seq_len : int, default 128
         ``T`` (the paper's experiments use 128): ``T - 1`` contextual tokens.
-    samples_per_class : int, default 64
-        ``N`` sequences per class.
+    sample_size : int, default 64
+        ``N``, sequences per class (old name ``samples_per_class``, warns).
     seed : int, default 0
         Seed of the sample (:func:`odeflow.data.sample_counts`).
     y0 : array_like of shape (M, M), optional
@@ -181,14 +181,16 @@ class FiniteTFlow(ExactFlow):
 
     name = "finite_t"
 
-    def __init__(self, data, eta_y, eta_z, z0=None, seq_len=128, samples_per_class=64, seed=0,
+    @renamed_keywords({"samples_per_class": "sample_size"},
+                      quiet=("samples_per_class",))   # odeflow.analysis.levels passes it
+    def __init__(self, data, eta_y, eta_z, z0=None, seq_len=128, sample_size=64, seed=0,
                  y0=None, storage="auto"):
         if not isinstance(data, DataModel):
             super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
         if storage not in ("auto", "dense", "sparse", "blocked"):
             raise ValidationError("storage", "must be 'auto', 'dense', 'sparse' or 'blocked', "
                                   f"got {storage!r:.80}")
-        sample = sample_counts(data, seq_len, samples_per_class, seed)
+        sample = sample_counts(data, seq_len, sample_size, seed)
         self.blocked = storage == "blocked"
         super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample),
                          storage="auto" if self.blocked else storage)
@@ -295,7 +297,7 @@ class FiniteTFlow(ExactFlow):
 
     def _check_weights(self, weights, states: int) -> np.ndarray:
         """``weights`` as a float array (Q, K, N) that pairs with ``states`` rows."""
-        K, N = len(self.data.classes), self.sample.samples_per_class
+        K, N = len(self.data.classes), self.sample.sample_size
         arr = np.asarray(weights, dtype=float)
         if arr.ndim != 3 or arr.shape[1:] != (K, N):
             raise ValidationError("weights", f"must have shape (Q, {K}, {N}) (rows, classes, "
@@ -308,8 +310,10 @@ class FiniteTFlow(ExactFlow):
         return arr
 
     def parameters(self) -> dict:
-        return {**super().parameters(), "seq_len": self.sample.seq_len,
-                "samples_per_class": self.sample.samples_per_class, "seed": self.sample.seed}
+        # samples_per_class: the old name, kept one release for readers of the meta
+        N = self.sample.sample_size
+        return {**super().parameters(), "seq_len": self.sample.seq_len, "sample_size": N,
+                "samples_per_class": N, "seed": self.sample.seed}
 
     def trajectory(self, t, states, stats):
         from odeflow.results import FiniteTTrajectory

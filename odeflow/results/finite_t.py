@@ -10,7 +10,7 @@ applies; the ones that depend on the sequences read the seeded sample:
 - :meth:`FiniteTTrajectory.population_attention`: the attention ``c_n`` that
   the paper measures (Fig. 6), a function of the logits alone.
 
-The sample is regenerated from ``meta`` (``seq_len``, ``samples_per_class``,
+The sample is regenerated from ``meta`` (``seq_len``, ``sample_size``,
 ``seed``), so a saved trajectory read back with :meth:`FiniteTTrajectory.load`
 has the same accessors.
 """
@@ -60,14 +60,19 @@ class FiniteTTrajectory(Trajectory):
     """A :class:`Trajectory` of ``flow="finite_t"`` (Level T, ``docs/fidelity.md``).
 
     Same parameters as :class:`Trajectory`; ``meta`` must hold ``seq_len``,
-    ``samples_per_class`` and ``seed``, from which :attr:`sample` is redrawn.
+    ``sample_size`` (files written before it: ``samples_per_class``) and ``seed``,
+    from which :attr:`sample` is redrawn.
     """
 
     @cached_property
     def sample(self) -> CountSample:
         """The seeded sample of sequences the flow was solved on."""
+        meta = dict(self.meta)
+        meta.setdefault("sample_size", meta.get("samples_per_class"))
+        if meta["sample_size"] is None:
+            del meta["sample_size"]
         try:
-            T, N, seed = (self.meta[k] for k in ("seq_len", "samples_per_class", "seed"))
+            T, N, seed = (meta[k] for k in ("seq_len", "sample_size", "seed"))
         except KeyError as exc:
             raise ValidationError("meta", f"a Level T trajectory needs {exc.args[0]!r}") from None
         return sample_counts(self.data, T, N, seed)
@@ -76,7 +81,7 @@ class FiniteTTrajectory(Trajectory):
         """``f(x)`` and ``f^(x)`` of the class's sequences, shape (n, N, L) each."""
         data = self.data
         i = data.class_index(next_token)
-        N = self.sample.samples_per_class
+        N = self.sample.sample_size
         log_c = self.sample.active_log_probs()[i * N:(i + 1) * N]
         z = self.z_active[:, data.class_query_index[i], :]
         return normalised_features(log_c, z[:, None, :])

@@ -133,7 +133,9 @@ def _new_names(data, flow, options: dict) -> dict:
     warning :class:`~odeflow.errors.RenamedWarning` at the caller of the entry point."""
     family = family_of(data)
     field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT else flow)
-    return renamed(options, getattr(field_class.__init__, "renamed", {}), stacklevel=4)
+    init = field_class.__init__
+    return renamed(options, getattr(init, "renamed", {}), stacklevel=4,
+                   quiet=getattr(init, "renamed_quiet", ()))
 
 
 def _build_field(data, flow, scan_snap: tuple, flow_options: dict, optimizer, t_span, t_eval,

@@ -2,7 +2,7 @@
 
 Each flow of :class:`~odeflow.families.scan_snap.ScanSnap` is a task of the same
 name (``exact``, ``reduced``, ``snap``, ``finite_t`` with its sample's
-``seq_len``, ``samples_per_class`` and ``seed``), over the learning rates
+``seq_len``, ``sample_size`` (sequences per class) and ``seed``), over the learning rates
 ``eta_y``, ``eta_z``; the training runs are ``gradient_ascent`` (Lemma 5),
 ``sgd`` and ``adam`` (Sec. 8). The family's declaration names
 :data:`TASK_KINDS` as its ``sweep_tasks``.
@@ -48,15 +48,17 @@ def solve_flow(data, values: dict, times: np.ndarray, flow: str, options: tuple 
                  rtol=values["rtol"], atol=values["atol"], progress=False, **options)
 
 
-def flow_task(flow: str, *extra: Parameter, seeded: bool = False) -> TaskKind:
+def flow_task(flow: str, *extra: Parameter, seeded: bool = False,
+              renamed: dict | None = None) -> TaskKind:
     """The task kind that solves ``flow`` (a Scan and Snap flow, :mod:`odeflow.families.scan_snap`).
 
     ``extra`` are the flow's own options (passed to its vector field);
-    ``seeded`` flows also take ``seed`` (the sweep's ``seed`` dimension).
+    ``seeded`` flows also take ``seed`` (the sweep's ``seed`` dimension);
+    ``renamed``: old parameter names -> new (:class:`~odeflow.sweeps.tasks.TaskKind`).
     """
     options = tuple(p.name for p in extra) + (("seed",) if seeded else ())
     return TaskKind(flow, "flow", partial(solve_flow, flow=flow, options=options),
-                    FLOW_PARAMETERS + extra, stochastic=seeded)
+                    FLOW_PARAMETERS + extra, stochastic=seeded, renamed=dict(renamed or {}))
 
 
 def run_gradient_ascent(data, values: dict, times: np.ndarray):
@@ -126,7 +128,8 @@ def record_every(times: np.ndarray) -> int:
 #: The Scan and Snap task kinds (the family's ``sweep_tasks``).
 TASK_KINDS = (flow_task("exact"), flow_task("reduced"), flow_task("snap"),
               flow_task("finite_t", Parameter("seq_len", 128, "count"),
-                        Parameter("samples_per_class", 64, "count"), seeded=True),
+                        Parameter("sample_size", 64, "count"), seeded=True,
+                        renamed={"samples_per_class": "sample_size"}),
               TaskKind("gradient_ascent", "run", run_gradient_ascent, RUN_PARAMETERS),
               TaskKind("sgd", "run", run_sgd, RUN_PARAMETERS + SGD_PARAMETERS,
                        stochastic=True),

@@ -47,7 +47,7 @@ f = level_t_field(data, p)
 zr = ZReader(f)
 n = f.size
 D = f.rate_vector
-K, N = data.num_classes, f.sample.samples_per_class
+K, N = data.num_classes, f.sample.sample_size
 w = np.repeat((np.asarray(data.weights) / N)[:, None], N, axis=1)        # (K, N)
 rng = np.random.default_rng(seed)
 grad = f.gradients

@@ -24,12 +24,12 @@ R = int(sys.argv[3]) if len(sys.argv) > 3 else 40
 seed = int(sys.argv[4]) if len(sys.argv) > 4 else 11
 data, p = cell(name)
 B = int(sys.argv[5]) if len(sys.argv) > 5 else p.batch_size
-over = {"samples_per_class": int(os.environ["LEVEL_T_N"])} if "LEVEL_T_N" in os.environ else {}
+over = {"sample_size": int(os.environ["LEVEL_T_N"])} if "LEVEL_T_N" in os.environ else {}
 block = os.environ.get("NOISE_BLOCK", "")
 f = level_t_field(data, p, **over)
 zr = ZReader(f)
 n, D = f.size, f.rate_vector
-K, N = data.num_classes, f.sample.samples_per_class
+K, N = data.num_classes, f.sample.sample_size
 w = np.repeat((np.asarray(data.weights) / N)[:, None], N, axis=1)
 rng = np.random.default_rng(seed)
 CH = 16 if n > 20000 else 64
@@ -63,5 +63,5 @@ out = {"cell": name, "noise": noise, "noise_block": block or "all", "level_t": o
        "per_step": {"H_mean": Hs.mean(1).tolist(), "H_sd": Hs.std(1).tolist()}}
 out["jensen_gap"] = out["H_mean"] - out["H_at_mean_z"]
 json.dump(out, open(f"{OUT}/nl_{name}_{noise}_R{R}_B{B}" + (f"_only{block}" if block else "")
-                + (f"_N{over['samples_per_class']}" if over else "") + ".json", "w"), indent=1)
+                + (f"_N{over['sample_size']}" if over else "") + ".json", "w"), indent=1)
 print(json.dumps({k: v for k, v in out.items() if k != "per_step"}, indent=1))

@@ -12,7 +12,7 @@ from odeflow.training.protocol import UnlumpedLayout, decoder_row_order, initial
 name = sys.argv[1]
 data, p = cell(name)
 f = level_t_field(data, p)
-B, K, N = p.batch_size, data.num_classes, f.sample.samples_per_class
+B, K, N = p.batch_size, data.num_classes, f.sample.sample_size
 lay = UnlumpedLayout(data)
 Yf, Zf = initial_state(data, "uniform", np.random.default_rng(START_SEED))
 Y = Yf[decoder_row_order(data)][:, data.active_tokens][None]

@@ -63,7 +63,7 @@ t_hb = time.perf_counter() - t0
 H_hb = distinct_entropy(data, twin.z_active[keep])
 # Level T sample error: another sample seed, and 4x the samples
 variants = {}
-for label, over in {"T_seed1": {"seed": 1}, "T_N256": {"samples_per_class": 256}}.items():
+for label, over in {"T_seed1": {"seed": 1}, "T_N256": {"sample_size": 256}}.items():
     f = level_t_field(data, p, **over)
     tr = optimizer_steps(f, optimizer_of(p), p.steps, record_every=p.steps, progress=False)
     variants[label] = float(distinct_entropy(data, tr.z_active[-1]))

@@ -37,7 +37,7 @@ def setup(name, seed):
 
     data, p = cell(name)
     f = level_t_field(data, p)
-    n, K, N = f.size, data.num_classes, f.sample.samples_per_class
+    n, K, N = f.size, data.num_classes, f.sample.sample_size
     pi = np.asarray(data.weights)
     w = np.repeat((pi / N)[:, None], N, axis=1)
     return (data, p, p.batch_size, f, ZReader(f), n, f.rate_vector, K, N, pi, w,
