@@ -44,17 +44,12 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
           progress: bool | None = None):
     """Run ``task`` at every point of ``grid`` (times ``seeds``) and label the outputs.
 
-    Each point is one solve (``task`` a flow of Scan and Snap: ``exact``,
-    ``reduced``, ``snap``, ``finite_t``; or ``induction_flow``, a flow of the
-    induction-head family) or one training run (``gradient_ascent``, ``sgd``,
-    ``adam``); see :func:`odeflow.sweeps.tasks.tasks`. Its named outputs become
-    data variables whose dims are the grid parameters (in the order given),
-    ``seed``, and the outputs' own dims: for Scan and Snap final logits, the
-    distinct-token attention entropy of the paper's Fig. 6, ``J`` of Eqn 2,
-    ``B_n`` of Eqn 98, ``t_0`` of CF2 (dims ``time``, ``class``, ``token``;
-    :mod:`odeflow.sweeps.outputs`), for ``induction_flow`` ``a(t)``, the loss,
-    ``p_S(t)`` and ``w(t)`` (:mod:`odeflow.sweeps.induction`); for every task the
-    solver stats ``nfev``, ``njev``, ``nlu``, ``status``, ``wall_time``.
+    Each point is one solve or training run of ``task`` (:func:`odeflow.sweeps.tasks.tasks`).
+    Its named outputs become data variables whose dims are the grid parameters
+    (in the order given), ``seed`` and the outputs' own (:mod:`odeflow.sweeps.outputs`:
+    final logits, Fig. 6 entropy, ``J`` of Eqn 2, ``B_n`` of Eqn 98, ``t_0`` of CF2;
+    :mod:`odeflow.sweeps.induction`: ``a(t)``, loss, ``p_S(t)``, ``w(t)``), beside
+    the solver stats ``nfev``, ``njev``, ``nlu``, ``status``, ``wall_time``.
 
     Parameters
     ----------
@@ -64,75 +59,91 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
         Swept parameters: ``eta_y``, ``eta_z``, ``t_end`` (flows) or ``steps``
         (runs), any other parameter of the task, ``preset``, ``task``.
     seeds : list of int, optional
-        Seeds of a stochastic task (``finite_t``, ``sgd``, ``adam``): a ``seed``
-        dimension.
+        Seeds of a stochastic task (``finite_t``, ``sgd``, ``adam``): a ``seed`` dim.
     settings : dict, optional
         Fixed values of parameters that are not swept.
     data : DataModel or str, optional
         The data model or a preset name (default ``syn-small``).
-    backend : {"processes", "serial", "dask"}
-        ``"processes"``: every local core (``workers`` to change);
-        ``"dask"``: a ``dask.distributed`` ``client`` or ``scheduler`` address.
+    backend, workers, client, scheduler, batch
+        Where points run (:class:`~odeflow.sweeps.backends.PointRunner`):
+        ``"processes"`` (``workers`` local processes, default every core),
+        ``"serial"`` or ``"dask"`` (a ``dask.distributed`` ``client`` or
+        ``scheduler`` address); ``batch`` points a task (default 1 on processes,
+        :func:`~odeflow.sweeps.backends.auto_batch` on dask; a given one wins).
     store : str or Path, optional
         Where points are written as they finish (zarr; a ``.nc`` name or
-        ``format="netcdf"`` writes netCDF once complete, and needs h5netcdf and
-        h5py, checked before any point runs). ``None``: memory only.
-    resume : bool
-        Continue the sweep in ``store``: points already stored are not run
-        again. The store must have been made for the same task, grid, seeds,
-        settings and data. Without ``resume`` an existing ``store`` is refused.
-        A store written before an output existed (``njev``, ``nlu``,
-        ``wall_time``) is given that output (unknown for its stored points).
-    retry_failed : bool
-        On resume, also run again the points stored with an error.
-    format : {"zarr", "netcdf"}, optional
-        Default: from the store's suffix (``.nc`` is netCDF).
-    workers : int, optional
-        Worker processes of ``"processes"`` (default: every local core).
-    batch : int, optional
-        Points per task of ``"processes"`` and ``"dask"``. Larger batches cut
-        the backend's per-task cost on short points; a batch's points are
-        stored together when the batch returns. Default: 1 on ``"processes"``;
-        automatic on ``"dask"``, about 4 tasks per worker thread and at most 25
-        points per task (:func:`odeflow.sweeps.backends.auto_batch`). A given
-        ``batch`` always wins.
+        ``format="netcdf"``: netCDF once complete, needs h5netcdf and h5py,
+        checked first). ``None``: memory only. ``format`` defaults from the suffix.
+    resume, retry_failed : bool
+        Continue the sweep in ``store`` (made for the same task, grid, seeds,
+        settings and data) without running its stored points again (``retry_failed``:
+        but those stored with an error); outputs added since are unknown for its
+        points. Without ``resume`` a store that exists is refused.
     progress : bool, optional
-        A progress bar over points; by default when stderr is a terminal.
+        A progress bar over points (default: when stderr is a terminal).
 
     Returns
     -------
     xarray.Dataset
-        ``attrs`` also hold ``points``, ``already_done``, ``computed_now``,
-        ``failed``, ``batch`` (points per task) and ``wall_time`` of this call,
-        and, resuming a store, ``journal_skipped``: ``[records, bytes]`` of its
-        journal's damaged records, skipped (their points are computed again).
+        ``attrs`` also hold ``points``, ``already_done``, ``computed_now``, ``failed``,
+        ``batch``, ``wall_time`` of this call, and, resuming, ``journal_skipped``:
+        ``[records, bytes]`` of damaged journal records (their points run again).
 
     Raises
     ------
     ValidationError
-        Naming the field: unknown parameters, empty lists, non-numeric values,
-        a store that exists (without ``resume``), belongs to another sweep or is
-        being written by another sweep, a damaged store
-        (:func:`~odeflow.sweeps.reading.read_store`),
-        netCDF output without h5netcdf (``format``). Nothing is overwritten.
-        Before any set-up: more than :data:`~odeflow.sweeps.spec.MAX_STEPS` steps a
-        point, too many tokens a step, a grid too large for this machine's memory
-        (:func:`~odeflow.sweeps.spec.check_size`).
+        Naming the field, before any point runs: unknown parameters, empty lists,
+        non-numeric values, a store that exists (without ``resume``), is another
+        sweep's or is being written, a damaged store, netCDF without h5netcdf; a
+        grid over the limits of :func:`~odeflow.sweeps.spec.check_size`.
     SweepStopped
-        The backend or the store failed (a worker died, a dask worker killed with
-        no retries left, the scheduler gone, the store cannot be written, memory
-        exhausted): the points stored so far stay; ``resume=True`` runs the rest.
+        The backend or the store failed (a worker died, the scheduler gone, the store
+        unwritable, memory exhausted): stored points stay; ``resume=True`` runs the rest.
     """
     start = time.perf_counter()
     requires_xarray()
     spec = make_spec(task, grid, seeds, settings, data)  # refuses what cannot run here
+    _announce(spec, progress)
+    batch = None if batch is None else check_count(batch, "batch")
+    runner = PointRunner(backend, workers=workers, client=client, scheduler=scheduler)
+    path, fmt, target, done = _prepare_store(store, format, spec, resume)
+    if done is not None:
+        return done
+    with runner:  # workers start before the store is opened (see PointRunner)
+        ds, already, pending, batch = _run(spec, runner, path, progress, retry_failed, batch,
+                                           resume)
+    if fmt == "netcdf":
+        write_netcdf(ds, target)
+        remove_partial(target)
+    return _label(ds, spec.size, already, pending, batch, time.perf_counter() - start)
+
+
+def _label(ds, points: int, already: int, pending: int, batch: int, wall_time: float):
+    """``ds`` with the counts of this call in its ``attrs`` (see :func:`sweep`'s Returns)."""
+    failed = int(np.count_nonzero(ds["error"].values.astype(str) != ""))
+    ds.attrs.update({"points": points, "already_done": already, "computed_now": pending,
+                     "failed": failed, "batch": batch, "wall_time": wall_time})
+    return ds
+
+
+def _announce(spec, progress) -> None:
+    """Say on stderr that a sweep of :data:`ANNOUNCE_POINTS` points or more is being set up."""
     if spec.size >= ANNOUNCE_POINTS and progress is not False:
         print(f"odeflow sweep: {spec.size:,} points, about "
               f"{memory_estimate(spec) / 2**20:,.0f} MiB of outputs in memory; setting up "
               "the store and the points before the first one runs", file=sys.stderr,
               flush=True)
-    batch = None if batch is None else check_count(batch, "batch")
-    runner = PointRunner(backend, workers=workers, client=client, scheduler=scheduler)
+
+
+def _prepare_store(store, format, spec, resume):  # noqa: A002
+    """``(path, fmt, target, done)`` of a sweep's store, checked before any point runs.
+
+    ``path`` is where points are written (the partial folder of a netCDF
+    ``target``; None for memory only), ``fmt`` ``"zarr"``, ``"netcdf"`` or None;
+    ``done`` the finished netCDF store when resuming one (nothing left to run),
+    else None. Raises ValidationError (field ``store``) for a store that exists
+    without ``resume``.
+    """
     path, fmt = _store_path(store, format)
     if path is not None:
         check_store_target(path, fmt)  # before any folder is made or any point runs
@@ -145,22 +156,12 @@ def sweep(task="exact", grid=None, *, seeds=None, settings=None, data=None,
                                       "(--resume) to read it or choose another path")
             done = open_store(path)
             check_spec_attrs(done.attrs, spec, path)
-            return done
+            return path, fmt, target, done
         path = partial_path(path)
     if path is not None and path.exists() and not resume:
         raise ValidationError("store", f"{str(path)!r} exists; pass resume=True "
                               "(--resume) to continue it or choose another path")
-    with runner:  # workers start before the store is opened (see PointRunner)
-        ds, already, pending, batch = _run(spec, runner, path, progress, retry_failed, batch,
-                                           resume)
-    if fmt == "netcdf":
-        write_netcdf(ds, target)
-        remove_partial(target)
-    failed = int(np.count_nonzero(ds["error"].values.astype(str) != ""))
-    ds.attrs.update({"points": spec.size, "already_done": already,
-                     "computed_now": pending, "failed": failed, "batch": batch,
-                     "wall_time": time.perf_counter() - start})
-    return ds
+    return path, fmt, target, None
 
 
 def _run(spec, runner, path, progress, retry_failed, batch, resume=False):
