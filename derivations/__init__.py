@@ -21,11 +21,18 @@ module                    result                                      paper
 ``equation``              (warm-up map, lag, modified equation)
 ``cf_ih1_replicator``     induction heads, stage-1 replicator         CF-IH1, stage 1
 ``cf_ih2_classifier``     induction heads, stage-3 mixture and a(t)   CF-IH2, stage 3
+``cf_ts1_inner_``         two-stage model, E[y ReLU(x^T v)]           CF-TS1
+``expectation``           (label symmetry, skew-normal, Owen's T)
+``cf_ts2_early_growth``   two-stage model, early growth, stage times  CF-TS2, stages 1-2
 ========================  ==========================================  ==================
 
-The last two belong to the induction-head family (Chen, Sheen, Wang and Yang,
-"Unveiling Induction Heads", 2024; docs/induction.md): their numeric twins live
-in :mod:`odeflow.analysis.induction.closed_forms`.
+CF-IH1 and CF-IH2 belong to the induction-head family (Chen, Sheen, Wang and
+Yang, "Unveiling Induction Heads", 2024; docs/induction.md): their numeric twins
+live in :mod:`odeflow.analysis.induction.closed_forms`. CF-TS1 and CF-TS2 belong
+to the two-stage family, odeflow's own model built from the abstract of Gong et
+al. 2025 (arXiv 2502.20681; docs/two_stage): their numeric twins live in
+:mod:`odeflow.fields.two_stage.expectations` and
+:mod:`odeflow.analysis.two_stage.closed_forms`.
 
 Each module exposes ``derive()`` returning a :class:`Derivation`; ``odeflow
 derive`` (installed with the package) or ``python -m derivations`` runs every
@@ -69,6 +76,8 @@ MODULES: tuple[str, ...] = (
     "heavy_ball_modified_equation",
     "cf_ih1_replicator",
     "cf_ih2_classifier",
+    "cf_ts1_inner_expectation",
+    "cf_ts2_early_growth",
 )
 
 
