@@ -19,6 +19,8 @@ module                    result                                      paper
 ``cf6_snap``              common-token logit and ``B(t)``             Thm 4, Eqn 13-14
 ``heavy_ball_modified_``  CF7: heavy-ball/Adam ODEs vs recursions     Sec. 8 optimisers
 ``equation``              (warm-up map, lag, modified equation)
+``heavy_ball_slow_``      CF8: heavy ball's slow manifold u = h(th)   Sec. 8 optimisers
+``manifold``              (first-order phase, its next term)
 ``cf_ih1_replicator``     induction heads, stage-1 replicator         CF-IH1, stage 1
 ``cf_ih2_classifier``     induction heads, stage-3 mixture and a(t)   CF-IH2, stage 3
 ``cf_ts1_inner_``         two-stage model, E[y ReLU(x^T v)]           CF-TS1
@@ -74,6 +76,7 @@ MODULES: tuple[str, ...] = (
     "cf5_dominant_bounds",
     "cf6_snap",
     "heavy_ball_modified_equation",
+    "heavy_ball_slow_manifold",
     "cf_ih1_replicator",
     "cf_ih2_classifier",
     "cf_ts1_inner_expectation",
