@@ -105,60 +105,84 @@ def plot_scan_snap(data: DataModel | None = None, eta_ys=(0.1, 0.3, 1.0, 3.0),
         raise ValidationError("flow", f"must be 'reduced' or 'snap', got {flow!r}")
     data = single_common_token_model() if data is None else data
     params = snap_parameters(data)
-    M, pi, a, zc0 = params["vocab_size"], params["pi"], params["a"], params["zc0"]
-    n = int(data.next_tokens[0])
     t_end = validate_positive(t_end, "t_end")
     rates = {"eta_y": [validate_positive(x, "eta_ys") for x in eta_ys],
              "eta_z": [validate_positive(x, "eta_zs") for x in eta_zs]}
     fixed_eta_z = validate_positive(fixed_eta_z, "fixed_eta_z")
     fixed_eta_y = validate_positive(fixed_eta_y, "fixed_eta_y")
+    M, pi = params["vocab_size"], params["pi"]
     t0_min = min(float(transition_time(M, ey, pi)) for ey in [*rates["eta_y"], fixed_eta_y])
-    t_start = min(1e-2 * t0_min, 1e-3 * t_end)
-    grid = log_times(t_start, t_end, points)
+    grid = log_times(min(1e-2 * t0_min, 1e-3 * t_end), t_end, points)
+    setting = {**params, "data": data, "flow": flow, "n": int(data.next_tokens[0]),
+               "t_end": t_end, "grid": grid}
     fig, (ax_y, ax_z, ax_r) = panel_axes(axes, 3, (4.6, 4.4))
+    ratios = _rate_panel(ax_y, ax_r, [(ey, fixed_eta_z) for ey in rates["eta_y"]], "eta_y",
+                         "o", rf"$\eta_Z = {fixed_eta_z:g}$ fixed: vary $\eta_Y$ (Fig. 3)",
+                         setting)
+    ratios += _rate_panel(ax_z, ax_r, [(fixed_eta_y, ez) for ez in rates["eta_z"]], "eta_z",
+                          "s", rf"$\eta_Y = {fixed_eta_y:g}$ fixed: vary $\eta_Z$", setting)
+    _ratio_panel(ax_r, ratios, setting)
+    source = "Level R (Theorem 1)" if flow == "reduced" else "Sec. 6 system"
+    fig.suptitle(rf"Scan and snap: $B_n(t)$ from {source} (solid) and CF6 (dashed); "
+                 rf"$M = {M}$, $a = {params['a']:.3g}$", fontsize="medium")
+    return fig
 
-    panels = ((ax_y, [(ey, fixed_eta_z) for ey in rates["eta_y"]], "eta_y", "o",
-               rf"$\eta_Z = {fixed_eta_z:g}$ fixed: vary $\eta_Y$ (Fig. 3)"),
-              (ax_z, [(fixed_eta_y, ez) for ez in rates["eta_z"]], "eta_z", "s",
-               rf"$\eta_Y = {fixed_eta_y:g}$ fixed: vary $\eta_Z$"))
-    ratios, at_t0 = [], []
-    for ax, pairs, varied, marker, title in panels:
-        for i, (ey, ez) in enumerate(pairs):
-            colour = series_colour(i)
-            t0 = float(transition_time(M, ey, pi))
-            t_eval = np.concatenate([[0.0], np.union1d(grid, [t0] if t0 < t_end else [])])
-            if flow == "reduced":
-                numeric = solve(data, flow="reduced", eta_y=ey, eta_z=ez, t_span=(0.0, t_end),
-                                t_eval=t_eval, progress=False).B(n)
-            else:
-                numeric = solve_snap(data, eta_y=ey, eta_z=ez, t_span=(0.0, t_end),
-                                     t_eval=t_eval, progress=False).B
-            closed = snap_B(t_eval[1:], M, ey, ez, pi, a, zc0)
-            value = ey if varied == "eta_y" else ez
-            symbol = r"\eta_Y" if varied == "eta_y" else r"\eta_Z"
-            ax.plot(t_eval[1:], numeric[1:], color=colour, linewidth=2.2, alpha=0.85,
-                    label=rf"${symbol} = {value:g}$")
-            ax.plot(t_eval[1:], closed, color="black", linestyle=(0, (3, 2)), linewidth=0.9)
-            if t0 < t_end:
-                b0 = float(numeric[np.searchsorted(t_eval, t0)])
-                ax.plot([t0], [b0], marker=marker, color=colour, markeredgecolor="black",
-                        markersize=6, linestyle="none")
-                ax_r.plot([ez / ey], [b0], marker=marker, color=colour,
-                          markeredgecolor="black", markersize=7, linestyle="none")
-                ratios.append(ez / ey)
-                at_t0.append(b0)
-        ax.plot([], [], color="black", linestyle=(0, (3, 2)), linewidth=0.9,
-                label="CF6 (Eqns 14, 129)")
-        ax.plot([], [], marker=marker, color="white", markeredgecolor="black",
-                linestyle="none", label=r"$B_n(t_0)$")
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.text(0.03, 0.97, "scanning ($t < t_0$):\n" r"$B_n \propto t^2$", ha="left",
-                va="top", transform=ax.transAxes, fontsize="small")
-        ax.text(0.97, 0.55, "snapping ($t > t_0$):\n" r"$B_n \sim \ln \ln t$", ha="right",
-                va="center", transform=ax.transAxes, fontsize="small")
-        finish_axes(ax, "time $t$", rf"$B_n(t)$, class $n = {n}$", title, loc="lower right")
 
+def _numeric_B(setting: dict, eta_y: float, eta_z: float, t_eval: np.ndarray) -> np.ndarray:
+    """``B_n`` at ``t_eval``: Level R's recorded series (Eqn 98) or the Sec. 6 system's."""
+    span = (0.0, setting["t_end"])
+    if setting["flow"] == "reduced":
+        return solve(setting["data"], flow="reduced", eta_y=eta_y, eta_z=eta_z, t_span=span,
+                     t_eval=t_eval, progress=False).B(setting["n"])
+    return solve_snap(setting["data"], eta_y=eta_y, eta_z=eta_z, t_span=span, t_eval=t_eval,
+                      progress=False).B
+
+
+def _rate_panel(ax, ax_r, pairs, varied: str, marker: str, title: str,
+                setting: dict) -> list[float]:
+    """One panel of ``B_n(t)`` (numerics solid, CF6 dashed) over the ``(eta_y, eta_z)`` pairs.
+
+    Marks ``B_n(t_0)`` on each curve and on the ratio panel ``ax_r``; returns the
+    ratios ``eta_z / eta_y`` marked there.
+    """
+    M, pi, a, zc0, t_end = (setting[k] for k in ("vocab_size", "pi", "a", "zc0", "t_end"))
+    ratios = []
+    for i, (ey, ez) in enumerate(pairs):
+        colour = series_colour(i)
+        t0 = float(transition_time(M, ey, pi))
+        t_eval = np.concatenate([[0.0], np.union1d(setting["grid"], [t0] if t0 < t_end else [])])
+        numeric = _numeric_B(setting, ey, ez, t_eval)
+        value = ey if varied == "eta_y" else ez
+        symbol = r"\eta_Y" if varied == "eta_y" else r"\eta_Z"
+        ax.plot(t_eval[1:], numeric[1:], color=colour, linewidth=2.2, alpha=0.85,
+                label=rf"${symbol} = {value:g}$")
+        ax.plot(t_eval[1:], snap_B(t_eval[1:], M, ey, ez, pi, a, zc0), color="black",
+                linestyle=(0, (3, 2)), linewidth=0.9)
+        if t0 < t_end:
+            b0 = float(numeric[np.searchsorted(t_eval, t0)])
+            ax.plot([t0], [b0], marker=marker, color=colour, markeredgecolor="black",
+                    markersize=6, linestyle="none")
+            ax_r.plot([ez / ey], [b0], marker=marker, color=colour, markeredgecolor="black",
+                      markersize=7, linestyle="none")
+            ratios.append(ez / ey)
+    ax.plot([], [], color="black", linestyle=(0, (3, 2)), linewidth=0.9,
+            label="CF6 (Eqns 14, 129)")
+    ax.plot([], [], marker=marker, color="white", markeredgecolor="black",
+            linestyle="none", label=r"$B_n(t_0)$")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.text(0.03, 0.97, "scanning ($t < t_0$):\n" r"$B_n \propto t^2$", ha="left",
+            va="top", transform=ax.transAxes, fontsize="small")
+    ax.text(0.97, 0.55, "snapping ($t > t_0$):\n" r"$B_n \sim \ln \ln t$", ha="right",
+            va="center", transform=ax.transAxes, fontsize="small")
+    finish_axes(ax, "time $t$", rf"$B_n(t)$, class $n = {setting['n']}$", title,
+                loc="lower right")
+    return ratios
+
+
+def _ratio_panel(ax_r, ratios: list[float], setting: dict) -> None:
+    """``B_n(t_0)`` against ``eta_Z / eta_Y`` beside CF6 at ``t_0`` (paper Fig. 9)."""
+    M, pi, a, zc0 = (setting[k] for k in ("vocab_size", "pi", "a", "zc0"))
     if ratios:
         r = np.geomspace(min(ratios) / 2, max(ratios) * 2, 100)
         t0_unit = float(transition_time(M, 1.0, pi))
@@ -173,11 +197,7 @@ def plot_scan_snap(data: DataModel | None = None, eta_ys=(0.1, 0.3, 1.0, 3.0),
         ax_r.set_xscale("log")
         ax_r.set_yscale("log")
     else:  # nothing to place on log axes: say why instead of failing to draw
-        ax_r.text(0.5, 0.5, f"no curve reaches its $t_0$ before $t = {t_end:g}$",
+        ax_r.text(0.5, 0.5, f"no curve reaches its $t_0$ before $t = {setting['t_end']:g}$",
                   ha="center", va="center", transform=ax_r.transAxes, fontsize="small")
-    finish_axes(ax_r, r"$\eta_Z / \eta_Y$", rf"$B_n(t_0)$, class $n = {n}$",
+    finish_axes(ax_r, r"$\eta_Z / \eta_Y$", rf"$B_n(t_0)$, class $n = {setting['n']}$",
                 r"$B_n(t_0)$ depends on $\eta_Z/\eta_Y$ only (Fig. 9)", loc="upper left")
-    source = "Level R (Theorem 1)" if flow == "reduced" else "Sec. 6 system"
-    fig.suptitle(rf"Scan and snap: $B_n(t)$ from {source} (solid) and CF6 (dashed); "
-                 rf"$M = {M}$, $a = {a:.3g}$", fontsize="medium")
-    return fig
