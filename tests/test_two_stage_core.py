@@ -276,6 +276,8 @@ def test_trajectory_series_and_rank_truncation(tmp_path):
     # at T the largest singular value is W_Q's: keeping one leaves P-only queries at chance
     assert traj.largest_block()[-1] == "Q" and traj.largest_block()[1] == "P"
     assert full["accuracy_p_only"][0] <= 0.5 + 1e-9
+    table = traj.summary_table(4).splitlines()
+    assert "acc Q only" in table[0] and len(table) == 5
     path = tmp_path / "ts.npz"
     traj.save(path)
     back = TwoStageTrajectory.load(path, scorer=scoring.score)

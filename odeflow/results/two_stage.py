@@ -142,6 +142,30 @@ class TwoStageTrajectory(SolverOutput):
                 out[k][j] = scores[k]
         return out
 
+    def table_rows(self, rows: int = 8) -> tuple[list[str], list[list]]:
+        """``(header, rows)`` at about ``rows`` log-spaced times (``t = 0`` first): ``t``,
+        the loss, the accuracy on each query type and each block's top singular value."""
+        t = self.t
+        if rows <= 1 or t.size <= 1:
+            idx = np.arange(min(max(int(rows), 0), t.size))
+        else:
+            targets = np.geomspace(max(t[1], 1e-12), t[-1], min(int(rows), t.size) - 1)
+            idx = np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
+        header = ["t", "loss", "acc P only", "acc Q only", "acc both", "top s_P", "top s_Q"]
+        body = [[float(t[i]), float(self.loss[i]), float(self.accuracy_p_only[i]),
+                 float(self.accuracy_q_only[i]), float(self.accuracy_both[i]),
+                 float(self.singular_values_p[i, 0]), float(self.singular_values_q[i, 0])]
+                for i in idx]
+        return header, body
+
+    def summary_table(self, rows: int = 8) -> str:
+        """:meth:`table_rows` as aligned text (what ``odeflow run`` prints)."""
+        header, body = self.table_rows(rows)
+        lines = ["  ".join(f"{h:>10s}" for h in header)]
+        lines += ["  ".join([f"{row[0]:10.4g}"] + [f"{v:10.6f}" for v in row[1:]])
+                  for row in body]
+        return "\n".join(lines)
+
     def __repr__(self) -> str:
         return (f"TwoStageTrajectory(flow={self.flow!r}, n={self.t.size}, t=[{self.t[0]:g}, "
                 f"{self.t[-1]:g}], acc P/Q/both = {self.accuracy_p_only[-1]:.4f}/"
