@@ -222,8 +222,12 @@ def test_measured_stages_reads_the_losses():
     lp = np.array([1.0, 0.5, 0.05, 0.0, 0.02, 0.03])
     lq = np.array([0.7, 0.8, 0.75, 0.71, 0.69, 0.5])
     out = measured_stages(t, lp, lq, sv_p=[1, 2, 3, 3, 3, 3], sv_q=[0, 1, 2, 3, 4, 5])
-    assert (out["t_P"], out["t_Q"], out["ratio"], out["t_cross"]) == (2.0, 4.0, 2.0, 4.0)
-    assert np.isnan(measured_stages(t, lp, lq + np.arange(6))["t_Q"])
+    t_p = 1.0 + 0.4 / 0.45  # 90% of the drop (to 0.1) between t = 1 and 2
+    t_q = 3.0 + 0.01 / 0.02  # below 0.7 between t = 3 and 4
+    assert out["t_P"] == pytest.approx(t_p) and out["t_Q"] == pytest.approx(t_q)
+    assert out["ratio"] == pytest.approx(t_q / t_p)
+    assert (out["i_P"], out["t_cross"]) == (2, 4.0)
+    assert measured_stages(t, lp, lq + np.arange(6))["t_Q"] == np.inf
     with pytest.raises(ValidationError, match="t"):
         measured_stages(t[1:], lp[1:], lq[1:])
 
@@ -255,7 +259,7 @@ def test_reproduction_writes_its_files(tmp_path):
         rep.comparison.run_mean("accuracy_q_only")[-1])
     with open(tmp_path / "out" / "stages.csv") as fh:
         stages = list(csv.DictReader(fh))
-    assert [r["source"] for r in stages][:2] == ["flow", "runs"]
+    assert [r["source"] for r in stages] == ["flow", "runs", "derived"]
     assert 0 < float(stages[0]["t_P"]) < float(stages[0]["t_Q"])
     assert (tmp_path / "out" / "two_stage.png").stat().st_size > 10_000
 

@@ -56,8 +56,6 @@ TRUNCATION_COLUMNS = ("checkpoint", "t", "rank_kept", "fraction_kept", "acc_p_on
 SAMPLE_SIZE = 2000
 #: Flow times (log-spaced, besides the runs') for the stage times and spectra.
 FLOW_POINTS = 200
-#: Fraction of the P-only loss's drop that ends the elementary stage (``t_P``).
-P_DROP = 0.9
 
 
 @dataclass(frozen=True)
@@ -86,23 +84,26 @@ class Reproduction:
 def measured_stages(t, loss_p_only, loss_q_only, sv_p=None, sv_q=None) -> dict:
     """The two stages read from the loss per query kind over ``[0, T]`` (``T = t[-1]``).
 
-    ``t_P``: the first time the P-only loss has made :data:`P_DROP` (90%) of its
-    largest drop ``L_P(0) - min L_P``; ``t_Q``: the first time after ``t_P`` at which
-    the Q-only loss is below its value at ``t = 0`` (NaN if never); ``ratio = t_Q / t_P``;
-    ``t_cross`` (with the top singular values ``sv_p``, ``sv_q``): the first time the
-    largest singular value of ``W`` is ``W_Q``'s (NaN if never). ``t`` must start at 0.
+    ``t_P``, ``t_Q``: :func:`odeflow.analysis.two_stage.closed_forms.measured_stage_times`
+    (the first time the P-only loss has made 90% of its largest drop ``L_P(0) - min L_P``;
+    the first time after ``t_P`` at which the Q-only loss is below its value at ``t = 0``,
+    inf if never; linear interpolation between recorded times); ``ratio = t_Q / t_P``;
+    ``i_P``, the first recorded time at or after ``t_P``; ``t_cross`` (with the top
+    singular values ``sv_p``, ``sv_q``): the first recorded time at which the largest
+    singular value of ``W`` is ``W_Q``'s (NaN if never). ``t`` must start at 0.
     """
+    from types import SimpleNamespace
+
+    from odeflow.analysis.two_stage.closed_forms import measured_stage_times
+
     t = np.asarray(t, dtype=float)
-    lp, lq = np.asarray(loss_p_only, dtype=float), np.asarray(loss_q_only, dtype=float)
     if t.size < 2 or t[0] != 0.0:
         raise ValidationError("t", "needs at least two times, the first t = 0")
-    drop = lp[0] - np.min(lp)
-    i_p = int(np.argmax(lp <= lp[0] - P_DROP * drop)) if drop > 0 else 0
-    later = np.nonzero((np.arange(t.size) > i_p) & (lq < lq[0]))[0]
-    t_q = float(t[later[0]]) if later.size else float("nan")
-    t_p = float(t[i_p])
+    series = SimpleNamespace(t=t, loss_p_only=np.asarray(loss_p_only, dtype=float),
+                             loss_q_only=np.asarray(loss_q_only, dtype=float))
+    t_p, t_q = measured_stage_times(series)
     out = {"t_P": t_p, "t_Q": t_q, "ratio": t_q / t_p if t_p > 0 else float("nan"),
-           "i_P": i_p, "t_cross": float("nan")}
+           "i_P": min(int(np.searchsorted(t, t_p)), t.size - 1), "t_cross": float("nan")}
     if sv_p is not None and sv_q is not None:
         crossed = np.nonzero(np.asarray(sv_q) > np.asarray(sv_p))[0]
         out["t_cross"] = float(t[crossed[0]]) if crossed.size else float("nan")
@@ -110,14 +111,17 @@ def measured_stages(t, loss_p_only, loss_q_only, sv_p=None, sv_q=None) -> dict:
 
 
 def predicted_stages(data) -> dict | None:
-    """``t_P``, ``t_Q`` derived by the family's closed forms, or None where there are none."""
+    """``t_P``, ``t_Q`` derived by the family's closed forms
+    (:func:`odeflow.analysis.two_stage.closed_forms.stage_times`), or None where they do
+    not apply (the squared loss, the cluster Q)."""
+    from odeflow.analysis.two_stage.closed_forms import stage_times
+
     try:
-        from odeflow.analysis.two_stage.closed_forms import stage_times
-    except ImportError:
+        t_p, t_q = stage_times(data)
+    except ValidationError:
         return None
-    times = stage_times(data)
-    t_p, t_q = float(times["t_P"]), float(times["t_Q"])
-    return {"t_P": t_p, "t_Q": t_q, "ratio": t_q / t_p if t_p > 0 else float("nan"),
+    return {"t_P": float(t_p), "t_Q": float(t_q),
+            "ratio": float(t_q) / float(t_p) if t_p > 0 else float("nan"),
             "t_cross": float("nan")}
 
 
