@@ -98,17 +98,8 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
     data = DataModel.preset("syn-small") if data is None else data
     m = int(data.query_tokens[0]) if query_token is None else int(query_token)
     data.query_index(m)
-    tokens = default_tokens(data, m) if tokens is None else [int(x) for x in tokens]
-    if not tokens:
-        raise ValidationError("tokens", "needs at least one token")
-    for tok in tokens:
-        if not 0 <= tok < data.vocab_size:
-            raise ValidationError("tokens", f"token {tok} is outside [0, {data.vocab_size})")
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValidationError("steps", f"must be an integer >= 1, got {steps!r}")
-    if steps > MAX_STEPS:
-        raise ValidationError("steps", f"must be <= {MAX_STEPS:,} (SGD steps, from t_end), "
-                              f"got {steps:,}")
+    tokens = _check_tokens(data, m, tokens)
+    _check_steps(steps)
     t_end = float(steps)
     validate_positive(eta_y, "eta_y")
     validate_positive(eta_z, "eta_z")
@@ -129,6 +120,36 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
         for i, tok in enumerate(tokens):
             ax.plot(traj.t[keep], z[keep, tok], color=series_colour(i), linestyle=style,
                     linewidth=width)
+    _legend_entries(ax, data, tokens, runs, f" (batch {batch_size}, $T = {seq_len}$)")
+    ax.set_xscale("log")
+    finish_axes(ax, "time $t$ (SGD step $k$ at $t = k$)", rf"attention logit $z_{{{m}l}}(t)$",
+                rf"Levels side by side: query $m = {m}$, $\eta_Y = {eta_y:g}$, "
+                rf"$\eta_Z = {eta_z:g}$", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return fig
+
+
+def _check_tokens(data: DataModel, query_token: int, tokens) -> list[int]:
+    """The contextual tokens to draw (:func:`default_tokens` for None), checked to be ids."""
+    tokens = default_tokens(data, query_token) if tokens is None else [int(x) for x in tokens]
+    if not tokens:
+        raise ValidationError("tokens", "needs at least one token")
+    for tok in tokens:
+        if not 0 <= tok < data.vocab_size:
+            raise ValidationError("tokens", f"token {tok} is outside [0, {data.vocab_size})")
+    return tokens
+
+
+def _check_steps(steps) -> None:
+    """``steps`` an integer in ``[1, MAX_STEPS]`` (SGD steps; the flows' ``t_end``)."""
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+        raise ValidationError("steps", f"must be an integer >= 1, got {steps!r}")
+    if steps > MAX_STEPS:
+        raise ValidationError("steps", f"must be <= {MAX_STEPS:,} (SGD steps, from t_end), "
+                              f"got {steps:,}")
+
+
+def _legend_entries(ax, data: DataModel, tokens: list[int], runs: dict, sgd_note: str) -> None:
+    """Legend entries: one per token (colour; its role and ``c_{l|n}``), one per level (style)."""
     groups = {int(n): set(data.distinct_tokens(int(n)).tolist()) for n in data.next_tokens}
     common = set(data.common_tokens().tolist())
     for i, tok in enumerate(tokens):
@@ -142,14 +163,8 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
     for level in runs:
         style, width, name = LEVEL_STYLES[level]
         if level == "sgd":
-            name += f" (batch {batch_size}, $T = {seq_len}$)"
+            name += sgd_note
         ax.plot([], [], color="black", linestyle=style, linewidth=width, label=name)
-    ax.set_xscale("log")
-    finish_axes(ax, "time $t$ (SGD step $k$ at $t = k$)", rf"attention logit $z_{{{m}l}}(t)$",
-                rf"Levels side by side: query $m = {m}$, $\eta_Y = {eta_y:g}$, "
-                rf"$\eta_Z = {eta_z:g}$", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return fig
-
 
 def _prob_text(data: DataModel, token: int) -> str:
     """``c_{l|n}`` over the classes whose support holds ``token``, as text."""

@@ -218,13 +218,7 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
 
     ds = source if hasattr(source, "data_vars") else open_store(source)
     var = default_variable(ds) if var is None else var
-    grid = [d for d in ds["computed"].dims if d not in AVERAGED and ds.sizes[d] > 1]
-    if x is None:
-        if not grid:
-            raise ValidationError("x", "the sweep has no parameter with several values")
-        x = grid[0]
-    if y is None and hue is None and len(grid) > 1 and x == grid[0]:
-        y = grid[1]
+    x, y = _axes_parameters(ds, x, y, hue)
     dims = tuple(d for d in (y, x, hue) if d is not None)
     if len(set(dims)) != len(dims):
         raise ValidationError("x", f"x, y and hue must differ, got {dims}")
@@ -232,30 +226,52 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
     failed = int(np.count_nonzero(ds["error"].values.astype(str) != ""))
     when = "" if "time" not in ds[var].dims else (
         " (last stored time)" if time is None else f" at t = {float(time):g}")
-    label = variable_label(ds, var)
     title = f"{var}{when}" + (f"; {failed} failed points blank" if failed else "")
     settings = settings_line(ds, dims, select)
     title += f"\n{settings}" if settings else ""
     if y is not None:
-        panels = [None] if hue is None else list(da[hue].values)
-        if ax is not None:
-            fig, axes = ax.figure, [ax]
-        else:
-            fig, axes = new_figure(ncols=len(panels))
-        if len(axes) < len(panels):
-            raise ValidationError("hue", "one Axes given for several panels")
-        finite = da.values[np.isfinite(da.values)]
-        vmin, vmax = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
-        for a, value in zip(axes, panels, strict=False):
-            part = da if value is None else da.sel({hue: value})
-            mesh = a.pcolormesh(_edges(da[x].values), _edges(da[y].values),
-                                np.ma.masked_invalid(part.values), cmap=HEATMAP_CMAP,
-                                vmin=vmin, vmax=vmax, shading="flat")
-            _scale(a, da, x, y)
-            finish_axes(a, parameter_label(x), parameter_label(y),
-                        title if value is None else f"{title}\n{hue} = {value}", legend=False)
-        fig.colorbar(mesh, ax=axes, label=label)
-        return fig
+        return _heat_maps(da, x, y, hue, title, variable_label(ds, var), ax)
+    return _lines(da, x, hue, title, variable_label(ds, var), ax)
+
+
+def _axes_parameters(ds, x, y, hue) -> tuple:
+    """``(x, y)`` of :func:`plot_sweep`: the first grid parameters with several values by
+    default (``y`` only without ``hue`` and with the default ``x``)."""
+    grid = [d for d in ds["computed"].dims if d not in AVERAGED and ds.sizes[d] > 1]
+    if x is None:
+        if not grid:
+            raise ValidationError("x", "the sweep has no parameter with several values")
+        x = grid[0]
+    if y is None and hue is None and len(grid) > 1 and x == grid[0]:
+        y = grid[1]
+    return x, y
+
+
+def _heat_maps(da, x: str, y: str, hue, title: str, label: str, ax):
+    """One heat map of ``da`` over ``(x, y)`` per value of ``hue``, one shared colour scale."""
+    panels = [None] if hue is None else list(da[hue].values)
+    if ax is not None:
+        fig, axes = ax.figure, [ax]
+    else:
+        fig, axes = new_figure(ncols=len(panels))
+    if len(axes) < len(panels):
+        raise ValidationError("hue", "one Axes given for several panels")
+    finite = da.values[np.isfinite(da.values)]
+    vmin, vmax = (finite.min(), finite.max()) if finite.size else (0.0, 1.0)
+    for a, value in zip(axes, panels, strict=False):
+        part = da if value is None else da.sel({hue: value})
+        mesh = a.pcolormesh(_edges(da[x].values), _edges(da[y].values),
+                            np.ma.masked_invalid(part.values), cmap=HEATMAP_CMAP,
+                            vmin=vmin, vmax=vmax, shading="flat")
+        _scale(a, da, x, y)
+        finish_axes(a, parameter_label(x), parameter_label(y),
+                    title if value is None else f"{title}\n{hue} = {value}", legend=False)
+    fig.colorbar(mesh, ax=axes, label=label)
+    return fig
+
+
+def _lines(da, x: str, hue, title: str, label: str, ax):
+    """``da`` over ``x``, one line per value of ``hue``."""
     if ax is not None:
         fig, axes = ax.figure, [ax]
     else:
@@ -272,7 +288,6 @@ def plot_sweep(source, var: str | None = None, x: str | None = None, y: str | No
     if hue is not None and a.get_legend() is not None:
         a.get_legend().set_title(parameter_label(hue), prop={"size": "small"})
     return fig
-
 
 def _positions(values) -> np.ndarray:
     v = np.asarray(values)
