@@ -37,6 +37,12 @@ Time axis. Trajectories of an optimiser flow are on the step axis
 (``traj.flow_time``, :meth:`Momentum.flow_time`); Adam has no first-order time
 map (``traj.flow_time`` is None): its ODE is the comparison.
 
+Phases. ``Momentum(slow_manifold=tol)`` makes the flow *phased*
+(:attr:`OptimizerFlow.phased`): the solver hands its integrator to
+:meth:`OptimizerFlow.run_phases`, which integrates the heavy-ball ODE until its velocity
+has relaxed onto the slow manifold and the manifold from there
+(:mod:`odeflow.fields.optimizers.slow_manifold`).
+
 Jacobian. Each optimiser's, built from the inner field's analytic Jacobian ``dF``;
 :meth:`OptimizerFlow.jacobian` returns it dense (every integrator, LSODA included,
 takes a dense Jacobian) and :meth:`OptimizerFlow.jac_sparsity` the block pattern for
