@@ -97,28 +97,37 @@ def plot_attention_map(data: DataModel | None = None, next_token: int | None = N
     norm = LogNorm(vmin=low, vmax=high)
     fig, axes = panel_axes(axes, len(flows), (4.8, 4.6))
     x_edges = _edges(t)
-    y_edges = np.arange(tokens.size + 1) - 0.5
     mesh = None
     for ax, flow, image in zip(axes, flows, maps, strict=True):
-        mesh = ax.pcolormesh(x_edges, y_edges, image, norm=norm, cmap=HEATMAP_CMAP,
-                             shading="flat", rasterized=True)
-        ax.set_xscale("log")
-        ax.set_xlim(x_edges[0], x_edges[-1])
-        step = max(1, tokens.size // 10)
-        ax.set_yticks(np.arange(0, tokens.size, step))
-        ax.set_yticklabels([str(int(x)) for x in tokens[::step]])
-        if 0 < n_common < tokens.size:
-            ax.axhline(n_common - 0.5, color="white", linewidth=1.5)
-        for lo, hi, name in ((0, n_common, "common"), (n_common, tokens.size, f"distinct to {n}")):
-            if hi > lo:
-                ax.text(1.0 - 0.02, (lo + hi) / 2 / tokens.size, name, transform=ax.transAxes,
-                        rotation=90, ha="right", va="center", color="white",
-                        fontsize="small", fontweight="bold")
-        ax.set_xlabel("time $t$")
-        ax.set_ylabel(r"token $l$ (support of $c_{\cdot|n}$)")
+        mesh = _map_panel(ax, x_edges, image, norm, tokens, n_common, n)
         ax.set_title(FLOW_TITLES[flow], fontsize="medium")
     cbar = fig.colorbar(mesh, ax=axes, shrink=0.9, pad=0.02)
     cbar.set_label(rf"attention $f_{{{n}l}}(t)$ (Eqn 5)")
     fig.suptitle(rf"Attention map of class $n = {n}$: $\eta_Y = {eta_y:g}$, "
                  rf"$\eta_Z = {eta_z:g}$", fontsize="medium")
     return fig
+
+
+def _map_panel(ax, x_edges: np.ndarray, image: np.ndarray, norm, tokens: np.ndarray,
+               n_common: int, next_token: int):
+    """One flow's map: tokens (common rows first, then those distinct to ``next_token``,
+    separated by a white line) over log time; returns the mesh for the colour bar."""
+    y_edges = np.arange(tokens.size + 1) - 0.5
+    mesh = ax.pcolormesh(x_edges, y_edges, image, norm=norm, cmap=HEATMAP_CMAP,
+                         shading="flat", rasterized=True)
+    ax.set_xscale("log")
+    ax.set_xlim(x_edges[0], x_edges[-1])
+    step = max(1, tokens.size // 10)
+    ax.set_yticks(np.arange(0, tokens.size, step))
+    ax.set_yticklabels([str(int(x)) for x in tokens[::step]])
+    if 0 < n_common < tokens.size:
+        ax.axhline(n_common - 0.5, color="white", linewidth=1.5)
+    blocks = ((0, n_common, "common"), (n_common, tokens.size, f"distinct to {next_token}"))
+    for lo, hi, name in blocks:
+        if hi > lo:
+            ax.text(1.0 - 0.02, (lo + hi) / 2 / tokens.size, name, transform=ax.transAxes,
+                    rotation=90, ha="right", va="center", color="white",
+                    fontsize="small", fontweight="bold")
+    ax.set_xlabel("time $t$")
+    ax.set_ylabel(r"token $l$ (support of $c_{\cdot|n}$)")
+    return mesh
