@@ -178,38 +178,16 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
     reduced = solve(data, flow="reduced", **common, **reduced_options)
     extra = {}
     if seq_len is not None:
-        finite_t = solve(data, flow="finite_t", seq_len=seq_len,
-                         samples_per_class=samples_per_class, seed=sample_seed, **common)
-        extra = {"seq_len": int(finite_t.meta["seq_len"]),
-                 "samples_per_class": int(finite_t.meta["samples_per_class"]),
-                 "z_deviation_finite_t": float(np.max(np.abs(finite_t.z_active
-                                                             - exact.z_active))),
-                 "finite_t": finite_t if keep_trajectories else None}
+        extra = _level_t_gap(data, exact, common, seq_len, samples_per_class, sample_seed,
+                             keep_trajectories)
     if not isinstance(sgd_seeds, (int, np.integer)) or sgd_seeds:
         if seq_len is None:
             raise ValidationError("sgd_seeds", "an SGD comparison needs seq_len (the T of "
                                   "the sampled sequences)")
-        steps = max(1, round(float(warmup_steps(t_end, momentum))))
-        far = distance_to_sgd(data, eta_y, eta_z, steps, seq_len, batch_size=batch_size,
-                              seeds=sgd_seeds, momentum=momentum,
-                              samples_per_class=samples_per_class, sample_seed=sample_seed,
-                              levels=("exact", "finite_t", "reduced"), rtol=rtol, atol=atol)
-        summary = far.summary()
-        extra["sgd_gap"] = {**{k: summary[f"z_gap_{k}"] for k in far.z_gap},
-                            "standard_error": summary["standard_error"],
-                            "z_range": summary["z_range"], "steps": steps,
-                            "seeds": summary["seeds"], "batch_size": int(batch_size),
-                            "momentum": float(momentum)}
-    diff = np.abs(exact.z_active - reduced.z_active)
-    per_time = diff.reshape(diff.shape[0], -1).max(axis=1)
-    i_max = int(np.argmax(per_time))
-    deviation = float(per_time[i_max])
-    displacement = exact.z_active - exact.z_active[0]
-    z_range = float(np.ptp(displacement))
-    relative = deviation / z_range if z_range > 0 else float("inf")
+        extra["sgd_gap"] = _sgd_gap(data, eta_y, eta_z, t_end, seq_len, sgd_seeds, batch_size,
+                                    momentum, samples_per_class, sample_seed, rtol, atol)
     return LevelComparison(
-        eta_y=eta_y, eta_z=eta_z, t_end=t_end, z_deviation=deviation, z_range=z_range,
-        z_deviation_relative=relative, t_of_max_deviation=float(exact.t[i_max]),
+        eta_y=eta_y, eta_z=eta_z, t_end=t_end, **_logit_deviation(exact, reduced),
         invariant_error_exact=float(eqn11_spread(exact, invariant_floor).max()),
         invariant_error_reduced=float(eqn11_spread(reduced, invariant_floor).max()),
         transition_time_exact=_first_transition(exact),
@@ -218,6 +196,45 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
         exact=exact if keep_trajectories else None,
         reduced=reduced if keep_trajectories else None, **extra)
 
+
+def _logit_deviation(exact, reduced) -> dict:
+    """Largest ``|z_E - z_R|`` over logits and times, its time, and relative to the range
+    of Level E's displacement ``z(t) - z(0)`` (inf when Level E does not move)."""
+    diff = np.abs(exact.z_active - reduced.z_active)
+    per_time = diff.reshape(diff.shape[0], -1).max(axis=1)
+    i_max = int(np.argmax(per_time))
+    deviation = float(per_time[i_max])
+    z_range = float(np.ptp(exact.z_active - exact.z_active[0]))
+    return {"z_deviation": deviation, "z_range": z_range,
+            "z_deviation_relative": deviation / z_range if z_range > 0 else float("inf"),
+            "t_of_max_deviation": float(exact.t[i_max])}
+
+
+def _level_t_gap(data, exact, common: dict, seq_len, samples_per_class, sample_seed,
+                 keep_trajectories: bool) -> dict:
+    """Level T (``flow="finite_t"``) on the same grid and its largest logit gap to Level E."""
+    finite_t = solve(data, flow="finite_t", seq_len=seq_len,
+                     samples_per_class=samples_per_class, seed=sample_seed, **common)
+    return {"seq_len": int(finite_t.meta["seq_len"]),
+            "samples_per_class": int(finite_t.meta["samples_per_class"]),
+            "z_deviation_finite_t": float(np.max(np.abs(finite_t.z_active - exact.z_active))),
+            "finite_t": finite_t if keep_trajectories else None}
+
+
+def _sgd_gap(data, eta_y, eta_z, t_end, seq_len, seeds, batch_size, momentum,
+             samples_per_class, sample_seed, rtol, atol) -> dict:
+    """Each level's logit gap to the mean of an SGD ensemble on the flow-time axis, for
+    the steps whose warm-up flow time is ``t_end`` (:func:`distance_to_sgd`)."""
+    steps = max(1, round(float(warmup_steps(t_end, momentum))))
+    far = distance_to_sgd(data, eta_y, eta_z, steps, seq_len, batch_size=batch_size,
+                          seeds=seeds, momentum=momentum, samples_per_class=samples_per_class,
+                          sample_seed=sample_seed, levels=("exact", "finite_t", "reduced"),
+                          rtol=rtol, atol=atol)
+    summary = far.summary()
+    return {**{k: summary[f"z_gap_{k}"] for k in far.z_gap},
+            "standard_error": summary["standard_error"], "z_range": summary["z_range"],
+            "steps": steps, "seeds": summary["seeds"], "batch_size": int(batch_size),
+            "momentum": float(momentum)}
 
 def compare_levels_over_ratios(data, eta_y: float, ratios, t_end: float,
                                **options) -> list[LevelComparison]:
