@@ -19,13 +19,12 @@ Steps derived and checked here:
    + 2 m T(m/tau, u/s) + 2 u phi(0) Phi(m/s)``, ``tau^2 = u^2 + s^2``,
    ``T`` Owen's function. Checked by substitution: ``d^2R/dm^2`` is the
    skew-normal density ``(2/tau) phi(m/tau) Phi(-m u/(s tau))`` at ``-m``
-   (through ``T``'s partial derivatives, themselves checked by quadrature), ``R`` is positively homogeneous of degree one, and ``R`` equals the
+   (through ``T``'s partial derivatives, themselves checked by quadrature),
+   ``R`` is positively homogeneous of degree one, and ``R`` equals the
    expectation by 40-digit quadrature.
 """
 
 from __future__ import annotations
-
-import random
 
 import mpmath
 import numpy as np
@@ -153,7 +152,7 @@ def derive() -> Derivation:
                 hh, aa = mpmath.mpf(hh), mpmath.mpf(aa)
                 for k, var in enumerate((h, a)):
                     stated = OwenT(h, a).diff(var).subs({h: hh, a: aa}).evalf(40)
-                    numeric = mpmath.diff(lambda v, k=k: _mp_owens_t(v, aa) if k == 0
+                    numeric = mpmath.diff(lambda v, k=k, hh=hh, aa=aa: _mp_owens_t(v, aa) if k == 0
                                           else _mp_owens_t(hh, v), hh if k == 0 else aa)
                     worst = max(worst, abs(mpmath.mpf(str(stated)) - numeric))
         results.append((f"T's stated partial derivatives vs quadrature (40 digits): max "

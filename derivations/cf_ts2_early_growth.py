@@ -142,8 +142,11 @@ def _flow_check() -> tuple[str, bool]:
     predicted stage times (logistic loss)."""
     from scipy.integrate import solve_ivp
 
-    from odeflow.analysis.two_stage.closed_forms import (early_singular_values,
-                                                         measured_stage_times, stage_times)
+    from odeflow.analysis.two_stage.closed_forms import (
+        early_singular_values,
+        measured_stage_times,
+        stage_times,
+    )
     from odeflow.data.two_stage import TwoStageData
     from odeflow.fields.two_stage.population import PopulationFlow
 

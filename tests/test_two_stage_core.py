@@ -10,10 +10,17 @@ from scipy.integrate import solve_ivp
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
 from odeflow.fields.two_stage import scoring
-from odeflow.fields.two_stage.expectations import (inner_expectation, inner_gradient,
-                                                   kind_terms, relu_skew)
-from odeflow.fields.two_stage.population import (PopulationFlow, full_loss_and_gradient,
-                                                 initial_blocks)
+from odeflow.fields.two_stage.expectations import (
+    inner_expectation,
+    inner_gradient,
+    kind_terms,
+    relu_skew,
+)
+from odeflow.fields.two_stage.population import (
+    PopulationFlow,
+    full_loss_and_gradient,
+    initial_blocks,
+)
 from odeflow.results.two_stage import TwoStageTrajectory, truncate_blocks
 
 

@@ -8,9 +8,13 @@ import numpy as np
 import pytest
 from scipy.integrate import solve_ivp
 
-from odeflow.analysis.two_stage.closed_forms import (block_constants, early_singular_values,
-                                                     measured_stage_times, stage_one_margin,
-                                                     stage_times)
+from odeflow.analysis.two_stage.closed_forms import (
+    block_constants,
+    early_singular_values,
+    measured_stage_times,
+    stage_one_margin,
+    stage_times,
+)
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
 from odeflow.fields.two_stage import scoring

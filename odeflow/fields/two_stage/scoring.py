@@ -24,8 +24,7 @@ from __future__ import annotations
 import functools
 
 import numpy as np
-from scipy.special import (expit, log_expit, ndtr, ndtri, owens_t, roots_hermitenorm,
-                           roots_legendre)
+from scipy.special import expit, log_expit, ndtr, ndtri, owens_t, roots_hermitenorm, roots_legendre
 
 from odeflow.errors import ValidationError
 from odeflow.fields.two_stage.expectations import kind_terms, mean_vector
