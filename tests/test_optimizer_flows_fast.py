@@ -7,6 +7,8 @@ import functools
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.integrate import solve_ivp
 from scipy.special import expit
 
@@ -22,6 +24,7 @@ from odeflow.fields.optimizers.slow_manifold import SlowManifold, solve_slow_man
 from odeflow.results.solution import SolverOutput
 from odeflow.solver.integrate import integrate_field
 from odeflow.training import training_start
+from tests.properties import examples
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +44,7 @@ def _array_bytes(traj) -> int:
 
 def test_default_output_steps_are_bounded_whatever_the_horizon(medium):
     y0, z0 = training_start(medium, 0)
-    flow = OptimizerFlow(ExactFlow(medium, 1.0, 1.0, y0=y0, z0=z0), Momentum(0.9))
+    flow = OptimizerFlow(ExactFlow(medium, 1.0, 1.0, start=(y0, z0)), Momentum(0.9))
     counts = {end: flow.default_steps(0.0, end).size for end in (1e3, 1e6, 1e12)}
     cap = max(MIN_OUTPUT_STEPS, DEFAULT_OUTPUT_BYTES // (8 * flow.size)) + 2  # + t0, t_end
     assert all(c <= cap for c in counts.values()), counts
@@ -58,7 +61,7 @@ def test_default_output_memory_does_not_grow_with_the_horizon(medium):
     y0, z0 = training_start(medium, 0)
     sizes = []
     for end in (60.0, 600.0):
-        traj = odeflow.solve(medium, y0=y0, z0=z0, eta_y=1.0, eta_z=1.0, t_span=(0, end),
+        traj = odeflow.solve(medium, start=(y0, z0), eta_y=1.0, eta_z=1.0, t_span=(0, end),
                              optimizer=Momentum(0.9), rtol=1e-5, atol=1e-8, progress=False)
         sizes.append(_array_bytes(traj))
         assert "velocity" not in traj.series  # the state is large: not kept by default
@@ -166,21 +169,24 @@ def test_slow_manifold_phase_agrees_with_the_heavy_ball_within_its_estimate(seed
     np.testing.assert_allclose(got[~late], want[~late], rtol=1e-7)
 
 
-@pytest.mark.parametrize("seed", range(6))
-def test_switch_never_before_the_velocity_has_relaxed(seed):
-    rng = np.random.default_rng(seed)
-    field = Logistic(10 + seed, n=int(rng.integers(2, 7)), rate=rng.uniform(0.2, 5.0))
-    optimizer = Momentum(rng.uniform(0.5, 0.97))
+@settings(max_examples=examples(8))
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(2, 6), rate=st.floats(0.2, 5.0),
+       mu=st.floats(0.5, 0.97), tol=st.sampled_from([1e-6, 1e-5, 1e-4]))
+def test_switch_never_before_the_velocity_has_relaxed(seed, n, rate, mu, tol):
+    field = Logistic(seed, n=n, rate=rate)
+    optimizer = Momentum(mu)
     flow = OptimizerFlow(field, optimizer)
-    traj = solve_slow_manifold(flow, 1e6, t_eval=[1e6], tol=1e-5)
+    traj = solve_slow_manifold(flow, 1e6, t_eval=[1e6], tol=tol, rtol=1e-10, atol=1e-12)
     s0 = traj.stats["switch_step"]
-    assert s0 is not None
+    if s0 is None:  # no switch (a velocity not resolved to tol): the ODE throughout
+        assert "manifold" not in traj.stats
+        return
     # on the reference ODE at the switch: the velocity is the slaved one (to first order)
     y = solve_ivp(flow.rhs, (flow.start_step, s0), flow.initial_state(), method="LSODA",
                   jac=flow.jacobian, rtol=1e-11, atol=1e-13).y[:, -1]
     manifold = SlowManifold(field, optimizer)
     h1 = manifold.first_order(y[:flow.n])
-    assert np.linalg.norm(y[flow.n:] - h1) <= 3e-5 * np.linalg.norm(h1)
+    assert np.linalg.norm(y[flow.n:] - h1) <= 3 * tol * np.linalg.norm(h1)
     # ... and many damping times after the start: the oscillation has decayed
     assert s0 * manifold.b > 5.0
 
@@ -229,7 +235,7 @@ def _solver_run(flow):
 def test_phased_flow_runs_on_the_solvers_integrator():
     data = odeflow.DataModel.preset("syn-small")
     y0, z0 = training_start(data, 0)
-    level = ExactFlow(data, 1.0, 1.0, y0=y0, z0=z0)
+    level = ExactFlow(data, 1.0, 1.0, start=(y0, z0))
     flow = optimizer_flow(level, Momentum(0.9, slow_manifold=1e-5))
     assert flow.phased and flow.preferred_method == "DOP853"
     steps = flow.default_steps(0.0, 1e5)
@@ -252,7 +258,7 @@ def test_solve_runs_a_phased_flow_in_phases_or_refuses():
     data = odeflow.DataModel.preset("syn-small")
     y0, z0 = training_start(data, 0)
     try:
-        traj = odeflow.solve(data, y0=y0, z0=z0, t_span=(0, 2e4), progress=False,
+        traj = odeflow.solve(data, start=(y0, z0), t_span=(0, 2e4), progress=False,
                              optimizer=Momentum(0.9, slow_manifold=1e-5))
     except (ValidationError, SolveError) as err:  # a solver without run_phases: never silent
         assert "solved in phases" in str(err)
