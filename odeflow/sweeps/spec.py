@@ -186,32 +186,10 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     data_dict, preset = _data_source(data, grid, settings, kinds)
     models = _check_models(data_dict, grid, preset, kinds)
     allowed = _allowed_parameters(kinds, models)
-    checked_grid = {}
-    outputs = kinds[0].outputs
-    for name, values in grid.items():
-        checked_grid[name] = _grid_values(name, values, kinds, allowed)
-        if name in outputs.variables:  # a coordinate and a data variable of one name
-            raise ValidationError(f"grid.{name}", f"is also the name of an output of task "
-                                  f"{kinds[0].name!r}; fix it in settings")
-    fixed = {}
-    for name, value in settings.items():
-        if name not in allowed and name not in DATA_KEYS:
-            raise ValidationError(f"settings.{name}", _unknown(name, kinds, allowed))
-        if name in checked_grid:
-            raise ValidationError(f"settings.{name}", "is also swept in grid; give it once")
-        if name == "task":
-            raise ValidationError("settings.task", "give the task as the task argument "
-                                  "([sweep] task = ...), or sweep it in grid.task")
-        if name == "preset":
-            continue
-        fixed[name] = allowed[name].check(value, f"settings.{name}")
-    if "task" not in checked_grid:
-        fixed["task"] = kinds[0].name
+    checked_grid = _checked_grid(grid, kinds, allowed)
+    fixed = _fixed_values(settings, checked_grid, kinds, allowed)
     if data_dict is None and "preset" not in checked_grid:
         fixed["preset"] = preset
-    for name, param in allowed.items():
-        if name not in checked_grid and name not in fixed and param.default is not None:
-            fixed[name] = param.default
     for kind in kinds:
         if kind.check is not None:
             kind.check(checked_grid, fixed)
@@ -227,6 +205,41 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
     spec.sizes  # noqa: B018 (every data model's outputs fit one store, or refused here)
     check_size(spec)
     return spec
+
+
+def _checked_grid(grid: Mapping, kinds, allowed: dict) -> dict:
+    """Each swept parameter's checked values; refuses a name that is also an output's."""
+    checked_grid = {}
+    outputs = kinds[0].outputs
+    for name, values in grid.items():
+        checked_grid[name] = _grid_values(name, values, kinds, allowed)
+        if name in outputs.variables:  # a coordinate and a data variable of one name
+            raise ValidationError(f"grid.{name}", f"is also the name of an output of task "
+                                  f"{kinds[0].name!r}; fix it in settings")
+    return checked_grid
+
+
+def _fixed_values(settings: dict, checked_grid: dict, kinds, allowed: dict) -> dict:
+    """The values of the parameters not swept: ``settings`` checked, ``task`` when it is
+    not swept, and each remaining parameter's default (``preset`` is the caller's)."""
+    fixed = {}
+    for name, value in settings.items():
+        if name not in allowed and name not in DATA_KEYS:
+            raise ValidationError(f"settings.{name}", _unknown(name, kinds, allowed))
+        if name in checked_grid:
+            raise ValidationError(f"settings.{name}", "is also swept in grid; give it once")
+        if name == "task":
+            raise ValidationError("settings.task", "give the task as the task argument "
+                                  "([sweep] task = ...), or sweep it in grid.task")
+        if name == "preset":
+            continue
+        fixed[name] = allowed[name].check(value, f"settings.{name}")
+    if "task" not in checked_grid:
+        fixed["task"] = kinds[0].name
+    for name, param in allowed.items():
+        if name not in checked_grid and name not in fixed and param.default is not None:
+            fixed[name] = param.default
+    return fixed
 
 
 #: The integers a store holds (int64), and so every integer of a sweep.
