@@ -17,8 +17,9 @@ Steps derived and checked here:
 3. Stage 1 (logistic): ``u = kappa_P alpha_P`` with ``u' = K_P sigmoid(-u)``,
    ``K_P = kappa_P M_P^3 / 4 = M_P^4 / (4 (1 - rho))``; ``u + e^u = u_0 + e^{u_0} + K_P t``
    and ``u = tau - W(e^tau)`` (Lambert W) solves it (substitution). Hence
-   ``t_P ~ 4 (1 - rho)^{-3} kappa_P^{-4} (u_90 + e^{u_90} - ...)``: ``t_P`` scales as
-   ``(1 - rho)^{-3} (gamma_P + sqrt(2/pi))^{-4}``, independent of ``gamma_Q``.
+   ``t_P = (u_90 + e^{u_90} - u_0 - e^{u_0}) / K_P`` with ``K_P^{-1} = 4 (1 - rho)^{-3}
+   kappa_P^{-4}`` (``u_90`` from the stage's end ``u*``, below), independent of
+   ``gamma_Q``; with ``u*`` it scales about as ``kappa_P^{-3.8} (1 - rho)^{-2.3}``.
 4. Stage 2: ``alpha_Q' = (M_Q^2 kappa_Q / 4)(rho/2 + (1 - 2 rho) sigmoid(-u))`` at small
    ``alpha_Q`` (``E l'(a Z) = -1/2`` exactly for the logistic ``l``, since
    ``l'(x) + l'(-x) = -1``), integrated through ``int sigmoid(-u) dt = (u - u_0)/K_P``.
@@ -125,7 +126,7 @@ def derive() -> Derivation:
             "singular values grow linearly, s = sigma0 + |l'(0)| M^2 t/2 (sigma0 only shifts "
             "time; no exponential escape, since g is linear in W). Stage 1: u = kappa_P "
             "alpha_P obeys u' = K_P sigmoid(-u), K_P = M_P^4/(4(1-rho)), solved by u = tau - "
-            "W(e^tau): t_P ~ (1-rho)^-3 (gamma_P + sqrt(2/pi))^-4. Stage 2: alpha_Q' = "
+            "W(e^tau): t_P = (u_90 + e^u_90 - u_0 - e^u_0)/K_P. Stage 2: alpha_Q' = "
             "(M_Q^2 kappa_Q/4)(rho/2 + (1-2rho) sigmoid(-u)) while alpha_P settles where the "
             "P-carrying push meets the Q-only examples' pull rho alpha E l''(alpha Z)."),
         exprs=exprs,

@@ -80,20 +80,24 @@ def test_predicted_stage_times_within_20_percent(kwargs):
     assert abs(tp / mp - 1) < 0.2 and abs(tq / mq - 1) < 0.2
 
 
-def test_stage_one_scaling():
-    """t_P = C / K_P with K_P = M_P^4 / (4 (1 - rho)): independent of gamma_Q, and
-    t_P (1 - rho)^3 kappa_P^4 is one number as sigma0 -> 0."""
-    values = []
-    for kwargs in ({}, {"gamma_p": 5.0}, {"rho": 0.35}, {"gamma_q": 1.5}):
-        data = TwoStageData(sigma0=1e-9, **kwargs)
-        k = block_constants(data)
-        values.append(stage_times(data)[0] * (1 - data.rho) ** 3 * k["kappa_p"] ** 4)
-    assert np.ptp(values) < 1e-6 * values[0]
+def test_stage_time_scaling():
+    """t_P = (u_90 + e^u_90 - u_0 - e^u_0) / K_P, K_P = M_P^4 / (4 (1 - rho)): independent of
+    gamma_Q, about kappa_P^-4 (u_90 moves a little with gamma_P); t_Q falls with rho and
+    gamma_Q."""
+    base = stage_times(TwoStageData(sigma0=1e-9))
+    assert stage_times(TwoStageData(sigma0=1e-9, gamma_q=0.9))[0] == base[0]
+    gammas = np.array([3.0, 4.0, 5.0, 6.0])
+    t_p = [stage_times(TwoStageData(sigma0=1e-9, gamma_p=g))[0] for g in gammas]
+    slopes = np.diff(np.log(t_p)) / np.diff(np.log(gammas + np.sqrt(2 / np.pi)))
+    assert np.all((slopes > -4.2) & (slopes < -3.5))
+    t_q = [stage_times(TwoStageData(sigma0=1e-9, rho=r))[1] for r in (0.1, 0.2, 0.3)]
+    assert np.all(np.diff(t_q) < 0)
+    t_q = [stage_times(TwoStageData(sigma0=1e-9, gamma_q=g))[1] for g in (0.25, 0.5, 0.75)]
+    assert np.all(np.diff(t_q) < 0)
     data = TwoStageData()
-    assert stage_times(data)[0] == stage_times(TwoStageData(gamma_q=0.9))[0]
+    k = block_constants(data)
     u = stage_one_margin(data, np.array([0.0, 1.0, 10.0]))
-    assert u[0] == pytest.approx(data.sigma0 * block_constants(data)["kappa_p"]
-                                 * block_constants(data)["M_p"] / 2)
+    assert u[0] == pytest.approx(data.sigma0 * k["kappa_p"] * k["M_p"] / 2)
     assert np.all(np.diff(u) > 0)
     with pytest.raises(ValidationError):
         stage_times(TwoStageData(loss="squared"))

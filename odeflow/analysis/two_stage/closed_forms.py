@@ -20,10 +20,15 @@ the top singular value of a block is ``s = sigma0 + (2 alpha - sigma0 M)/M``
   at small ``alpha_Q`` (Q-only examples: ``E l'(alpha_P Z) = -1/2`` exactly), so
   ``alpha_Q(t) = alpha_Q(0) + (M_Q^2 kappa_Q / 4)(rho t / 2 + (1 - 2 rho)(u - u_0)/K_P)``
   (:func:`stage_two_alpha_q`).
+* Stage 1 ends where the P-carrying examples' push meets the Q-only examples'
+  pull: ``alpha_P*`` of :func:`alpha_p_plateau`, ``u* = kappa_P alpha_P*``.
 * Stage times (:func:`stage_times`): ``t_P`` where the model's P loss
-  ``log(1 + e^-u)`` has made 90% of its drop to 0; ``t_Q`` the first time after
-  ``t_P`` at which the model's Q-only loss ``E l(kappa_Q alpha_Q + alpha_P Z)``
-  is below its ``t = 0`` value.
+  ``log(1 + e^-u)`` has made 90% of its drop from ``u_0`` to ``u*``; ``t_Q`` the
+  first time after ``t_P`` at which the model's Q-only loss
+  ``E l(kappa_Q alpha_Q + alpha_P Z)`` is below its ``t = 0`` value. As
+  ``sigma0 -> 0`` both have finite limits (the growth from ``W = 0`` is linear):
+  ``sigma0`` enters through ``u_0`` and ``alpha_Q(0)`` only, shifting the times by
+  ``O(sigma0)``.
 
 Time is in units of the inverse learning rate (as the flow's).
 """
@@ -143,9 +148,10 @@ def _stage_two_rate(data, a_q, u_star):
 def stage_times(data) -> tuple[float, float]:
     """Predicted ``(t_P, t_Q)`` from the closed forms (logistic loss, margin Q).
 
-    ``t_P``: the stage-1 margin's P loss ``log(1 + e^-u)`` at ``(1 - P_DROP_FRACTION)``
-    of its start value: ``t_P = (u_90 + e^{u_90} - u_0 - e^{u_0}) / K_P``. Stage 1 ends
-    at ``u* = kappa_P alpha_P*`` (:func:`alpha_p_plateau`), reached at
+    Stage 1 ends at ``u* = kappa_P alpha_P*`` (:func:`alpha_p_plateau`). ``t_P``: the
+    stage-1 margin's P loss ``l(u) = log(1 + e^-u)`` has made ``P_DROP_FRACTION`` of its
+    drop from ``l(u_0)`` to ``l(u*)`` at ``u_90``, so ``t_P = (u_90 + e^{u_90} - u_0 -
+    e^{u_0}) / K_P``. ``u*`` is reached at
     ``t* = (u* + e^{u*} - u_0 - e^{u_0}) / K_P``; until then ``alpha_Q`` follows
     :func:`stage_two_alpha_q`, after it ``alpha_Q' `` of :func:`_stage_two_rate` at
     ``alpha_P = alpha_P*``. ``t_Q``: the first time after ``t_P`` at which the Q-only loss
@@ -155,12 +161,13 @@ def stage_times(data) -> tuple[float, float]:
     _logistic_only(data)
     k = block_constants(data)
     u0, K = stage_one_rate(data)
-    target = (1 - P_DROP_FRACTION) * -float(log_expit(u0))
+    a_star = alpha_p_plateau(data)
+    u_star = k["kappa_p"] * a_star
+    loss_0, loss_end = -float(log_expit(u0)), -float(log_expit(u_star))
+    target = loss_0 - P_DROP_FRACTION * (loss_0 - loss_end)
     u90 = -math.log(math.expm1(target))
     t_p = (u90 + math.exp(u90) - u0 - math.exp(u0)) / K
     start = float(_q_only_loss(data, data.sigma0 * k["M_q"] / 2, u0 / k["kappa_p"]))
-    a_star = alpha_p_plateau(data)
-    u_star = k["kappa_p"] * a_star
     t_star = (u_star + math.exp(min(u_star, 700.0)) - u0 - math.exp(u0)) / K
 
     def excess_stage_one(t):
