@@ -60,7 +60,7 @@ def checks(horizon: float) -> np.ndarray:
 
 def output_steps(data, start, optimizer, horizon: float) -> np.ndarray:
     """The flow's default output steps with the check steps added."""
-    flow = OptimizerFlow(ExactFlow(data, y0=start[0], z0=start[1], **RATES), optimizer)
+    flow = OptimizerFlow(ExactFlow(data, start=start, **RATES), optimizer)
     return np.union1d(flow.default_steps(0.0, horizon), checks(horizon))
 
 
@@ -74,7 +74,7 @@ def full_state(data, start, optimizer, horizon: float, **options):
     """``(seconds, trajectory or the failure's message)`` of :func:`odeflow.solve`."""
     t = CLOCK['now']()
     try:
-        traj = odeflow.solve(data, "exact", y0=start[0], z0=start[1], t_span=(0, horizon),
+        traj = odeflow.solve(data, "exact", start=start, t_span=(0, horizon),
                              t_eval=output_steps(data, start, optimizer, horizon),
                              optimizer=optimizer, progress=False, **RATES, **options)
     except SolveError as err:
@@ -90,12 +90,12 @@ def two_phase(data, start, horizon: float):
     steps = output_steps(data, start, optimizer, horizon)
     t = CLOCK["now"]()
     try:
-        traj = odeflow.solve(data, "exact", y0=start[0], z0=start[1], t_span=(0, horizon),
+        traj = odeflow.solve(data, "exact", start=start, t_span=(0, horizon),
                              t_eval=steps, optimizer=optimizer, progress=False, **RATES)
     except SolveError as err:
         if "solved in phases" not in str(err):
             raise
-        flow = OptimizerFlow(ExactFlow(data, y0=start[0], z0=start[1], **RATES),
+        flow = OptimizerFlow(ExactFlow(data, start=start, **RATES),
                              Momentum(0.9))
         t = CLOCK["now"]()
         traj = solve_slow_manifold(flow, horizon, t_eval=steps, tol=1e-5)
@@ -123,7 +123,7 @@ def reference(data, start, optimizer, horizon: float):
     """A tight full-state solve to ``horizon`` at the check steps (LSODA with the analytic
     Jacobian where the dense Jacobian fits: syn-small's heavy ball; else DOP853)."""
     method = "LSODA" if data.vocab_size < 100 and isinstance(optimizer, Momentum) else "DOP853"
-    traj = odeflow.solve(data, "exact", y0=start[0], z0=start[1], t_span=(0, horizon),
+    traj = odeflow.solve(data, "exact", start=start, t_span=(0, horizon),
                          t_eval=checks(horizon), optimizer=optimizer, method=method,
                          rtol=1e-10, atol=1e-12, progress=False, max_nfev=2_000_000, **RATES)
     return checks(horizon), losses_at(traj, checks(horizon))

@@ -93,7 +93,7 @@ def level_t_storage() -> None:
         y0, z0 = training_start(data, 0)
         best = {}
         for storage in ("sparse", "dense", "blocked"):
-            field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, storage=storage)
+            field = FiniteTFlow(data, 2.0, 1.0, start=(y0, z0), storage=storage)
             y = field.initial_state()
             times = []
             for _ in range(20):
@@ -185,7 +185,7 @@ def levers(seeds: int) -> None:
 
     def ensemble(rtol, n):
         levels = {"T": (flow, {**options, "sample_size": n})}
-        out = [paper.optimizer_flows(data, p, steps, levels, y0=y0, z0=z0, rtol=rtol,
+        out = [paper.optimizer_flows(data, p, steps, levels, start=(y0, z0), rtol=rtol,
                                      atol=rtol * 1e-2)["T"] for y0, z0 in starts]
         return (np.array([distinct_entropy(data, tr.z_active)[-1] for tr in out]),
                 sum(tr.stats["nfev"] for tr in out))
@@ -219,7 +219,7 @@ def tolerance_budget(seeds: int, csv_dir: Path) -> None:
 
         def ensemble(method, rtol, p=p, starts=starts):
             out = [paper.optimizer_flows(data, p, [0.0, 100.0], {"T": paper.OPTFLOWS["T"]},
-                                         y0=y0, z0=z0, rtol=rtol, atol=rtol * 1e-2,
+                                         start=(y0, z0), rtol=rtol, atol=rtol * 1e-2,
                                          method=method)["T"] for y0, z0 in starts]
             return (np.array([distinct_entropy(data, tr.z_active)[-1] for tr in out]),
                     sum(tr.stats["nfev"] for tr in out))

@@ -97,7 +97,7 @@ def cases(samples: int):
         return lambda: ExactFlow(data, ey, ez), {"flow": "exact", "eta_y": ey, "eta_z": ez}
 
     def level_t(ey, ez, zero=False):
-        start = {} if zero else {"z0": z0, "y0": y0}
+        start = {} if zero else {"start": (y0, z0)}
         return (lambda: FiniteTFlow(data, ey, ez, **start, **t_opts),
                 {"flow": "finite_t", "eta_y": ey, "eta_z": ez, **start, **t_opts})
 
@@ -151,7 +151,7 @@ def grid_rows(steps: int) -> list[dict]:
                 p = paper.FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio, steps=steps)
                 opts = {"seq_len": p.seq_len, **options}
                 field_class = family_named("scan_snap").field_class(flow)
-                level = field_class(data, p.eta_y, p.eta_z, z0=z0, y0=y0, **opts)
+                level = field_class(data, p.eta_y, p.eta_z, start=(y0, z0), **opts)
                 disc = odeflow.optimizer_steps(level, odeflow.Momentum(p.momentum), steps,
                                                progress=False)
                 H_disc = distinct_entropy(data, disc.z_active)
@@ -159,8 +159,9 @@ def grid_rows(steps: int) -> list[dict]:
                        "eta_y": p.eta_y, "steps": steps}
                 for name, modified in (("spec", False), ("matched", True)):
                     ode = paper.optimizer_flows(
-                        data, p, np.arange(steps + 1.0), {"level": (flow, options)}, y0=y0,
-                        z0=z0, optimizer=odeflow.Momentum(p.momentum, modified=modified))["level"]
+                        data, p, np.arange(steps + 1.0), {"level": (flow, options)},
+                        start=(y0, z0),
+                        optimizer=odeflow.Momentum(p.momentum, modified=modified))["level"]
                     gap = distinct_entropy(data, ode.z_active) - H_disc
                     row[f"{name}_final"] = float(gap[-1])
                     row[f"{name}_max"] = float(np.abs(gap).max())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import sys
 import warnings
 
 #: numpy scalar reprs (``np.float64(0.5)``, ``np.int64(3)``) inside a message.
@@ -53,7 +54,7 @@ class RenamedWarning(DeprecationWarning):
     """
 
 
-def renamed(options: dict, renames: dict, stacklevel: int = 3, quiet=()) -> dict:
+def renamed(options: dict, renames: dict, stacklevel: int = 3, own_calls: bool = False) -> dict:
     """``options`` with each old name of ``renames`` replaced by its new one.
 
     Warns :class:`RenamedWarning` for every old name given. A rename ``old ->
@@ -70,10 +71,10 @@ def renamed(options: dict, renames: dict, stacklevel: int = 3, quiet=()) -> dict
     stacklevel : int
         Passed to :func:`warnings.warn`: 3 points at the caller of the function
         that calls :func:`renamed`.
-    quiet : collection of str
-        Old names translated without a warning: those a module of the package
-        still passes (``docs/api.md`` lists them), so that the package's own
-        calls do not warn.
+    own_calls : bool
+        Also warn when the caller at ``stacklevel`` is a module of odeflow itself.
+        By default those calls (the few old names a module still passes,
+        ``docs/api.md``) are translated silently: the warning is for users' code.
 
     Returns
     -------
@@ -102,31 +103,34 @@ def renamed(options: dict, renames: dict, stacklevel: int = 3, quiet=()) -> dict
             message = (f"{old!r} is now {name!r}: "
                        f"{name}=({', '.join(o for _, o in parts)})")
             pairs.setdefault(name, [None, None])[part] = value
-        if old not in quiet:
+        if own_calls or not _package_caller(stacklevel):
             warnings.warn(RenamedWarning(message), stacklevel=stacklevel)
     for name, pair in pairs.items():
         out[name] = tuple(pair)
     return out
 
 
-def renamed_keywords(renames: dict, quiet=()):
+def _package_caller(stacklevel: int) -> bool:
+    """Whether the frame that :func:`renamed` would warn at (``stacklevel`` counted from
+    :func:`renamed`) runs a module of odeflow."""
+    frame = sys._getframe(stacklevel)   # 0: this function, 1: renamed, 2: its caller ...
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return name == "odeflow" or name.startswith("odeflow.")
+
+
+def renamed_keywords(renames: dict):
     """Decorator: the function also takes the old keyword names of ``renames``
-    (see :func:`renamed`), warning :class:`RenamedWarning` at its caller (except
-    for the names in ``quiet``).
+    (see :func:`renamed`), warning :class:`RenamedWarning` at its caller.
 
     The decorated function keeps its signature (:func:`functools.wraps`) and
-    carries ``renames`` and ``quiet`` as its ``renamed`` and ``renamed_quiet``
-    attributes, so that a front end passing options on to it can translate them
-    first.
+    carries ``renames`` as its ``renamed`` attribute, so that a front end passing
+    options on to it can translate them first.
     """
-    quiet = frozenset(quiet)
-
     def decorate(function):
         @functools.wraps(function)
         def wrapper(*args, **kwargs):
-            return function(*args, **renamed(kwargs, renames, stacklevel=3, quiet=quiet))
+            return function(*args, **renamed(kwargs, renames, stacklevel=3))
         wrapper.renamed = dict(renames)
-        wrapper.renamed_quiet = quiet
         return wrapper
     return decorate
 

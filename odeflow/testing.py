@@ -213,7 +213,7 @@ def data_models(draw, *, min_classes: int = 1, max_classes: int = 3, max_queries
 
 
 def initial_logits(data: DataModel, scale: float = 2.0):
-    """Initial logits ``Z(0)`` for :func:`odeflow.solve` (its ``z0=`` argument).
+    """Initial logits ``Z(0)`` for :func:`odeflow.solve` (``start=(None, z0)``).
 
     Parameters
     ----------

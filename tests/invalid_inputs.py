@@ -668,20 +668,21 @@ def invalid_solve_arguments(draw, data: DataModel, kinds: Sequence[str] | None =
         if what == "shape":
             shape = draw(st.tuples(st.integers(0, 3), st.integers(0, M + 2)).filter(
                 lambda s: s != (q, M)))
-            kwargs["z0"] = np.zeros(shape)
+            kwargs["start"] = (None, np.zeros(shape))
         elif what == "nonfinite":
             z0 = np.zeros((q, M))
             z0[draw(st.integers(0, q - 1)), draw(st.integers(0, M - 1))] = draw(_NONFINITE)
-            kwargs["z0"] = z0
+            kwargs["start"] = (None, z0)
         elif what == "text":
-            kwargs["z0"] = draw(_not_a_number_text())
+            kwargs["start"] = (None, draw(_not_a_number_text()))
         elif what == "row-length":
             m = int(data.query_tokens[draw(st.integers(0, q - 1))])
-            kwargs["z0"] = {m: np.zeros(draw(st.integers(0, M + 2).filter(lambda n: n != M)))}
+            length = draw(st.integers(0, M + 2).filter(lambda n: n != M))
+            kwargs["start"] = (None, {m: np.zeros(length)})
             field = f"z0[{m}]"
         else:
             bad = draw(st.integers(-5, M + 5).filter(lambda m: m not in data.query_tokens))
-            kwargs["z0"] = {bad: np.zeros(M)}
+            kwargs["start"] = (None, {bad: np.zeros(M)})
     elif kind == "data:type":
         kwargs["data"] = draw(st.one_of(st.none(), st.integers(), st.just(data.to_dict())))
     elif kind == "beta:negative":

@@ -61,9 +61,9 @@ def test_derived_sets():
     (lambda: odeflow.solve(two_classes(), flow="exact", beta=1.0), "beta"),
     (lambda: odeflow.solve(two_classes(), rtol=0), "rtol"),
     (lambda: odeflow.solve(two_classes(), t_eval=[0, 2, 1]), "t_eval"),
-    (lambda: odeflow.solve(two_classes(), z0=np.zeros((1, 5))), "z0"),
-    (lambda: odeflow.solve(two_classes(), z0=np.zeros((1, 6)) + 1j), "z0"),     # complex
-    (lambda: odeflow.solve(two_classes(), z0={3: np.zeros(6)}), "z0"),         # not a query
+    (lambda: odeflow.solve(two_classes(), start=(None, np.zeros((1, 5)))), "z0"),
+    (lambda: odeflow.solve(two_classes(), start=(None, np.zeros((1, 6)) + 1j)), "z0"),  # complex
+    (lambda: odeflow.solve(two_classes(), start=(None, {3: np.zeros(6)})), "z0"),  # not a query
     (lambda: odeflow.solve(two_classes(), eta_y=True), "eta_y"),               # bool
     (lambda: odeflow.solve(two_classes(), eta_z="0.5"), "eta_z"),              # text
     (lambda: odeflow.solve(two_classes(), t_span=(0, 10**400)), "t_end"),      # overflow

@@ -31,7 +31,7 @@ def test_blocked_gradients_equal_the_fields_gradient(medium, start):
     fields = []
     for seed in range(3):
         y0, z0 = training_start(medium, seed, start)
-        fields.append(FiniteTFlow(medium, 2.0, 1.0, z0=z0, y0=y0, seq_len=16,
+        fields.append(FiniteTFlow(medium, 2.0, 1.0, start=(y0, z0), seq_len=16,
                                   sample_size=8))
     rng = np.random.default_rng(5)
     states = np.stack([f.initial_state() for f in fields])
@@ -58,7 +58,7 @@ def test_ensemble_of_momentum_flows_equals_one_solve_per_start(medium):
     together = solve_ensemble(medium, starts, **options)
     assert len(together) == 3 and together[0].stats["ensemble_size"] == 3
     for (y0, z0), tr in zip(starts, together, strict=True):
-        alone = solve(medium, y0=y0, z0=z0, **options)
+        alone = solve(medium, start=(y0, z0), **options)
         np.testing.assert_array_equal(tr.t, alone.t)
         assert tr.meta["optimizer"] == alone.meta["optimizer"]
         scale = np.abs(alone.z_active).max()
@@ -68,7 +68,7 @@ def test_ensemble_of_momentum_flows_equals_one_solve_per_start(medium):
 
 def test_blocked_storage_is_the_dense_field(medium):
     y0, z0 = training_start(medium, 4)
-    dense, blocked = (FiniteTFlow(medium, 2.0, 1.0, z0=z0, y0=y0, seq_len=16,
+    dense, blocked = (FiniteTFlow(medium, 2.0, 1.0, start=(y0, z0), seq_len=16,
                                   sample_size=8, storage=st) for st in ("dense", "blocked"))
     y = dense.initial_state() + 0.3 * np.random.default_rng(2).standard_normal(dense.size)
     want = dense.rhs(0.0, y)
@@ -91,7 +91,7 @@ def test_fig6_ensemble_equals_dense_per_seed_solves_in_entropy(medium):
     dense = {"T": (flow, {**options, "storage": "dense"})}
     for i, seed in enumerate((0, 1, 2)):
         y0, z0 = training_start(medium, seed)
-        tr = paper.optimizer_flows(medium, protocol, steps, dense, y0=y0, z0=z0)["T"]
+        tr = paper.optimizer_flows(medium, protocol, steps, dense, start=(y0, z0))["T"]
         alone = distinct_entropy(medium, tr.z_active)
         assert np.all(np.abs(H["T"][i] - alone) <= 1e-5 * np.abs(alone))
     # the seeds' flows differ from each other far more than the two storages do
@@ -124,7 +124,7 @@ def test_ensemble_copies_adams_exact_steps_as_solve_does():
                          t_span=(0, 6), rtol=1e-8, atol=1e-10)
     for traj, (y0, z0) in zip(ens, starts, strict=True):
         one = solve(data, flow="exact", eta_y=1.0, eta_z=0.1, optimizer=opt, t_span=(0, 6),
-                    y0=y0, z0=z0, method="RK45", rtol=1e-8, atol=1e-10, progress=False)
+                    start=(y0, z0), method="RK45", rtol=1e-8, atol=1e-10, progress=False)
         assert traj.stats["exact_until"] == 3.0
         np.testing.assert_allclose(traj.z_active[:4], one.z_active[:4], rtol=0, atol=1e-15)
         np.testing.assert_allclose(traj.z_active, one.z_active, rtol=0, atol=1e-6)

@@ -61,7 +61,7 @@ def test_lumped_and_unlumped_rhs_agree(seed):
     data = random_model(rng, M=60, K=4, n_queries=2, support=6, active=14)
     assert data.active_tokens.size < data.vocab_size / 2
     z0 = rng.normal(size=(data.query_tokens.size, data.vocab_size))
-    field = ExactFlow(data, 1.3, 0.6, z0=z0)
+    field = ExactFlow(data, 1.3, 0.6, start=(None, z0))
     y = field.initial_state() + random_state(field, rng, 0.5)
     Y, Z = unlump(field, y)
     dY, dZ = dense_rhs(data, Y, Z, 1.3, 0.6)
@@ -90,7 +90,7 @@ def solved():
     rng = np.random.default_rng(11)
     data = random_model(rng, M=40, K=3, n_queries=2, support=6, active=20)
     z0 = rng.normal(size=(2, 40))
-    return odeflow.solve(data, eta_y=1.0, eta_z=0.5, t_span=(0, 1e4), z0=z0, rtol=1e-10,
+    return odeflow.solve(data, eta_y=1.0, eta_z=0.5, t_span=(0, 1e4), start=(None, z0), rtol=1e-10,
                          atol=1e-12, method="Radau")
 
 
@@ -157,7 +157,7 @@ def test_sparse_and_dense_storage_match_the_dense_reference(seed):
     data = random_model(rng, M=80, K=6, n_queries=3, support=5, active=30)
     z0 = rng.normal(size=(data.query_tokens.size, data.vocab_size))
     for storage in ("dense", "sparse"):
-        field = ExactFlow(data, 1.3, 0.6, z0=z0, storage=storage)
+        field = ExactFlow(data, 1.3, 0.6, start=(None, z0), storage=storage)
         assert field.ops.dense == (storage == "dense")
         y = field.initial_state() + random_state(field, rng, 0.5)
         Y, Z = unlump(field, y)
@@ -220,7 +220,7 @@ def test_unlumped_decoder_matches_dense_reference(seed):
     rng = np.random.default_rng(seed)
     data = random_model(rng, M=20, K=3, n_queries=2, support=5, active=12)
     y0 = rng.normal(size=(20, 20))
-    field = ExactFlow(data, 0.8, 0.6, y0=y0)
+    field = ExactFlow(data, 0.8, 0.6, start=(y0, None))
     assert not field.lumped and field.R == 20
     y = field.initial_state()
     Y, Z = unlump(field, y)
@@ -244,13 +244,13 @@ def test_symmetric_y0_is_lumped_and_unlumped_flow_agrees():
     others = np.setdiff1d(np.arange(16), data.next_tokens)
     y0[others] = rng.normal(size=16)                         # equal non-next rows
     y0[others[0], np.setdiff1d(np.arange(16), data.active_tokens)] += 5.0  # inactive: ignored
-    lumped = ExactFlow(data, 1.0, 0.5, y0=y0)
-    full = ExactFlow(data, 1.0, 0.5, y0=y0, unlumped=True)
+    lumped = ExactFlow(data, 1.0, 0.5, start=(y0, None))
+    full = ExactFlow(data, 1.0, 0.5, start=(y0, None), unlumped=True)
     assert lumped.lumped and not full.lumped
     kw = dict(eta_y=1.0, eta_z=0.5, t_span=(0, 50.0), rtol=1e-12, atol=1e-14, method="DOP853",
               progress=False)
-    a = odeflow.solve(data, y0=y0, **kw)
-    b = odeflow.solve(data, y0=y0, unlumped=True, **kw)
+    a = odeflow.solve(data, start=(y0, None), **kw)
+    b = odeflow.solve(data, start=(y0, None), unlumped=True, **kw)
     assert a.decoder_layout == "lumped" and b.decoder_layout == "full"
     for i in (0, a.t.size // 2, a.t.size - 1):
         Y, z = a.decoder_at(i), a.z_active[i]
@@ -279,7 +279,7 @@ def test_asymmetric_y0_solve_and_accessors():
     rng = np.random.default_rng(5)
     data = random_model(rng, M=12, K=2, n_queries=1, support=4, active=8)
     y0 = 0.1 * rng.normal(size=(12, 12))
-    traj = odeflow.solve(data, y0=y0, t_span=(0, 100.0), progress=False)
+    traj = odeflow.solve(data, start=(y0, None), t_span=(0, 100.0), progress=False)
     assert traj.decoder_layout == "full"
     assert np.abs(traj.decoder_at(0) - y0).max() <= 1e-15
     assert traj.decoder.shape == (traj.t.size, 12, 12)
@@ -296,7 +296,7 @@ def test_asymmetric_y0_solve_and_accessors():
 def test_y0_is_validated(bad, match):
     data = random_model(np.random.default_rng(0), M=12, K=2, n_queries=1, support=4)
     with pytest.raises(odeflow.ValidationError, match=match) as info:
-        odeflow.solve(data, y0=bad, t_span=(0, 1.0))
+        odeflow.solve(data, start=(bad, None), t_span=(0, 1.0))
     assert info.value.field == "y0"
 
 

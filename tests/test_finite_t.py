@@ -214,13 +214,13 @@ def test_random_start_decoder_is_kept_unlumped_on_every_column():
     trajectory claimed a lumped layout)."""
     data = odeflow.DataModel.preset("syn-medium-1")
     y0 = np.random.default_rng(3).uniform(-0.2, 0.2, (data.vocab_size, data.vocab_size))
-    traj = odeflow.solve(data, flow="finite_t", y0=y0, seq_len=4, sample_size=2,
+    traj = odeflow.solve(data, flow="finite_t", start=(y0, None), seq_len=4, sample_size=2,
                          t_span=(0.0, 5.0), progress=False)
     assert traj.decoder_layout == "full"
     from odeflow.families import family_named
 
     field_class = family_named("scan_snap").field_class("finite_t")
-    field = field_class(data, 1.0, 0.1, seq_len=4, sample_size=2, y0=y0)
+    field = field_class(data, 1.0, 0.1, seq_len=4, sample_size=2, start=(y0, None))
     unsampled = np.setdiff1d(data.active_tokens, field.columns)
     assert unsampled.size > 0  # the case the test is about
     np.testing.assert_allclose(traj.decoder_at(0), y0, atol=1e-14)

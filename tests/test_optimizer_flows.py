@@ -187,7 +187,7 @@ def test_adam_events_watch_the_trajectory_after_the_exact_steps(data):
     """With the staggered reading the ODE starts half a step before the last exact step;
     events watch only the trajectory past it (the recursion's own states before)."""
     y0, z0 = training_start(data, 0)  # "auto": 2 exact steps, the ODE from step 1.5
-    kw = {"flow": "exact", "eta_y": 1.0, "eta_z": 0.1, "y0": y0, "z0": z0, "progress": False,
+    kw = {"flow": "exact", "eta_y": 1.0, "eta_z": 0.1, "start": (y0, z0), "progress": False,
           "optimizer": Adam(), "t_span": (0, 8), "t_eval": np.arange(9.0)}
 
     def early(t, y):
@@ -285,7 +285,7 @@ def test_adam_auto_exact_steps_take_every_first_step_and_one_more(data):
     assert on[1].any() and (on[2] & ~on[1]).any() and not (on[3] & ~on[2]).any()
     assert not on[1, zero.inner.size - zero.inner.n_logits:].any()
     y0, z0 = training_start(data, 0)  # a random start: every gradient is on at step 0
-    rand = OptimizerFlow(ExactFlow(data, 1.0, 0.1, y0=y0, z0=z0), Adam(exact_steps="auto"))
+    rand = OptimizerFlow(ExactFlow(data, 1.0, 0.1, start=(y0, z0)), Adam(exact_steps="auto"))
     assert rand.exact_steps == 2
     # the ODE starts half a step before step k, at the midpoint of the last exact step
     start = rand.ode_start_state()
@@ -308,9 +308,9 @@ def test_adam_staggered_reading_is_second_order(data):
             K = int(round(T / h))
             opt = Adam((betas[0] ** h, betas[1] ** h), exact_steps=int(round(1 / h)),
                        offset=offset)
-            field = ExactFlow(data, eta * h, eta * h, y0=y0, z0=z0)
+            field = ExactFlow(data, eta * h, eta * h, start=(y0, z0))
             disc = optimizer_steps(field, opt, K, record_every=K)
-            flow = odeflow.solve(data, flow="exact", eta_y=eta * h, eta_z=eta * h, y0=y0, z0=z0,
+            flow = odeflow.solve(data, flow="exact", eta_y=eta * h, eta_z=eta * h, start=(y0, z0),
                                  optimizer=opt, t_span=(0, K), t_eval=[K], rtol=1e-12,
                                  atol=1e-14, progress=False)
             errors.append(np.linalg.norm(flow.y[: field.size, -1] - disc.y[: field.size, -1]))
@@ -430,7 +430,7 @@ def test_offset_reads_the_ode_half_a_step_later(data):
 
 def test_optimizer_trajectory_round_trip(data, tmp_path):
     y0, z0 = training_start(data, 2)
-    hb = odeflow.solve(data, flow="finite_t", sample_size=4, y0=y0, z0=z0,
+    hb = odeflow.solve(data, flow="finite_t", sample_size=4, start=(y0, z0),
                        optimizer=Momentum(0.9), t_span=(0, 5), progress=False)
     adam = odeflow.solve(data, flow="exact", optimizer=Adam(), t_span=(0, 5), progress=False)
     for traj, name in ((hb, "hb.npz"), (adam, "adam.npz")):
@@ -462,7 +462,7 @@ def test_training_start_is_the_draw_of_the_training_seed(data):
     np.testing.assert_array_equal(run.initial_logits(0), z0)
     bound = 1.0 / math.sqrt(data.vocab_size)
     assert np.abs(y0).max() <= bound and np.abs(z0).max() <= bound
-    field = FiniteTFlow(data, 1.0, 1.0, z0=z0, y0=y0, sample_size=2)
+    field = FiniteTFlow(data, 1.0, 1.0, start=(y0, z0), sample_size=2)
     assert not field.lumped  # the random start breaks the symmetry of the rows
     zero_y, zero_z = training_start(data, 3, init="zero")
     assert not zero_y.any() and not zero_z.any()
@@ -489,7 +489,7 @@ def test_default_heavy_ball_reading_is_nearer_the_discrete_heavy_ball():
 
     data = odeflow.DataModel.preset("syn-medium-3")
     y0, z0 = odeflow.training_start(data, 0)
-    opts = {"seq_len": 128, "sample_size": 16, "seed": 0, "z0": z0, "y0": y0}
+    opts = {"seq_len": 128, "sample_size": 16, "seed": 0, "start": (y0, z0)}
     steps = 30
     twin = odeflow.optimizer_steps(FiniteTFlow(data, 2.0, 1.0, **opts), Momentum(0.9), steps,
                                    progress=False)

@@ -90,7 +90,7 @@ def test_rhs_matches_dense_reference(storage, matrix_beta):
         beta = np.full((5, 5), 0.07)
         np.fill_diagonal(beta, 0.0)
     z0 = rng.normal(size=(2, 60))
-    field = ReducedFlow(data, 1.3, 0.7, z0=z0, beta=beta, storage=storage)
+    field = ReducedFlow(data, 1.3, 0.7, start=(None, z0), beta=beta, storage=storage)
     assert field.ops.dense == (storage == "dense")
     assert (field.beta_scalar is None) == matrix_beta
     y = random_state(field, rng)
@@ -195,7 +195,7 @@ def test_eqn11_invariant_exact_on_random_models(seed):
     z0 = rng.normal(scale=0.5, size=(data.query_tokens.size, data.vocab_size)) \
         if with_z0 else None
     traj = odeflow.solve(data, flow="reduced", eta_y=float(rng.uniform(0.5, 3)),
-                         eta_z=float(rng.uniform(0.1, 2)), t_span=(0, 1e3), z0=z0,
+                         eta_z=float(rng.uniform(0.1, 2)), t_span=(0, 1e3), start=(None, z0),
                          rtol=1e-11, atol=1e-14)
     assert eqn11_spread(traj, floor=1e-4 if with_z0 else 0.0).max() < 1e-8
     # Theorem 3: the relative gain is (f^_l(0)^2/f^_l'(0)^2 - 1) chi_l

@@ -41,6 +41,16 @@ def test_renamed_keywords_keeps_signature_and_warns_at_caller():
     assert f() == 1
 
 
+def test_the_packages_own_calls_by_an_old_name_do_not_warn(recwarn):
+    """A module of odeflow that still passes an old name (docs/api.md lists them) is
+    translated silently; the warning is for users' code."""
+    namespace = {"__name__": "odeflow.some_module", "renamed": renamed}
+    exec("def call(options):\n    return renamed(options, {'length': 'seq_len'}, stacklevel=2)",
+         namespace)
+    assert namespace["call"]({"length": 3}) == {"seq_len": 3}
+    assert not recwarn.list
+
+
 def test_level_t_sample_size_is_sequences_per_class():
     """Level T's ``sample_size`` is its sequences per class (old ``samples_per_class``)."""
     from odeflow.data import sample_counts
@@ -49,10 +59,12 @@ def test_level_t_sample_size_is_sequences_per_class():
     data = odeflow.DataModel.preset("syn-small")
     new = FiniteTFlow(data, 1.0, 1.0, seq_len=8, sample_size=3, seed=2)
     assert new.sample.sample_size == 3 and new.sample.size == 3 * data.num_classes
-    old = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=3, seed=2)
+    with pytest.warns(RenamedWarning, match="'samples_per_class' is now 'sample_size'"):
+        old = FiniteTFlow(data, 1.0, 1.0, seq_len=8, samples_per_class=3, seed=2)
     assert old.parameters() == new.parameters()
-    traj = odeflow.solve(data, flow="finite_t", seq_len=8, samples_per_class=3, seed=2,
-                         t_span=(0.0, 1.0), progress=False)
+    with pytest.warns(RenamedWarning, match="'samples_per_class' is now 'sample_size'"):
+        traj = odeflow.solve(data, flow="finite_t", seq_len=8, samples_per_class=3, seed=2,
+                             t_span=(0.0, 1.0), progress=False)
     assert traj.meta["sample_size"] == 3
     with pytest.warns(RenamedWarning):
         assert sample_counts(data, 8, samples_per_class=3).samples_per_class == 3

@@ -154,7 +154,7 @@ def test_fig6_discrete_rows_are_the_recursion_from_the_runs_starts():
     final = []
     for seed in (0, 1):
         y0, z0 = odeflow.training_start(data, seed, "uniform")
-        field = FiniteTFlow(data, 2.0, 1.0, y0=y0, z0=z0, seq_len=protocol.seq_len, **options)
+        field = FiniteTFlow(data, 2.0, 1.0, start=(y0, z0), seq_len=protocol.seq_len, **options)
         tr = odeflow.optimizer_steps(field, paper.optimizer_of(protocol), 3, progress=False)
         final.append(distinct_entropy(data, tr.z_active)[-1])
     assert rows[0]["discrete_T_mean"] == pytest.approx(np.mean(final), rel=1e-12)
@@ -276,10 +276,10 @@ def test_level_t_objective_of_a_full_decoder_matches_the_field():
     data = odeflow.DataModel.preset("syn-medium-1")
     y0, z0 = training_start(data, 4)
     traj = odeflow.solve(data, flow="finite_t", eta_y=2.0, eta_z=1.0, t_span=(0.0, 5.0),
-                         t_eval=[0.0, 5.0], y0=y0, z0=z0, sample_size=8, seq_len=16,
+                         t_eval=[0.0, 5.0], start=(y0, z0), sample_size=8, seq_len=16,
                          progress=False)
     assert traj.decoder_layout == "full"
-    field = FiniteTFlow(data, 2.0, 1.0, z0=z0, y0=y0, sample_size=8, seq_len=16)
+    field = FiniteTFlow(data, 2.0, 1.0, start=(y0, z0), sample_size=8, seq_len=16)
     assert traj.objective[0] == pytest.approx(field.objective(field.initial_state()), abs=1e-12)
     assert np.all(np.diff(traj.objective) > 0)           # a gradient flow ascends J_T
 

@@ -15,7 +15,7 @@ def traj():
     rng = np.random.default_rng(2)
     data = random_model(rng, M=40, K=4, n_queries=2, support=5, active=25)
     z0 = rng.normal(size=(2, 40))
-    return odeflow.solve(data, flow="exact", t_span=(0, 100.0), z0=z0, progress=False)
+    return odeflow.solve(data, flow="exact", t_span=(0, 100.0), start=(None, z0), progress=False)
 
 
 def test_logits_are_stored_compactly(traj):

@@ -96,7 +96,7 @@ def test_a_finite_difference_jacobian_of_a_large_state_is_not_a_stall(method, mo
 
     data = odeflow.DataModel.preset("syn-small")
     y0, z0 = odeflow.training_start(data, seed=0)
-    options = dict(flow="exact", method=method, y0=y0, z0=z0, t_span=(0.0, 10.0),
+    options = dict(flow="exact", method=method, start=(y0, z0), t_span=(0.0, 10.0),
                    t_eval=[10.0], progress=False)
     analytic = odeflow.solve(data, **options)
     monkeypatch.setattr(ExactFlow, "has_jacobian", False, raising=False)

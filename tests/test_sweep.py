@@ -65,7 +65,7 @@ def test_entropy_stays_finite_at_huge_logits():
     data = odeflow.DataModel.preset("syn-small")
     z0 = np.zeros((data.query_tokens.size, data.vocab_size))
     z0[:, [10, 20]] = 800.0  # a distinct token of each class; exp(800) overflows
-    traj = odeflow.solve(data, t_span=(0, 1.0), z0=z0, progress=False)
+    traj = odeflow.solve(data, t_span=(0, 1.0), start=(None, z0), progress=False)
     h = distinct_entropy(data, traj.z_active)
     assert np.all(np.isfinite(h)) and h[0] < 1e-6
 

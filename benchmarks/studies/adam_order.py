@@ -34,9 +34,9 @@ def errors(data, y0, z0, exact, offset, T, eta=0.05, betas=(0.9, 0.999)) -> np.n
         K = int(round(T / h))
         k = int(round(1 / h)) if exact == "time 1" else exact
         opt = odeflow.Adam((betas[0] ** h, betas[1] ** h), exact_steps=k, offset=offset)
-        field = ExactFlow(data, eta * h, eta * h, y0=y0, z0=z0)
+        field = ExactFlow(data, eta * h, eta * h, start=(y0, z0))
         disc = odeflow.optimizer_steps(field, opt, K, record_every=K, progress=False)
-        flow = odeflow.solve(data, flow="exact", eta_y=eta * h, eta_z=eta * h, y0=y0, z0=z0,
+        flow = odeflow.solve(data, flow="exact", eta_y=eta * h, eta_z=eta * h, start=(y0, z0),
                              optimizer=opt, t_span=(0, K), t_eval=[K], rtol=1e-12, atol=1e-14,
                              progress=False)
         n = field.size

@@ -58,7 +58,7 @@ def main() -> None:
     for preset in ("syn-medium-5", "syn-medium-10"):
         data = odeflow.DataModel.preset(preset)
         y0, z0 = odeflow.training_start(data, 0, "uniform")
-        field = FiniteTFlow(data, 2.0, 1.0, y0=y0, z0=z0, storage="blocked")
+        field = FiniteTFlow(data, 2.0, 1.0, start=(y0, z0), storage="blocked")
         y = field.initial_state()
         ref = field.gradient(y)
         b = class_blocks(field)

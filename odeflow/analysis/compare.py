@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS
 from odeflow.numerics import normalised_features
 from odeflow.results import Trajectory
 from odeflow.solver import solve
@@ -127,10 +128,12 @@ def compare_to_flow(flow: Trajectory, run, settings: dict | None = None) -> Comp
     return Comparison(flow.t, z_gap, tv, z_range, member, flow, run, dict(settings or {}))
 
 
-def flow_at(data, eta_y, eta_z, t, rtol=1e-10, atol=1e-12, z0=None) -> Trajectory:
-    """Level E solved at the times ``t`` (tight tolerances: it is the reference)."""
+@renamed_keywords(START_PARTS)
+def flow_at(data, eta_y, eta_z, t, rtol=1e-10, atol=1e-12, start=None) -> Trajectory:
+    """Level E solved at the times ``t`` (tight tolerances: it is the reference), from
+    ``start = (y0, z0)`` (zero by default; old keywords ``y0=``, ``z0=`` warn)."""
     return solve(data, flow="exact", eta_y=eta_y, eta_z=eta_z, t_span=(0.0, float(t[-1])),
-                 t_eval=t, rtol=rtol, atol=atol, z0=z0, progress=False)
+                 t_eval=t, rtol=rtol, atol=atol, start=start, progress=False)
 
 
 def compare_runs(data, eta_y: float, eta_z: float, steps: int, run: str = "sgd",

@@ -27,6 +27,7 @@ import numpy as np
 from odeflow.analysis.measures import distinct_entropy
 from odeflow.data import validate_positive
 from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS
 from odeflow.solver import default_t_eval, solve
 from odeflow.training import sgd_ensemble
 from odeflow.training.common import warmup_time
@@ -45,9 +46,9 @@ def _max_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return d.reshape(d.shape[0], -1).max(axis=1)
 
 
-def _flow_options(eta_y, eta_z, t_eval, rtol, atol, z0):
+def _flow_options(eta_y, eta_z, t_eval, rtol, atol, start):
     return {"eta_y": eta_y, "eta_z": eta_z, "t_span": (0.0, float(t_eval[-1])),
-            "t_eval": t_eval, "rtol": rtol, "atol": atol, "z0": z0, "progress": False}
+            "t_eval": t_eval, "rtol": rtol, "atol": atol, "start": start, "progress": False}
 
 
 @dataclass
@@ -81,10 +82,10 @@ class SampleSizeError:
         return self.max_difference / self.z_range if self.z_range > 0 else float("inf")
 
 
-@renamed_keywords({"samples_per_class": "sample_size"})
+@renamed_keywords({**START_PARTS, "samples_per_class": "sample_size"})
 def sample_size_error(data, eta_y: float, eta_z: float, t_end: float, seq_len: int,
                       sample_size: int, seed: int = 0, t_eval=None, rtol: float = 1e-8,
-                      atol: float = 1e-10, z0=None) -> SampleSizeError:
+                      atol: float = 1e-10, start=None) -> SampleSizeError:
     """Level T's error in ``N``: solve at ``N`` and ``2 N`` and compare.
 
     The samples are nested (:func:`odeflow.data.sample_counts`), so
@@ -93,7 +94,7 @@ def sample_size_error(data, eta_y: float, eta_z: float, t_end: float, seq_len: i
     """
     t_end = validate_positive(t_end, "t_end")
     t_eval = default_t_eval(0.0, t_end) if t_eval is None else t_eval
-    opts = _flow_options(eta_y, eta_z, t_eval, rtol, atol, z0)
+    opts = _flow_options(eta_y, eta_z, t_eval, rtol, atol, start)
     one = solve(data, flow="finite_t", seq_len=seq_len, sample_size=sample_size,
                 seed=seed, **opts)
     two = solve(data, flow="finite_t", seq_len=seq_len,
@@ -103,10 +104,10 @@ def sample_size_error(data, eta_y: float, eta_z: float, t_end: float, seq_len: i
                            int(one.meta["seq_len"]), int(one.meta["sample_size"]))
 
 
-@renamed_keywords({"samples_per_class": "sample_size"})
+@renamed_keywords({**START_PARTS, "samples_per_class": "sample_size"})
 def distance_to_exact(data, eta_y: float, eta_z: float, t_end: float, seq_lens,
                       sample_size: int, seed: int = 0, t_eval=None, rtol: float = 1e-10,
-                      atol: float = 1e-12, z0=None) -> list[dict]:
+                      atol: float = 1e-12, start=None) -> list[dict]:
     """Level T against Level E as ``T`` grows.
 
     Returns
@@ -120,7 +121,7 @@ def distance_to_exact(data, eta_y: float, eta_z: float, t_end: float, seq_lens,
     """
     t_end = validate_positive(t_end, "t_end")
     t_eval = default_t_eval(0.0, t_end) if t_eval is None else t_eval
-    opts = _flow_options(eta_y, eta_z, t_eval, rtol, atol, z0)
+    opts = _flow_options(eta_y, eta_z, t_eval, rtol, atol, start)
     exact = solve(data, flow="exact", **opts)
     z_range = float(np.ptp(exact.z_active - exact.z_active[0]))
     rows = []

@@ -32,7 +32,8 @@ import numpy as np
 
 from odeflow.analysis.measures import distinct_attention, distinct_entropy
 from odeflow.data import DataModel
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS, split_start
 from odeflow.fields.optimizers import Adam, Momentum
 from odeflow.solver import solve
 from odeflow.training.discrete import optimizer_steps, training_start
@@ -64,28 +65,28 @@ OPTFLOW_RTOL, OPTFLOW_ATOL, OPTFLOW_METHOD = 1e-5, 1e-7, "RK45"
 RECALL_THRESHOLDS = tuple(np.round(np.linspace(0.02, 0.30, 29), 3).tolist())
 
 
+@renamed_keywords(START_PARTS)
 def level_predictions(data: DataModel, protocol: Protocol, steps, levels=None,
-                      rtol: float = 1e-8, atol: float = 1e-10, y0=None, z0=None) -> dict:
+                      rtol: float = 1e-8, atol: float = 1e-10, start=None) -> dict:
     """Each level's trajectory at the flow times of ``steps``, with the run's rates.
 
     Returns ``{level name: Trajectory}``; the trajectories' ``t`` is
-    ``protocol.flow_time(steps)``. ``z0`` (``(q, M)``) and ``y0`` (``(M, M)``)
-    give the initial state (zero by default); Levels E and T take both, Level R
-    only ``z0`` (its decoder state is the margin ``h`` from ``W(0) = 0``,
-    Theorem 1). Level T runs at the protocol's ``seq_len`` unless its options
-    say otherwise.
+    ``protocol.flow_time(steps)``. ``start = (y0, z0)``, ``y0`` of shape ``(M,
+    M)`` and ``z0`` of shape ``(q, M)``, is the initial state (either None: zero;
+    old keywords ``y0=``, ``z0=`` warn); Levels E and T take both, Level R only
+    ``z0`` (its decoder state is the margin ``h`` from ``W(0) = 0``, Theorem 1).
+    Level T runs at the protocol's ``seq_len`` unless its options say otherwise.
     """
+    y0, z0 = split_start(start)
     t = protocol.flow_time(steps)
     out = {}
     for name, (flow, options) in (LEVELS if levels is None else levels).items():
-        start = {"z0": z0}
-        if y0 is not None and flow in DECODER_LEVELS:
-            start["y0"] = y0
+        level_start = (y0 if flow in DECODER_LEVELS else None, z0)
         if flow == "finite_t":
             options = {"seq_len": protocol.seq_len, **options}
         out[name] = solve(data, flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
                           t_span=(0.0, float(t[-1])), t_eval=t, rtol=rtol, atol=atol,
-                          progress=False, **start, **options)
+                          progress=False, start=level_start, **options)
     return out
 
 
@@ -116,14 +117,15 @@ def optimizer_of(protocol: Protocol):
     return Adam(protocol.betas, protocol.eps, start="first_step")
 
 
-def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=None, z0=None,
+@renamed_keywords(START_PARTS)
+def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, start=None,
                     rtol: float = OPTFLOW_RTOL, atol: float = OPTFLOW_ATOL,
                     method: str = OPTFLOW_METHOD, optimizer=None) -> dict:
     """The optimiser flow of ``protocol`` over each level, on the step axis.
 
     Returns ``{name: Trajectory}`` recorded at the steps ``steps`` (step time
-    ``s = k``: no time map), with the run's rates, from ``y0``, ``z0`` (zero by
-    default; the same forms as :func:`level_predictions`). ``levels`` maps names
+    ``s = k``: no time map), with the run's rates, from ``start = (y0, z0)`` (zero
+    by default; the same forms as :func:`level_predictions`). ``levels`` maps names
     to ``(flow, options)`` (:data:`OPTFLOWS` by default; Level T runs at the
     protocol's ``seq_len``); ``rtol``, ``atol``, ``method`` those of the solves;
     ``optimizer`` in place of :func:`optimizer_of` the protocol's (e.g. another variant
@@ -135,20 +137,21 @@ def optimizer_flows(data: DataModel, protocol: Protocol, steps, levels=None, y0=
     for name, (flow, options) in (OPTFLOWS if levels is None else levels).items():
         if flow == "finite_t":
             options = {"seq_len": protocol.seq_len, **options}
-        start = {"z0": z0} if y0 is None else {"z0": z0, "y0": y0}
         out[name] = solve(data, flow=flow, eta_y=protocol.eta_y, eta_z=protocol.eta_z,
                           optimizer=optimizer, t_span=(0.0, float(steps[-1])), t_eval=steps,
                           method=method, rtol=rtol, atol=atol, progress=False,
-                          **start, **options)
+                          start=split_start(start), **options)
     return out
 
 
-def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None, y0=None,
-                   z0=None) -> dict:
+@renamed_keywords(START_PARTS)
+def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None,
+                   start=None) -> dict:
     """The deterministic discrete optimiser on each level, at ``steps``.
 
     :func:`odeflow.training.optimizer_steps`: the protocol's optimiser, unit steps,
-    on the level's exact gradient (Level T: its fixed sample), from ``y0``, ``z0``:
+    on the level's exact gradient (Level T: its fixed sample), from ``start = (y0,
+    z0)``:
     the runs without minibatch noise. Its distance to the runs is their minibatch
     noise (and, for Level T, its finite sample); its distance to the optimiser flow
     is the flow's discreteness. Returns ``{name: Trajectory}`` on the step axis.
@@ -161,7 +164,7 @@ def discrete_twins(data: DataModel, protocol: Protocol, steps, levels=None, y0=N
         if flow == "finite_t":
             options = {"seq_len": protocol.seq_len, **options}
         field_class = family_named("scan_snap").field_class(flow)
-        field = field_class(data, protocol.eta_y, protocol.eta_z, z0=z0, y0=y0, **options)
+        field = field_class(data, protocol.eta_y, protocol.eta_z, start=start, **options)
         tr = optimizer_steps(field, optimizer_of(protocol), int(steps[-1]), progress=False)
         keep = np.searchsorted(tr.steps, steps)
         out[name] = (tr, keep)
@@ -180,22 +183,22 @@ def optflow_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=N
     Returns ``(entropy, seconds)``: ``{name: ndarray (S, n)}``, the distinct-token
     entropy of each seed's flow at ``steps``, and ``{name: wall seconds}``.
     """
-    def member(name, spec, y0, z0):
-        return optimizer_flows(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name].z_active
+    def member(name, spec, start):
+        return optimizer_flows(data, protocol, steps, {name: spec}, start=start)[name].z_active
 
     return _per_start_entropy(data, protocol, seeds, levels, member)
 
 
 def _per_start_entropy(data: DataModel, protocol: Protocol, seeds, levels, member) -> tuple:
     """``({name: ndarray (S, n)}, {name: wall seconds})``: the distinct-token entropy of
-    ``member(name, spec, y0, z0)`` (its ``z_active`` at the recorded steps) from each seed's
+    ``member(name, spec, start)`` (its ``z_active`` at the recorded steps) from each seed's
     own start, per level of ``levels`` (:data:`OPTFLOWS` by default), timed per level."""
     entropy, seconds = {}, {}
     starts = [training_start(data, s, protocol.init) for s in seeds]
     for name, spec in (OPTFLOWS if levels is None else levels).items():
         began = time.perf_counter()
-        entropy[name] = np.array([distinct_entropy(data, member(name, spec, y0, z0))
-                                  for y0, z0 in starts])
+        entropy[name] = np.array([distinct_entropy(data, member(name, spec, start))
+                                  for start in starts])
         seconds[name] = time.perf_counter() - began
     return entropy, seconds
 
@@ -210,8 +213,8 @@ def discrete_ensemble(data: DataModel, protocol: Protocol, seeds, steps, levels=
     """
     steps = np.asarray(steps)
 
-    def member(name, spec, y0, z0):
-        twin, keep = discrete_twins(data, protocol, steps, {name: spec}, y0=y0, z0=z0)[name]
+    def member(name, spec, start):
+        twin, keep = discrete_twins(data, protocol, steps, {name: spec}, start=start)[name]
         return twin.z_active[keep]
 
     return _per_start_entropy(data, protocol, seeds, levels, member)
@@ -296,8 +299,8 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
         for i in range(len(run.seeds)):
             y0 = np.zeros((data.vocab_size, data.vocab_size))
             y0[:, data.active_tokens] = run.initial_decoder(i)
-            per_seed.append(level_predictions(data, protocol, run.steps, levels, y0=y0,
-                                              z0=run.initial_logits(i)))
+            per_seed.append(level_predictions(data, protocol, run.steps, levels,
+                                              start=(y0, run.initial_logits(i))))
         flows = per_seed[0]
         level_entropy = {k: np.mean([distinct_entropy(data, f[k].z_active) for f in per_seed],
                                     axis=0) for k in flows}

@@ -99,7 +99,7 @@ def run_options(run) -> dict:
         raise ValidationError("run", "must be a table")
     options = {}
     try:
-        run = renamed(run, RUN_RENAMED, stacklevel=4)
+        run = renamed(run, RUN_RENAMED, stacklevel=4, own_calls=True)
     except ValidationError as err:
         raise ValidationError(f"run.{err.field}", err.reason) from None
     for key, value in run.items():

@@ -145,8 +145,8 @@ def miss_study(rows: list[dict], seeds=10, batches=MISS_STUDY_BATCHES,
         levels = {"T": OPTFLOWS["T"]}
         H = []
         for s in check_seeds(seeds):
-            y0, z0 = training_start(data, s)
-            twin, keep = discrete_twins(data, p, [steps], levels, y0=y0, z0=z0)["T"]
+            twin, keep = discrete_twins(data, p, [steps], levels,
+                                        start=training_start(data, s))["T"]
             H.append(distinct_entropy(data, twin.z_active[keep])[-1])
         row["discrete_T_mean"], row["discrete_T_std"] = float(np.mean(H)), float(np.std(H))
         out.append(row)

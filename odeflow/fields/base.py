@@ -15,11 +15,32 @@ from abc import ABC, abstractmethod
 import numpy as np
 
 from odeflow.data import DataModel, as_real_array, validate_positive
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
 
 #: Largest sparsity pattern a field builds for finite-difference Jacobians
 #: (bytes, ~12 per stored entry of a CSR matrix); above it ``jac_sparsity`` is None.
 PATTERN_BYTES_LIMIT = 64 * 2**20
+
+
+#: Old keywords of a Scan and Snap level's start -> their part of ``start=(y0, z0)``
+#: (``docs/api.md``, "One name per concept").
+START_PARTS = {"y0": ("start", 0), "z0": ("start", 1)}
+
+
+def split_start(start, name: str = "start") -> tuple:
+    """``(y0, z0)`` of a Scan and Snap start: None (both zero) or a pair ``(y0, z0)``
+    (a tuple or list of two; either part None: zero).
+
+    ``y0`` is the initial decoder ``Y(0)`` (shape ``(M, M)``), ``z0`` the initial
+    logits ``Z(0)`` (:func:`initial_logits`). A bare array is refused, naming
+    ``name``: it would be ambiguous between the two parts.
+    """
+    if start is None:
+        return None, None
+    if isinstance(start, (tuple, list)) and len(start) == 2:
+        return start[0], start[1]
+    raise ValidationError(name, f"must be a (y0, z0) pair (either None: zero), got "
+                          f"{type(start).__name__} {start!r:.60}")
 
 
 def initial_logits(data: DataModel, z0) -> np.ndarray:
@@ -160,28 +181,35 @@ class VectorField(Field):
     eta_y, eta_z : float
         Learning rates of the decoder ``Y`` and the attention logits ``Z``
         (Eqns 3-4); finite and positive.
-    z0 : optional
-        Initial logits, see :func:`initial_logits`.
+    start : (y0, z0), optional
+        The initial decoder ``Y(0)`` and logits ``Z(0)`` (:func:`split_start`;
+        either None: zero, the paper's start). A level whose state holds no
+        decoder (:attr:`takes_decoder_start` False) starts from ``Y(0) = 0`` and
+        refuses a ``y0``. The old keywords ``y0=``, ``z0=`` warn.
     """
+
+    #: Whether the level starts from a given decoder ``Y(0)`` (``start[0]``).
+    takes_decoder_start = True
 
     @classmethod
     def start_options(cls, start) -> dict:
         """``start = (y0, z0)``, the decoder and the logits (either None: zero):
-        ``{"y0": y0, "z0": z0}``."""
-        try:
-            y0, z0 = start
-        except (TypeError, ValueError):
-            raise ValidationError("starts", f"each start of a {cls.__name__} is a (y0, z0) "
-                                  f"pair, got {start!r:.80}") from None
-        return {"y0": y0, "z0": z0}
+        ``{"start": (y0, z0)}``."""
+        return {"start": split_start(start, "starts")}
 
-    def __init__(self, data: DataModel, eta_y: float, eta_z: float, z0=None):
+    @renamed_keywords(START_PARTS)
+    def __init__(self, data: DataModel, eta_y: float, eta_z: float, start=None):
         super().__init__()
         if not isinstance(data, DataModel):
             raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
         self.data = data
         self.eta_y = validate_positive(eta_y, "eta_y")
         self.eta_z = validate_positive(eta_z, "eta_z")
+        y0, z0 = split_start(start)
+        if y0 is not None and not self.takes_decoder_start:
+            raise ValidationError("start", f"flow {self.name!r} starts from Y(0) = 0 (its "
+                                  "state holds no decoder); give start=(None, z0)")
+        self.start_decoder = y0
         self.z_base = initial_logits(data, z0)
 
     def parameters(self) -> dict:

@@ -36,8 +36,8 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.data import as_real_array
-from odeflow.errors import ValidationError
-from odeflow.fields.base import VectorField, batch_by_loop
+from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS, VectorField, batch_by_loop
 from odeflow.fields.classes import ClassTable, Supports
 
 
@@ -49,11 +49,11 @@ class ExactFlow(VectorField):
     data : DataModel
     eta_y, eta_z : float
         Learning rates of ``Y`` and ``Z`` (Eqns 3-4).
-    z0 : optional
-        Initial logits (see :func:`odeflow.fields.base.initial_logits`).
-    y0 : ndarray of shape (M, M), optional
-        Initial decoder ``Y(0)`` (rows: outputs, columns: tokens); zero by
-        default. Finite. Its columns of tokens outside every support never
+    start : (y0, z0), optional
+        ``z0``: the initial logits (see :func:`odeflow.fields.base.initial_logits`);
+        ``y0``, ndarray of shape (M, M): the initial decoder ``Y(0)`` (rows:
+        outputs, columns: tokens); either None: zero; old keywords ``y0=``, ``z0=``
+        warn. ``y0`` is finite; its columns of tokens outside every support never
         change and never matter (``f^_n`` is zero there); the decoder is
         lumped when the rows of the non-next outputs are equal on the active
         columns, and kept with all ``M`` rows otherwise.
@@ -78,9 +78,11 @@ class ExactFlow(VectorField):
 
     name = "exact"
 
-    def __init__(self, data, eta_y, eta_z, z0=None, y0=None, table=None, storage="auto",
+    @renamed_keywords(START_PARTS)
+    def __init__(self, data, eta_y, eta_z, start=None, table=None, storage="auto",
                  unlumped=False):
-        super().__init__(data, eta_y, eta_z, z0)
+        super().__init__(data, eta_y, eta_z, start=start)
+        y0 = self.start_decoder
         if table is None:
             table = ClassTable.from_data_model(data)
         elif not isinstance(table, ClassTable):

@@ -34,6 +34,7 @@ from scipy import sparse
 
 from odeflow.data import CountSample, DataModel, sample_counts
 from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS
 from odeflow.fields.classes import ClassTable
 from odeflow.fields.exact import ExactFlow
 
@@ -148,17 +149,16 @@ class FiniteTFlow(ExactFlow):
     data : DataModel
     eta_y, eta_z : float
         Learning rates of ``Y`` and ``Z``.
-    z0 : optional
-        Initial logits, as for Level E.
+    start : (y0, z0), optional
+        Initial decoder and logits, as for Level E (old keywords ``y0=``, ``z0=``
+        warn). A ``y0`` is kept un-lumped when it breaks the symmetry of the
+        non-next rows, e.g. the paper's uniform start.
     seq_len : int, default 128
         ``T`` (the paper's experiments use 128): ``T - 1`` contextual tokens.
     sample_size : int, default 64
         ``N``, sequences per class (old name ``samples_per_class``, warns).
     seed : int, default 0
         Seed of the sample (:func:`odeflow.data.sample_counts`).
-    y0 : array_like of shape (M, M), optional
-        Initial decoder, as for Level E (kept un-lumped when it breaks the
-        symmetry of the non-next rows, e.g. the paper's uniform start).
     storage : {"auto", "dense", "sparse", "blocked"}, default "auto"
         Storage of the sampled supports, as for Level E (the same numbers
         either way, up to rounding). ``"auto"`` keeps tables above ``K N x C =
@@ -181,18 +181,17 @@ class FiniteTFlow(ExactFlow):
 
     name = "finite_t"
 
-    @renamed_keywords({"samples_per_class": "sample_size"},
-                      quiet=("samples_per_class",))   # odeflow.analysis.levels passes it
-    def __init__(self, data, eta_y, eta_z, z0=None, seq_len=128, sample_size=64, seed=0,
-                 y0=None, storage="auto"):
+    @renamed_keywords({**START_PARTS, "samples_per_class": "sample_size"})
+    def __init__(self, data, eta_y, eta_z, start=None, seq_len=128, sample_size=64, seed=0,
+                 storage="auto"):
         if not isinstance(data, DataModel):
-            super().__init__(data, eta_y, eta_z, z0)  # raises the usual ValidationError
+            super().__init__(data, eta_y, eta_z, start=start)  # the usual ValidationError
         if storage not in ("auto", "dense", "sparse", "blocked"):
             raise ValidationError("storage", "must be 'auto', 'dense', 'sparse' or 'blocked', "
                                   f"got {storage!r:.80}")
         sample = sample_counts(data, seq_len, sample_size, seed)
         self.blocked = storage == "blocked"
-        super().__init__(data, eta_y, eta_z, z0, y0=y0, table=sample_table(data, sample),
+        super().__init__(data, eta_y, eta_z, start=start, table=sample_table(data, sample),
                          storage="auto" if self.blocked else storage)
         self.sample = sample
         self._blocks = None  # ClassBlocks of gradients(), made at its first call

@@ -56,8 +56,8 @@ from scipy import sparse
 from scipy.special import expit
 
 from odeflow.data import as_real_array
-from odeflow.errors import ValidationError
-from odeflow.fields.base import PATTERN_BYTES_LIMIT, VectorField, batch_by_loop
+from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import PATTERN_BYTES_LIMIT, START_PARTS, VectorField, batch_by_loop
 from odeflow.fields.classes import ClassTable, Supports
 from odeflow.numerics import feature_vectors
 from odeflow.results.trajectory import DECODER_BYTES_LIMIT
@@ -107,8 +107,10 @@ class ReducedFlow(VectorField):
     data : DataModel
     eta_y, eta_z : float
         Learning rates of the decoder and of the attention logits.
-    z0 : optional
-        Initial logits (see :func:`odeflow.fields.base.initial_logits`).
+    start : (None, z0), optional
+        Initial logits ``z0`` (see :func:`odeflow.fields.base.initial_logits`); the
+        level starts from ``Y(0) = 0`` (``h = B = Gamma = 0``), so the decoder part
+        is None. The old keyword ``z0=`` warns.
     iota : float or array_like of shape (K,), default 1
         ``iota_n`` of Eqn 9. It multiplies ``f^_n`` in ``g_n`` and is removed
         by the projection ``I - f^_n f^_n^T``, so it does not change the
@@ -137,8 +139,11 @@ class ReducedFlow(VectorField):
     #: keeps it while its dense Jacobian fits the memory limit.
     preferred_method = "LSODA"
 
-    def __init__(self, data, eta_y, eta_z, z0=None, iota=1.0, beta=None, storage="auto"):
-        super().__init__(data, eta_y, eta_z, z0)
+    takes_decoder_start = False
+
+    @renamed_keywords(START_PARTS)
+    def __init__(self, data, eta_y, eta_z, start=None, iota=1.0, beta=None, storage="auto"):
+        super().__init__(data, eta_y, eta_z, start=start)
         K, M = data.num_classes, data.vocab_size
         if storage not in ("auto", "dense", "sparse"):
             raise ValidationError("storage", f"must be 'auto', 'dense' or 'sparse', "

@@ -32,8 +32,8 @@ import numpy as np
 from scipy.special import expit
 
 from odeflow.data import DataModel, validate_finite, validate_positive
-from odeflow.errors import ValidationError
-from odeflow.fields.base import VectorField, initial_logits
+from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS, VectorField, initial_logits, split_start
 from odeflow.numerics import logsumexp
 from odeflow.results.snap import SnapResult
 
@@ -118,12 +118,13 @@ class SnapFlow(VectorField):
     ----------
     data : DataModel or None
         When given, ``a``, ``z_c(0)``, ``pi = 1/K`` and ``M`` come from it
-        (:func:`snap_parameters`; the initial common logit from ``z0``), and
+        (:func:`snap_parameters`; the initial common logit from ``start``'s ``z0``), and
         ``a``, ``pi``, ``vocab_size``, ``zc0`` must not be given.
     eta_y, eta_z : float
         Learning rates.
-    z0 : optional
-        Initial logits, only with ``data``.
+    start : (None, z0), optional
+        Initial logits ``z0``, only with ``data`` (the decoder starts at zero: the
+        part ``y0`` is None). The old keyword ``z0=`` warns.
     a : float
         ``a > 0`` (Theorem 4), without ``data``.
     pi : float
@@ -142,13 +143,20 @@ class SnapFlow(VectorField):
     #: back to BDF with the 4x4 Jacobian if needed.
     preferred_method = "LSODA"
 
-    def __init__(self, data, eta_y, eta_z, z0=None, a=None, pi=None, vocab_size=None,
+    takes_decoder_start = False
+
+    @renamed_keywords(START_PARTS)
+    def __init__(self, data, eta_y, eta_z, start=None, a=None, pi=None, vocab_size=None,
                  zc0=None, beta=None):
         self.eta_y = validate_positive(eta_y, "eta_y")
         self.eta_z = validate_positive(eta_z, "eta_z")
         self.nfev = 0
         self.njev = 0
         self.data = data
+        y0, z0 = split_start(start)
+        if y0 is not None:
+            raise ValidationError("start", "flow 'snap' starts from Y(0) = 0 (its state "
+                                  "holds no decoder); give start=(None, z0)")
         if data is not None:
             given = [k for k, v in (("a", a), ("pi", pi), ("vocab_size", vocab_size),
                                     ("zc0", zc0)) if v is not None]
@@ -158,7 +166,7 @@ class SnapFlow(VectorField):
             self.params = snap_parameters(data, z0, beta)
         else:
             if z0 is not None:
-                raise ValidationError("z0", "needs a data model; use zc0= for z_c(0)")
+                raise ValidationError("start", "needs a data model; use zc0= for z_c(0)")
             if beta is not None:
                 raise ValidationError("beta", "only used to compute a from a data model")
             if a is None or pi is None or vocab_size is None:

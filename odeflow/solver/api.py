@@ -45,7 +45,7 @@ ENSEMBLE_AUTO_METHOD = "RK45"
 
 def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
           eta_z: float = FAMILY_DEFAULT, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
-          rtol: float = 1e-8, atol: float = 1e-10, z0=None, progress: bool | None = None,
+          rtol: float = 1e-8, atol: float = 1e-10, progress: bool | None = None,
           max_nfev: int | None = None, dense_output: bool = False, events=None,
           optimizer=None, **flow_options):
     """Integrate the training dynamics of a data model with scipy.
@@ -61,9 +61,9 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         the gradient flow of the finite-``T`` objective on a seeded sample
         (docs/fidelity.md); ``"reduced"``, Level R, Theorem 1 (Eqns 8-10, 44);
         ``"snap"``, the scalar system of Sec. 6 (Eqns 13-14).
-    eta_y, eta_z, z0 : optional
+    eta_y, eta_z : optional
         Scan and Snap: learning rates of the decoder and of the attention logits
-        (1 and 0.1 by default) and the initial logits ``Z(0)`` (zero by default).
+        (1 and 0.1 by default).
     t_span, t_eval : (float, float), array_like
         ``(t0, t_end)``; the output times (optional), by default log-spaced
         (:func:`default_t_eval`: 40 a decade, fewer for a state whose snapshots would
@@ -94,8 +94,12 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         (Among ``flow_options``.) Stages solved one after the other (:func:`solve_schedule`);
         their durations set the span: leave ``t_span`` out or give ``(0, end)``.
     **flow_options
-        Passed to the vector field (``iota``, ``beta`` of ``"reduced"``; ``seq_len``,
-        ``samples_per_class``, ``seed`` of ``"finite_t"``).
+        Passed to the vector field: ``start`` of every flow (Scan and Snap: the pair
+        ``(y0, z0)``, the initial decoder and logits, either None: zero; the old
+        keywords ``y0=``, ``z0=`` warn; the induction heads: the parameters), ``iota``,
+        ``beta`` of ``"reduced"``; ``seq_len``, ``sample_size``, ``seed`` of
+        ``"finite_t"`` and ``"finite_l"``. An old keyword (``docs/api.md``) is
+        translated with a :class:`~odeflow.errors.RenamedWarning`.
 
     Returns
     -------
@@ -113,15 +117,15 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     """
     flow_options = _new_names(data, flow, flow_options)
     if flow_options.get("schedule") is not None:
-        given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z), ("z0", z0))
-                 if v is not FAMILY_DEFAULT and v is not None}
+        given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z))
+                 if v is not FAMILY_DEFAULT}
         return _solve_scheduled(data, flow, t_span, flow_options.pop("schedule"),
                                 t_eval=t_eval, method=method, rtol=rtol, atol=atol,
                                 progress=progress, max_nfev=max_nfev, optimizer=optimizer,
                                 dense_output=dense_output, events=events, **given,
                                 **flow_options)
     flow, field, t0, t_end, t_eval, rtol, atol, max_nfev = _build_field(
-        data, flow, (eta_y, eta_z, z0), flow_options, optimizer, t_span, t_eval, rtol, atol,
+        data, flow, (eta_y, eta_z), flow_options, optimizer, t_span, t_eval, rtol, atol,
         max_nfev)
     return _solve_field(field, flow, t0, t_end, t_eval, method, rtol, atol, max_nfev,
                         progress, dense_output, events)
@@ -133,21 +137,17 @@ def _new_names(data, flow, options: dict) -> dict:
     warning :class:`~odeflow.errors.RenamedWarning` at the caller of the entry point."""
     family = family_of(data)
     field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT else flow)
-    init = field_class.__init__
-    return renamed(options, getattr(init, "renamed", {}), stacklevel=4,
-                   quiet=getattr(init, "renamed_quiet", ()))
+    return renamed(options, getattr(field_class.__init__, "renamed", {}), stacklevel=4)
 
 
 def _build_field(data, flow, scan_snap: tuple, flow_options: dict, optimizer, t_span, t_eval,
                  rtol, atol, max_nfev) -> tuple:
     """``(flow, field, t0, t_end, t_eval, rtol, atol, max_nfev)`` of :func:`solve`: the
-    family's field for ``flow`` (its defaults, then ``eta_y, eta_z, z0`` where given, then
+    family's field for ``flow`` (its defaults, then ``eta_y, eta_z`` where given, then
     the flow options, each checked by name), wrapped by ``optimizer``'s flow in step time,
     and the checked span, output times, tolerances and budget."""
-    eta_y, eta_z, z0 = scan_snap
+    eta_y, eta_z = scan_snap
     given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
-    if z0 is not None:
-        given["z0"] = z0
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
@@ -202,7 +202,7 @@ def _solve_scheduled(data, flow, t_span, schedule, **options):
 
 
 def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=None,
-                method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10, z0=None,
+                method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10,
                 progress: bool | None = None, blas_threads: int | None = 1,
                 max_nfev: int | None = None, **flow_options) -> list:
     """Integrate one flow of one data model at many learning-rate points as one state.
@@ -218,9 +218,10 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     data : DataModel
     params : sequence of (eta_y, eta_z)
         The learning-rate points, finite and positive.
-    flow, t_span, t_eval, method, z0, progress, **flow_options
-        As for :func:`solve`; ``method="auto"`` sees the stacked state (so
-        large batches get an explicit method, :func:`choose_method`).
+    flow, t_span, t_eval, method, progress, **flow_options
+        As for :func:`solve` (``start=(y0, z0)`` among the options); ``method="auto"``
+        sees the stacked state (so large batches get an explicit method,
+        :func:`choose_method`).
         Implicit methods get the block-diagonal analytic Jacobian as a sparse
         matrix.
     rtol, atol : float
@@ -264,8 +265,7 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
                               f"pairs, got {params!r:.80}")
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
     check_flow_options(flow, field_class, flow_options)
-    field = StackedField([field_class(data, ey, ez, z0=z0, **flow_options)
-                          for ey, ez in points])
+    field = StackedField([field_class(data, ey, ez, **flow_options) for ey, ez in points])
     t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
     scale = math.sqrt(field.P)
     sol, stats = integrate_field(field, t0, t_end, t_eval, method, rtol / scale, atol / scale,

@@ -230,7 +230,7 @@ def prepare(field, t0, t_end, t_eval, method) -> tuple:
 
 
 #: Arguments of :func:`solve` itself that reach the Scan and Snap fields.
-_SOLVE_ARGUMENTS = ("eta_y", "eta_z", "z0")
+_SOLVE_ARGUMENTS = ("eta_y", "eta_z")
 
 
 def check_flow_options(flow: str, field_class, options: dict) -> None:

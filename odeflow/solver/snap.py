@@ -17,7 +17,7 @@ def solve_snap(data=None, *, eta_y: float = 1.0, eta_z: float = 0.1, t_span=(0.0
     eta_y, eta_z : float
     t_span : (float, float)
     **solve_options
-        ``t_eval``, ``method``, ``rtol``, ``atol``, ``z0``, ``progress`` of
+        ``t_eval``, ``method``, ``rtol``, ``atol``, ``start``, ``progress`` of
         :func:`odeflow.solve`.
 
     Returns

@@ -150,7 +150,7 @@ def new_parameter_names(kinds, names: dict, where: str, warn: bool = True) -> di
     renames = {old: new for kind in kinds for old, new in kind.renamed.items()}
     try:
         if warn:
-            return renamed(names, renames, stacklevel=5)
+            return renamed(names, renames, stacklevel=5, own_calls=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RenamedWarning)
             return renamed(names, renames)

@@ -26,7 +26,8 @@ import time
 import numpy as np
 
 from odeflow.data import DataModel, validate_positive
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.optimizers import GradientDescent, OptimizerFlow
 from odeflow.training.common import (
@@ -39,9 +40,11 @@ from odeflow.training.common import (
 from odeflow.training.protocol import initial_state
 
 
+@renamed_keywords(START_PARTS)
 def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.0,
-                    record_every: int | None = None, z0=None, progress: bool | None = None):
-    """Run ``steps`` Euler steps of the Level E field from ``Y(0) = 0``.
+                    record_every: int | None = None, start=None, progress: bool | None = None):
+    """Run ``steps`` Euler steps of the Level E field from ``start`` (``Y(0) = 0``,
+    ``Z(0) = 0`` by default).
 
     Parameters
     ----------
@@ -55,8 +58,9 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
     record_every : int, optional
         Keep the state every this many steps (and always the last one); by
         default about 100 records.
-    z0 : optional
-        Initial logits ``Z(0)`` (zero by default), as for :func:`odeflow.solve`.
+    start : (y0, z0), optional
+        Initial decoder and logits (either None: zero), as for :func:`odeflow.solve`;
+        old keywords ``y0=``, ``z0=`` (warn).
     progress : bool, optional
         Show a progress bar; by default only when stderr is a terminal.
 
@@ -72,7 +76,7 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
     SolveError
         When a step leaves the finite numbers.
     """
-    field = ExactFlow(data, eta_y, eta_z, z0=z0)
+    field = ExactFlow(data, eta_y, eta_z, start=start)
     steps = check_count(steps, "steps")
     dt = validate_positive(dt, "dt")
     marks = record_steps(steps, record_every)
@@ -81,7 +85,7 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
     states = np.empty((marks.size, y.size))
     states[0] = y
     bar = StepProgress(steps, progress, "gradient ascent")
-    start = time.perf_counter()
+    began = time.perf_counter()
     k = 0
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
@@ -95,7 +99,7 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
         raise diverged("gradient ascent", k, exc) from None
     finally:
         bar.close()
-    wall = time.perf_counter() - start
+    wall = time.perf_counter() - began
     stats = {"method": "euler", "steps": steps, "rhs_calls": field.nfev, "wall_time": wall,
              "steps_per_second": steps / wall if wall > 0 else float("inf")}
     traj = field.trajectory(marks * dt, states, stats)
@@ -109,8 +113,8 @@ def training_start(data: DataModel, seed: int, init: str = "uniform"):
     Exactly the draw of :func:`odeflow.training.protocol.train` for that seed
     (``numpy.random.default_rng(seed)``, ``Y`` then ``Z``, entrywise uniform in
     ``[-1/sqrt(M), 1/sqrt(M)]`` for ``init="uniform"``, the paper's Fig. 6
-    start; zero for ``init="zero"``), shaped for ``odeflow.solve(..., y0=Y0,
-    z0=Z0)`` and the level fields: ``Y0`` of shape ``(M, M)``, ``Z0`` the rows
+    start; zero for ``init="zero"``), the pair ``start`` of ``odeflow.solve(...,
+    start=(Y0, Z0))`` and of the level fields: ``Y0`` of shape ``(M, M)``, ``Z0`` the rows
     of the query tokens in use, ``(q, M)`` (the other rows never enter the model).
     """
     if not isinstance(data, DataModel):
@@ -131,7 +135,7 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     b2^{k+1})``) with ``g = field.gradient`` and ``eta = field.rate_vector``:
     PyTorch's ``SGD(momentum)`` / ``Adam`` on the population objective, as the
     paper trains, without minibatch noise. The start is the field's
-    (``y0``, ``z0`` of the level). The steps are the optimiser's own ``step``
+    (``start=(y0, z0)`` of the level). The steps are the optimiser's own ``step``
     (:meth:`OptimizerFlow.advance`), so only its parameters (``mu``; ``betas``,
     ``eps``) enter; ``start`` and ``modified`` describe the ODE.
 
@@ -139,7 +143,7 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     ----------
     field : Field
         A parameter level (``gradient``, ``rate_vector``), e.g.
-        ``ExactFlow(data, eta_y, eta_z, y0=..., z0=...)``.
+        ``ExactFlow(data, eta_y, eta_z, start=(y0, z0))``.
     optimizer : odeflow.Momentum or odeflow.Adam
     steps : int
         Number of steps, ``>= 1``.
@@ -174,7 +178,7 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     states = np.empty((marks.size, flow.size))
     states[0] = flow.rest_state()
     bar = StepProgress(steps, progress, f"discrete {opt.kind}")
-    start = time.perf_counter()
+    began = time.perf_counter()
     k, r = 0, 1
     try:
         with np.errstate(over="raise", invalid="raise", divide="raise"):
@@ -188,7 +192,7 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
         raise diverged(f"discrete {opt.kind}", k, exc) from None
     finally:
         bar.close()
-    wall = time.perf_counter() - start
+    wall = time.perf_counter() - began
     stats = {"method": f"discrete {opt.kind}", "steps": steps, "wall_time": wall,
              "rhs_calls": steps}
     traj = flow.trajectory(marks.astype(float), states, stats)

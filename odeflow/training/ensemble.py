@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from odeflow.errors import renamed_keywords
+from odeflow.fields.base import START_PARTS
 from odeflow.numerics import normalised_features
 from odeflow.results import Trajectory
 from odeflow.training.common import check_seeds
@@ -67,14 +69,15 @@ class SGDEnsemble:
                                 "seeds": self.seeds})
 
 
+@renamed_keywords(START_PARTS)
 def sgd_ensemble(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq_len: int,
                  seeds=8, momentum: float = 0.0, record_every: int | None = None,
-                 progress: bool | None = None, z0=None) -> SGDEnsemble:
+                 progress: bool | None = None, start=None) -> SGDEnsemble:
     """Run :func:`odeflow.training.train_sgd` once per seed and average.
 
     Parameters
     ----------
-    data, eta_y, eta_z, steps, batch_size, seq_len, momentum, record_every, progress, z0
+    data, eta_y, eta_z, steps, batch_size, seq_len, momentum, record_every, progress, start
         As for :func:`~odeflow.training.train_sgd`.
     seeds : int or sequence of int, default 8
         The seeds, or how many (then ``0 .. seeds - 1``). Member ``i`` equals
@@ -87,7 +90,7 @@ def sgd_ensemble(data, eta_y: float, eta_z: float, steps: int, batch_size: int, 
     """
     settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum)
     seeds = check_seeds(seeds)
-    trajectories = run_sgd(data, settings, seeds, record_every=record_every, z0=z0,
+    trajectories = run_sgd(data, settings, seeds, record_every=record_every, start=start,
                            progress=progress)
     Z = np.stack([tr.z_active for tr in trajectories])               # (S, n, q, L)
     f, _ = normalised_features(data.active_log_probs, Z[:, :, data.class_query_index, :])

@@ -26,8 +26,8 @@ import time
 import numpy as np
 
 from odeflow.data import DataModel, validate_positive
-from odeflow.errors import ValidationError
-from odeflow.fields.base import initial_logits
+from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.fields.base import START_PARTS, initial_logits, split_start
 from odeflow.fields.optimizers import GradientDescent, Momentum, Optimizer
 from odeflow.results import Trajectory
 from odeflow.training.batch import Batch, LumpedLayout, stacked_loss_and_gradient
@@ -67,13 +67,25 @@ def _heavy_ball(momentum):
     return momentum
 
 
-def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
+def sgd_start_logits(data, start) -> np.ndarray:
+    """``Z(0)`` of an SGD run from ``start = (None, z0)`` (:func:`initial_logits`); the
+    lumped decoder starts at zero, so a ``y0`` is refused naming ``start``."""
+    y0, z0 = split_start(start)
+    if y0 is not None:
+        raise ValidationError("start", "SGD starts from Y(0) = 0 (its lumped decoder); give "
+                              "start=(None, z0), or train with odeflow.train for a random "
+                              "decoder start")
+    return initial_logits(data, z0)
+
+
+def run_sgd(data, settings: dict, seeds, record_every=None, start=None,
             progress: bool | None = None) -> list[Trajectory]:
     """Advance one SGD run per seed together; one :class:`Trajectory` per seed.
 
     Runs share no randomness: run ``i`` draws every batch from
     ``numpy.random.default_rng(seeds[i])``, so it is identical to a run on its
-    own with that seed. Only the array operations are shared.
+    own with that seed. Only the array operations are shared. ``start``: as for
+    :func:`train_sgd`.
     """
     seeds = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
     if not seeds:
@@ -83,7 +95,7 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
     eta_y, eta_z, mu = settings["eta_y"], settings["eta_z"], settings["momentum"]
     marks = record_steps(steps, record_every)
     S = len(seeds)
-    z_base = initial_logits(data, z0)
+    z_base = sgd_start_logits(data, start)
     Y = np.zeros((S, layout.R, layout.L))
     Z = np.repeat(z_base[None][:, :, data.active_tokens], S, axis=0)
     rule = Momentum(mu) if mu else GradientDescent()  # descent on the loss: rate -eta
@@ -93,7 +105,7 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
     rec_Y[0], rec_Z[0] = Y, Z
     rngs = [np.random.default_rng(s) for s in seeds]
     bar = StepProgress(steps, progress, "sgd" if S == 1 else f"sgd x{S}")
-    start = time.perf_counter()
+    began = time.perf_counter()
     r = 1
     k = 0
     try:
@@ -113,7 +125,7 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
         raise diverged("sgd", k, exc) from None
     finally:
         bar.close()
-    wall = time.perf_counter() - start
+    wall = time.perf_counter() - began
     rate = steps / wall if wall > 0 else float("inf")
     stats = {"method": "sgd", "steps": steps, "wall_time": wall, "runs_together": S,
              "steps_per_second": rate, "run_steps_per_second": rate * S}
@@ -125,9 +137,10 @@ def run_sgd(data, settings: dict, seeds, record_every=None, z0=None,
             for i, seed in enumerate(seeds)]
 
 
+@renamed_keywords(START_PARTS)
 def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq_len: int,
               momentum: float = 0.0, seed: int = 0, record_every: int | None = None,
-              progress: bool | None = None, z0=None) -> Trajectory:
+              progress: bool | None = None, start=None) -> Trajectory:
     """Train the 1-layer model by minibatch SGD on sampled sequences.
 
     Parameters
@@ -151,8 +164,9 @@ def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq
         about 100 records.
     progress : bool, optional
         Show a tqdm bar; by default only when stderr is a terminal.
-    z0 : optional
-        Initial logits ``Z(0)`` (zero by default), as for :func:`odeflow.solve`.
+    start : (None, z0), optional
+        Initial logits ``Z(0)`` (zero by default), as for :func:`odeflow.solve`; the
+        decoder starts at zero (the part ``y0`` is None). Old keyword ``z0=`` (warns).
 
     Returns
     -------
@@ -169,5 +183,5 @@ def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq
         When a step leaves the finite numbers (learning rates too large).
     """
     settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum)
-    return run_sgd(data, settings, [check_seed(seed)], record_every=record_every, z0=z0,
+    return run_sgd(data, settings, [check_seed(seed)], record_every=record_every, start=start,
                    progress=progress)[0]

@@ -39,7 +39,7 @@ def fields_and_states(draw, max_vocab=12, scale=2.0):
     data = draw(data_models(max_vocab=max_vocab))
     eta_y, eta_z = draw(learning_rate_pairs())
     z0 = draw(initial_logits(data))
-    field = ExactFlow(data, eta_y, eta_z, z0=z0)
+    field = ExactFlow(data, eta_y, eta_z, start=(None, z0))
     y = field.initial_state() + draw(state_vectors(field.size, scale))
     return field, y
 
@@ -145,7 +145,7 @@ def test_objective_rate_is_the_weighted_gradient_norm(pair):
 # ---------------------------------------------------------------- along solves
 def solve_exact(data, eta_y, eta_z, z0=None, t_eval=T_EVAL, **kw):
     return odeflow.solve(data, flow="exact", eta_y=eta_y, eta_z=eta_z,
-                         t_span=(0.0, float(t_eval[-1])), t_eval=t_eval, z0=z0,
+                         t_span=(0.0, float(t_eval[-1])), t_eval=t_eval, start=(None, z0),
                          **{**TIGHT, **kw})
 
 
@@ -180,7 +180,7 @@ def test_objective_non_decreasing_along_solve(data, rates, draw):
     traj = solve_exact(data, *rates, z0=z0)
     J = traj.objective
     assert monotone_violation(J) <= 1e-9 * (1 + np.abs(J).max())
-    field = ExactFlow(data, *rates, z0=z0)
+    field = ExactFlow(data, *rates, start=(None, z0))
     if np.linalg.norm(field.rhs(0.0, field.initial_state())) > 1e-12:
         assert J[-1] > J[0]
     else:

@@ -84,7 +84,7 @@ def test_recorded_counterexamples_violate_the_claim(name):
 # ------------------------------------------------------------------ helpers
 def solve_reduced(data, eta_y, eta_z, z0=None, t_eval=T_EVAL, **options):
     return odeflow.solve(data, flow="reduced", eta_y=eta_y, eta_z=eta_z,
-                         t_span=(0.0, float(t_eval[-1])), t_eval=t_eval, z0=z0,
+                         t_span=(0.0, float(t_eval[-1])), t_eval=t_eval, start=(None, z0),
                          **TIGHT, **{k: v for k, v in options.items() if v is not None})
 
 

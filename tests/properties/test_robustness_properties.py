@@ -54,7 +54,7 @@ def check_finite_or_clear_error(flow, data, eta_y, eta_z, t_end, z0):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # e.g. expm1 overflow to inf
             traj = odeflow.solve(data, flow=flow, eta_y=eta_y, eta_z=eta_z,
-                                 t_span=(0.0, t_end), z0=z0, rtol=1e-6, atol=1e-9)
+                                 t_span=(0.0, t_end), start=(None, z0), rtol=1e-6, atol=1e-9)
             checks = check_trajectory(traj)
     except (SolveError, ValidationError) as exc:
         event(f"{flow}: {type(exc).__name__}")
@@ -213,7 +213,8 @@ def _solve_rejects(bad):
     assert_field(info.value, bad.field)
 
 
-@example(bad=InvalidInput({"data": SMALL, "z0": "abc", "t_span": (0, 1)}, "z0", "z0:text"))
+@example(bad=InvalidInput({"data": SMALL, "start": (None, "abc"), "t_span": (0, 1)}, "z0",
+                          "z0:text"))
 @example(bad=InvalidInput({"data": SMALL, "t_eval": "abc", "t_span": (0, 1)}, "t_eval",
                           "t_eval:text"))
 @given(bad=invalid_solve_arguments(SMALL, kinds=["z0:text", "t_eval:text"]))
@@ -236,7 +237,7 @@ def test_unhashable_flow_names_the_field(flow):
 def test_z0_with_unknown_query_names_z0(token):
     """z0={m: row} with m not a query token gives a ValidationError naming z0."""
     with pytest.raises(ValidationError) as info:
-        odeflow.solve(SMALL, z0={token: np.zeros(6)}, t_span=(0, 1))
+        odeflow.solve(SMALL, start=(None, {token: np.zeros(6)}), t_span=(0, 1))
     assert_field(info.value, "z0")
 
 

@@ -49,7 +49,7 @@ def level_t_field(data, p, start_seed=START_SEED, **over):
     y0, z0 = training_start(data, start_seed, p.init)
     flow, options = OPTFLOWS["T"]
     options = {"seq_len": p.seq_len, **options, **over}
-    return FiniteTFlow(data, p.eta_y, p.eta_z, z0=z0, y0=y0, **options)
+    return FiniteTFlow(data, p.eta_y, p.eta_z, start=(y0, z0), **options)
 
 
 def weighted_gradients(field, states, W):

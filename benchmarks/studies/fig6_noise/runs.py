@@ -58,7 +58,7 @@ H_at_mean = distinct_entropy(data, Z.mean(axis=0))    # (101,)
 y0, z0 = training_start(data, START_SEED)
 t0 = time.perf_counter()
 twin, keep = discrete_twins(data, p, list(range(p.steps + 1)), {"T": OPTFLOWS["T"]},
-                            y0=y0, z0=z0)["T"]
+                            start=(y0, z0))["T"]
 t_hb = time.perf_counter() - t0
 H_hb = distinct_entropy(data, twin.z_active[keep])
 # Level T sample error: another sample seed, and 4x the samples
