@@ -136,3 +136,12 @@ def test_cluster_q_is_not_learned():
     traj = flow(TwoStageData.preset("ts-cluster"), 50.0, n=8, rtol=1e-5)
     assert np.all(traj.accuracy_q_only < 0.6)
     assert np.all(traj.accuracy_p_only[1:] > 0.99)
+
+
+def test_without_q_only_examples_q_is_not_learned():
+    """rho = 0: once P is learned nothing pushes W_Q (predicted t_Q = inf; the flow agrees)."""
+    data = TwoStageData(rho=0.0)
+    assert stage_times(data)[1] == math.inf
+    traj = flow(data, 1000.0, n=100)
+    assert measured_stage_times(traj)[1] == math.inf
+    assert traj.accuracy_q_only[-1] < 0.6

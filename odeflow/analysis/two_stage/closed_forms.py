@@ -169,6 +169,8 @@ def stage_times(data) -> tuple[float, float]:
     t_p = (u90 + math.exp(u90) - u0 - math.exp(u0)) / K
     start = float(_q_only_loss(data, data.sigma0 * k["M_q"] / 2, u0 / k["kappa_p"]))
     t_star = (u_star + math.exp(min(u_star, 700.0)) - u0 - math.exp(u0)) / K
+    if not math.isfinite(t_star):  # rho = 0: no Q-only examples, stage 1 never ends
+        t_star = t_p * 1e9
 
     def excess_stage_one(t):
         u = stage_one_margin(data, t)
@@ -179,6 +181,8 @@ def stage_times(data) -> tuple[float, float]:
     if below:
         i = below[0]
         return t_p, t_p if i == 0 else brentq(excess_stage_one, grid[i - 1], grid[i])
+    if not math.isfinite(a_star):
+        return t_p, math.inf
     a_hi = 1.0
     while _q_only_loss(data, a_hi, a_star) >= start:
         a_hi *= 2.0
