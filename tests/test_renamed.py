@@ -81,3 +81,51 @@ def test_a_level_t_file_written_with_the_old_meta_key_loads(tmp_path):
     assert back.sample.sample_size == 3
     assert np.array_equal(back.attention(data.next_tokens[0]),
                           traj.attention(data.next_tokens[0]))
+
+
+def test_scan_snap_start_is_one_pair_and_y0_z0_warn():
+    from odeflow.fields import ExactFlow
+    from odeflow.training import train_sgd
+
+    data = odeflow.DataModel.preset("syn-small")
+    y0, z0 = odeflow.training_start(data, 3)
+    new = odeflow.solve(data, start=(y0, z0), t_span=(0.0, 5.0), progress=False)
+    with pytest.warns(RenamedWarning) as record:
+        old = odeflow.solve(data, y0=y0, z0=z0, t_span=(0.0, 5.0), progress=False)
+    assert {str(w.message) for w in record} == {"'y0' is now 'start': start=(y0, z0)",
+                                                "'z0' is now 'start': start=(y0, z0)"}
+    assert np.array_equal(new.z_active, old.z_active)
+    with pytest.warns(RenamedWarning, match="'z0' is now 'start'"):
+        field = ExactFlow(data, 1.0, 0.1, z0=z0)
+    assert np.array_equal(field.initial_state(),
+                          ExactFlow(data, 1.0, 0.1, start=(None, z0)).initial_state())
+    with pytest.warns(RenamedWarning, match="'z0' is now 'start'"):
+        run = train_sgd(data, 1.0, 0.1, 2, 4, 8, z0=z0, progress=False)
+    assert np.array_equal(run.z_active[0], z0[:, data.active_tokens])
+    with pytest.raises(ValidationError, match="give only 'start'"):
+        odeflow.solve(data, z0=z0, start=(None, z0))
+
+
+@pytest.mark.parametrize("flow", ["reduced", "snap"])
+def test_levels_without_a_decoder_refuse_a_decoder_start(flow):
+    data = odeflow.DataModel.preset("snap-small" if flow == "snap" else "syn-small")
+    y0, _ = odeflow.training_start(data, 0)
+    with pytest.raises(ValidationError) as err:
+        odeflow.solve(data, flow=flow, start=(y0, None), t_span=(0.0, 1.0))
+    assert err.value.field == "start" and "Y(0) = 0" in err.value.reason
+    with pytest.raises(ValidationError, match="start: must be a"):
+        odeflow.solve(data, flow=flow, start=np.zeros((2, 3)), t_span=(0.0, 1.0))
+
+
+def test_solve_ensemble_defaults_to_auto_as_solve():
+    data = odeflow.DataModel.preset("syn-small")
+    starts = [odeflow.training_start(data, s) for s in (0, 1)]
+    auto = odeflow.solve_ensemble(data, starts, t_span=(0.0, 2.0), t_eval=[2.0],
+                                  progress=False)
+    rk45 = odeflow.solve_ensemble(data, starts, t_span=(0.0, 2.0), t_eval=[2.0],
+                                  method="RK45", progress=False)
+    assert auto[0].meta["method"] == "RK45"
+    assert np.array_equal(auto[1].z_active, rk45[1].z_active)
+    with pytest.raises(ValidationError) as err:
+        odeflow.solve_ensemble(data, starts, method="Radau", t_span=(0.0, 1.0))
+    assert err.value.field == "method" and "'auto'" in err.value.reason
