@@ -95,7 +95,7 @@ def protocol(args) -> None:
           f"{'final T':>8s} {'final R':>8s} {'s.e.':>7s} {'range':>7s}")
     for N in (64, 256, 1024):
         d = distance_to_sgd(data, 1.0, 1.0, HORIZON_STEPS, 128, batch_size=BATCH,
-                            seeds=args.seeds, momentum=MOMENTUM, samples_per_class=N,
+                            seeds=args.seeds, momentum=MOMENTUM, sample_size=N,
                             levels=("exact", "finite_t", "reduced"), record_every=1)
         s = d.summary()
         s["z_gap_over_time"] = {k: v.tolist() for k, v in d.z_gap.items()}

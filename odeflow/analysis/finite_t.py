@@ -189,9 +189,10 @@ class SGDDistance:
         return out
 
 
+@renamed_keywords({"samples_per_class": "sample_size", "sample_seed": "seed"})
 def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
                     batch_size: int = 128, seeds=10, momentum: float = 0.9,
-                    samples_per_class: int = 64, sample_seed: int = 0,
+                    sample_size: int = 64, seed: int = 0,
                     levels=("exact", "finite_t"), record_every: int | None = None,
                     rtol: float = 1e-8, atol: float = 1e-10, keep_trajectories: bool = False,
                     progress: bool | None = None) -> SGDDistance:
@@ -201,7 +202,9 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
     ``steps`` steps on batches of sequences of length ``seq_len``; the flows in
     ``levels`` are solved at the recorded steps mapped to flow time
     ``t_k`` (the warm-up map), with the same learning rates; Level T
-    on ``samples_per_class`` sequences of length ``seq_len`` per class.
+    on ``sample_size`` sequences of length ``seq_len`` per class, drawn with
+    ``seed`` (old names ``samples_per_class``, ``sample_seed``: warn). ``seeds``
+    are the SGD runs'.
 
     Returns
     -------
@@ -217,8 +220,8 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
     opts = _flow_options(eta_y, eta_z, t, rtol, atol, None)
     flows = {}
     for name in levels:
-        extra = ({"seq_len": seq_len, "sample_size": samples_per_class,
-                  "seed": sample_seed} if name == "finite_t" else {})
+        extra = ({"seq_len": seq_len, "sample_size": sample_size,
+                  "seed": seed} if name == "finite_t" else {})
         flows[name] = solve(data, flow=name, **opts, **extra)
     members = np.stack([tr.z_active for tr in ens.trajectories])   # (S, n, q, L)
     mean = ens.mean_logits_active
@@ -230,7 +233,7 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
         standard_error = np.full(t.size, np.nan)
     settings = {"eta_y": float(eta_y), "eta_z": float(eta_z), "steps": int(steps),
                 "seq_len": int(seq_len), "batch_size": int(batch_size), "seeds": ens.seeds,
-                "momentum": float(momentum), "samples_per_class": int(samples_per_class),
+                "momentum": float(momentum), "samples_per_class": int(sample_size),
                 "t_end": float(t[-1])}
     entropy = {"sgd": distinct_entropy(data, members).mean(axis=0)}
     entropy.update({name: distinct_entropy(data, tr.z_active) for name, tr in flows.items()})
