@@ -102,6 +102,60 @@ def _mp_expectation(m, u, s):
     return mpmath.quad(inner, [0, 1, 4, mpmath.inf])
 
 
+def _checks(R, density, m, u, s, relu, x, half_normal_mean) -> tuple[bool, str]:
+    """Every check of :func:`derive` (``(passed, detail)``)."""
+    results = []
+    sym_x = sp.Symbol("x", real=True)
+    diff_pos = (relu - relu.subs(x, -x)).subs(x, sym_x).rewrite(sp.Piecewise)
+    ok_sym = all(sp.simplify(diff_pos.subs(sym_x, val) - val) == 0
+                 for val in (sp.Rational(-3, 2), 0, sp.Rational(5, 7)))
+    xp, xn = sp.Symbol("xp", positive=True), sp.Symbol("xn", negative=True)
+    ok_sym = ok_sym and sp.simplify(sp.Max(0, xp) - sp.Max(0, -xp) - xp) == 0 \
+        and sp.simplify(sp.Max(0, xn) - sp.Max(0, -xn) - xn) == 0
+    results.append(("ReLU(x) - ReLU(-x) = x (so g(v) = E[y x]^T v / 2 for a "
+                    "label-symmetric law)", ok_sym))
+    results.append(("E|c| = sqrt(2/pi): mu per block = (1 - rho)(gamma + sqrt(2/pi))",
+                    is_zero(half_normal_mean - sp.sqrt(2 / sp.pi))))
+    second = sp.diff(R, m, 2)
+    results.append(("d^2 R/dm^2 = skew-normal density (2/tau) phi(m/tau) Phi(-m u/(s tau)) "
+                    "(symbolic, through T's partial derivatives)",
+                    is_zero(second - density)))
+    h, a = sp.symbols("h a", real=True)
+    worst = mpmath.mpf(0)
+    with mpmath.workdps(40):
+        for hh, aa in ((0.3, 1.7), (-1.2, 0.4), (2.1, -0.8)):
+            hh, aa = mpmath.mpf(hh), mpmath.mpf(aa)
+            for k, var in enumerate((h, a)):
+                stated = OwenT(h, a).diff(var).subs({h: hh, a: aa}).evalf(40)
+                numeric = mpmath.diff(lambda v, k=k, hh=hh, aa=aa: _mp_owens_t(v, aa) if k == 0
+                                      else _mp_owens_t(hh, v), hh if k == 0 else aa)
+                worst = max(worst, abs(mpmath.mpf(str(stated)) - numeric))
+    results.append((f"T's stated partial derivatives vs quadrature (40 digits): max "
+                    f"residual {mpmath.nstr(worst, 3)}", worst < 1e-30))
+    with mpmath.workdps(40):
+        hom = max(abs(_mp_relu_skew(lam * mm, lam * uu, lam * ss)
+                      - lam * _mp_relu_skew(mm, uu, ss))
+                  for lam, mm, uu, ss in ((mpmath.mpf(2.5), mpmath.mpf(0.3), mpmath.mpf(-1.1),
+                                           mpmath.mpf(0.7)),
+                                          (mpmath.mpf(0.2), mpmath.mpf(-1.3), mpmath.mpf(0.4),
+                                           mpmath.mpf(1.9))))
+    results.append((f"R positively homogeneous of degree 1 (40 digits: max residual "
+                    f"{float(hom):.1e})", hom < 1e-30))
+
+    def residual(mm, uu, ss):
+        return (_mp_relu_skew(mm, uu, ss) - _mp_expectation(mm, uu, ss)) \
+            / (abs(_mp_expectation(mm, uu, ss)) + mpmath.mpf(10)**-30)
+
+    def sampler(rng):
+        return (mpmath.mpf(rng.uniform(-2.5, 2.5)), mpmath.mpf(rng.uniform(-2.5, 2.5)),
+                mpmath.mpf(rng.uniform(0.15, 2.0)))
+
+    ok, text = mp_check_points(residual, sampler, n=12, dps=40, tol=1e-25)
+    results.append((f"R = E[ReLU(m + u|c| + s Z)] by quadrature: {text}", ok))
+    results.append(_numpy_twin_check())
+    return combine(results)
+
+
 def derive() -> Derivation:
     """Derive the label-symmetry reduction and the skew-normal ``E[ReLU]``.
 
@@ -129,56 +183,7 @@ def derive() -> Derivation:
     syms = (m, u, s)
 
     def checker() -> tuple[bool, str]:
-        results = []
-        sym_x = sp.Symbol("x", real=True)
-        diff_pos = (relu - relu.subs(x, -x)).subs(x, sym_x).rewrite(sp.Piecewise)
-        ok_sym = all(sp.simplify(diff_pos.subs(sym_x, val) - val) == 0
-                     for val in (sp.Rational(-3, 2), 0, sp.Rational(5, 7)))
-        xp, xn = sp.Symbol("xp", positive=True), sp.Symbol("xn", negative=True)
-        ok_sym = ok_sym and sp.simplify(sp.Max(0, xp) - sp.Max(0, -xp) - xp) == 0 \
-            and sp.simplify(sp.Max(0, xn) - sp.Max(0, -xn) - xn) == 0
-        results.append(("ReLU(x) - ReLU(-x) = x (so g(v) = E[y x]^T v / 2 for a "
-                        "label-symmetric law)", ok_sym))
-        results.append(("E|c| = sqrt(2/pi): mu per block = (1 - rho)(gamma + sqrt(2/pi))",
-                        is_zero(half_normal_mean - sp.sqrt(2 / sp.pi))))
-        second = sp.diff(R, m, 2)
-        results.append(("d^2 R/dm^2 = skew-normal density (2/tau) phi(m/tau) Phi(-m u/(s tau)) "
-                        "(symbolic, through T's partial derivatives)",
-                        is_zero(second - density)))
-        h, a = sp.symbols("h a", real=True)
-        worst = mpmath.mpf(0)
-        with mpmath.workdps(40):
-            for hh, aa in ((0.3, 1.7), (-1.2, 0.4), (2.1, -0.8)):
-                hh, aa = mpmath.mpf(hh), mpmath.mpf(aa)
-                for k, var in enumerate((h, a)):
-                    stated = OwenT(h, a).diff(var).subs({h: hh, a: aa}).evalf(40)
-                    numeric = mpmath.diff(lambda v, k=k, hh=hh, aa=aa: _mp_owens_t(v, aa) if k == 0
-                                          else _mp_owens_t(hh, v), hh if k == 0 else aa)
-                    worst = max(worst, abs(mpmath.mpf(str(stated)) - numeric))
-        results.append((f"T's stated partial derivatives vs quadrature (40 digits): max "
-                        f"residual {mpmath.nstr(worst, 3)}", worst < 1e-30))
-        with mpmath.workdps(40):
-            hom = max(abs(_mp_relu_skew(lam * mm, lam * uu, lam * ss)
-                          - lam * _mp_relu_skew(mm, uu, ss))
-                      for lam, mm, uu, ss in ((mpmath.mpf(2.5), mpmath.mpf(0.3), mpmath.mpf(-1.1),
-                                               mpmath.mpf(0.7)),
-                                              (mpmath.mpf(0.2), mpmath.mpf(-1.3), mpmath.mpf(0.4),
-                                               mpmath.mpf(1.9))))
-        results.append((f"R positively homogeneous of degree 1 (40 digits: max residual "
-                        f"{float(hom):.1e})", hom < 1e-30))
-
-        def residual(mm, uu, ss):
-            return (_mp_relu_skew(mm, uu, ss) - _mp_expectation(mm, uu, ss)) \
-                / (abs(_mp_expectation(mm, uu, ss)) + mpmath.mpf(10)**-30)
-
-        def sampler(rng):
-            return (mpmath.mpf(rng.uniform(-2.5, 2.5)), mpmath.mpf(rng.uniform(-2.5, 2.5)),
-                    mpmath.mpf(rng.uniform(0.15, 2.0)))
-
-        ok, text = mp_check_points(residual, sampler, n=12, dps=40, tol=1e-25)
-        results.append((f"R = E[ReLU(m + u|c| + s Z)] by quadrature: {text}", ok))
-        results.append(_numpy_twin_check())
-        return combine(results)
+        return _checks(R, density, m, u, s, relu, x, half_normal_mean)
 
     return Derivation(
         name=NAME, title=TITLE, equation=EQUATION,

@@ -42,6 +42,55 @@ TITLE = "Two-stage model: early growth of W_P, W_Q and the stage times"
 EQUATION = "odeflow two-stage model, stage 1 and stage 2 (docs/two_stage)"
 
 
+def _checks(t, u0, K, rho, kappa, M, lp0, s_t, u_t) -> tuple[bool, str]:
+    """Every check of :func:`derive` (``(passed, detail)``)."""
+    results = []
+    # 1. chain rule of r_P = W_P^T mu_P / 2 on a generic 2x2 block, with a concrete
+    #    non-separable L(r) = exp(a r_1) + r_2^3 + r_1 r_2
+    W = sp.Matrix(2, 2, sp.symbols("W11 W12 W21 W22", real=True))
+    mu = sp.Matrix(sp.symbols("mu1 mu2", real=True))
+    a = sp.Symbol("a", real=True)
+    r = W.T * mu / 2
+    concrete = sp.exp(a * r[0]) + r[1] ** 3 + r[0] * r[1]
+    dL_dr = sp.Matrix([a * sp.exp(a * r[0]) + r[1], 3 * r[1] ** 2 + r[0]])
+    grad_c = sp.Matrix(2, 2, lambda i, j: sp.diff(concrete, W[i, j]))
+    stated_c = mu * dL_dr.T / 2
+    results.append(("dL/dW_P = mu_P (dL/dr_P)^T / 2 (r_P = W_P^T mu_P / 2)",
+                    all(is_zero(x) for x in (grad_c - stated_c))))
+    # r' = W'^T mu / 2 = -(|mu|^2/4) dL/dr
+    r_dot = (-stated_c).T * mu / 2
+    claim = -(mu.T * mu)[0] / 4 * dL_dr
+    results.append(("r_P' = -(|mu_P|^2 / 4) dL/dr_P",
+                    all(is_zero(x) for x in (r_dot - claim))))
+    # 2. early growth: alpha' = -l'(0) M^3/4 and s = 2 alpha / M
+    alpha_rate = -M**2 / 4 * lp0 * M
+    s_rate = 2 * alpha_rate / M
+    results.append(("early growth ds/dt = |l'(0)| M^2 / 2 with alpha = M s / 2",
+                    is_zero(s_rate - sp.diff(s_t, t))))
+    results.append(("K_P = kappa_P M_P^3 / 4 = M_P^4 / (4 (1 - rho))",
+                    is_zero(kappa * M**3 / 4 - M**4 / (4 * (1 - rho)))))
+    # 3. Lambert-W solution of u' = K sigmoid(-u)
+    residual = sp.diff(u_t, t) - K / (1 + sp.exp(u_t))
+    f_res = sp.lambdify((t, u0, K), residual, "mpmath")
+    f_u = sp.lambdify((t, u0, K), u_t, "mpmath")
+    points = (("0.3", "0.05", "2.0"), ("4.0", "0.5", "26.0"), ("40.0", "0.01", "0.7"))
+    with mpmath.workdps(40):
+        worst = max(abs(f_res(*map(mpmath.mpf, p))) for p in points)
+        start = max(abs(f_u(0, mpmath.mpf(p[1]), mpmath.mpf(p[2])) - mpmath.mpf(p[1]))
+                    for p in points)
+    results.append((f"u(t) = tau - W(e^tau) solves u' = K_P / (1 + e^u) (40 digits at 3 "
+                    f"points: max residual {mpmath.nstr(worst, 3)}; e^u = W(e^tau) and "
+                    f"W' = W / (x (1 + W)))", worst < 1e-30))
+    results.append((f"u(0) = u_0 (max residual {mpmath.nstr(start, 3)})", start < 1e-30))
+    # 4. logistic l'(x) + l'(-x) = -1, so E l'(a Z) = -1/2; Stein for the pull
+    x = sp.Symbol("x", real=True)
+    lprime = -1 / (1 + sp.exp(x))
+    results.append(("l'(x) + l'(-x) = -1 (logistic): E l'(a Z) = -1/2",
+                    is_zero(lprime + lprime.subs(x, -x) + 1)))
+    results.append(_flow_check())
+    return combine(results)
+
+
 def derive() -> Derivation:
     """Derive the reduced flow, the early growth and the stage-1 Lambert-W margin.
 
@@ -72,51 +121,7 @@ def derive() -> Derivation:
     syms = (t, u0, K)
 
     def checker() -> tuple[bool, str]:
-        results = []
-        # 1. chain rule of r_P = W_P^T mu_P / 2 on a generic 2x2 block, with a concrete
-        #    non-separable L(r) = exp(a r_1) + r_2^3 + r_1 r_2
-        W = sp.Matrix(2, 2, sp.symbols("W11 W12 W21 W22", real=True))
-        mu = sp.Matrix(sp.symbols("mu1 mu2", real=True))
-        a = sp.Symbol("a", real=True)
-        r = W.T * mu / 2
-        concrete = sp.exp(a * r[0]) + r[1] ** 3 + r[0] * r[1]
-        dL_dr = sp.Matrix([a * sp.exp(a * r[0]) + r[1], 3 * r[1] ** 2 + r[0]])
-        grad_c = sp.Matrix(2, 2, lambda i, j: sp.diff(concrete, W[i, j]))
-        stated_c = mu * dL_dr.T / 2
-        results.append(("dL/dW_P = mu_P (dL/dr_P)^T / 2 (r_P = W_P^T mu_P / 2)",
-                        all(is_zero(x) for x in (grad_c - stated_c))))
-        # r' = W'^T mu / 2 = -(|mu|^2/4) dL/dr
-        r_dot = (-stated_c).T * mu / 2
-        claim = -(mu.T * mu)[0] / 4 * dL_dr
-        results.append(("r_P' = -(|mu_P|^2 / 4) dL/dr_P",
-                        all(is_zero(x) for x in (r_dot - claim))))
-        # 2. early growth: alpha' = -l'(0) M^3/4 and s = 2 alpha / M
-        alpha_rate = -M**2 / 4 * lp0 * M
-        s_rate = 2 * alpha_rate / M
-        results.append(("early growth ds/dt = |l'(0)| M^2 / 2 with alpha = M s / 2",
-                        is_zero(s_rate - sp.diff(s_t, t))))
-        results.append(("K_P = kappa_P M_P^3 / 4 = M_P^4 / (4 (1 - rho))",
-                        is_zero(kappa * M**3 / 4 - M**4 / (4 * (1 - rho)))))
-        # 3. Lambert-W solution of u' = K sigmoid(-u)
-        residual = sp.diff(u_t, t) - K / (1 + sp.exp(u_t))
-        f_res = sp.lambdify((t, u0, K), residual, "mpmath")
-        f_u = sp.lambdify((t, u0, K), u_t, "mpmath")
-        points = (("0.3", "0.05", "2.0"), ("4.0", "0.5", "26.0"), ("40.0", "0.01", "0.7"))
-        with mpmath.workdps(40):
-            worst = max(abs(f_res(*map(mpmath.mpf, p))) for p in points)
-            start = max(abs(f_u(0, mpmath.mpf(p[1]), mpmath.mpf(p[2])) - mpmath.mpf(p[1]))
-                        for p in points)
-        results.append((f"u(t) = tau - W(e^tau) solves u' = K_P / (1 + e^u) (40 digits at 3 "
-                        f"points: max residual {mpmath.nstr(worst, 3)}; e^u = W(e^tau) and "
-                        f"W' = W / (x (1 + W)))", worst < 1e-30))
-        results.append((f"u(0) = u_0 (max residual {mpmath.nstr(start, 3)})", start < 1e-30))
-        # 4. logistic l'(x) + l'(-x) = -1, so E l'(a Z) = -1/2; Stein for the pull
-        x = sp.Symbol("x", real=True)
-        lprime = -1 / (1 + sp.exp(x))
-        results.append(("l'(x) + l'(-x) = -1 (logistic): E l'(a Z) = -1/2",
-                        is_zero(lprime + lprime.subs(x, -x) + 1)))
-        results.append(_flow_check())
-        return combine(results)
+        return _checks(t, u0, K, rho, kappa, M, lp0, s_t, u_t)
 
     return Derivation(
         name=NAME, title=TITLE, equation=EQUATION,
