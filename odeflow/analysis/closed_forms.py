@@ -47,15 +47,6 @@ from odeflow.analysis.closed_forms_margin import (
     transition_time,
 )
 
-__all__ = [
-    "decoder_margin",
-    "speed_control",
-    "speed_control_early",
-    "speed_control_late",
-    "transition_time",
-    "gamma_integral",
-    "relative_gain",
-    "dominant_bounds",
-    "snap_common_logit",
-    "snap_B",
-]
+__all__ = ["decoder_margin", "speed_control", "speed_control_early", "speed_control_late",
+           "transition_time", "gamma_integral", "relative_gain", "dominant_bounds",
+           "snap_common_logit", "snap_B"]

@@ -31,22 +31,7 @@ from odeflow.analysis.verification import (
     verify,
 )
 
-__all__ = [
-    "CHECKS",
-    "CheckSettings",
-    "DEFAULT_ATOL",
-    "DEFAULT_METHOD",
-    "DEFAULT_RTOL",
-    "DEFAULT_TOLERANCE",
-    "CheckResult",
-    "POINTS_PER_DECADE",
-    "SCAN_SNAP_CHECKS",
-    "T_MAX",
-    "T_MIN",
-    "VerificationReport",
-    "integrate_margin",
-    "random_data_model",
-    "relative_error",
-    "snap_data_model",
-    "verify",
-]
+__all__ = ["CHECKS", "DEFAULT_ATOL", "DEFAULT_METHOD", "DEFAULT_RTOL", "DEFAULT_TOLERANCE",
+           "POINTS_PER_DECADE", "SCAN_SNAP_CHECKS", "T_MAX", "T_MIN", "CheckResult",
+           "CheckSettings", "VerificationReport", "integrate_margin", "random_data_model",
+           "relative_error", "snap_data_model", "verify"]

@@ -88,6 +88,14 @@ class Trajectory(DecoderSeries, ReducedSeries, SolverOutput):
     FLOWS : tuple of str
         The flows whose results are of this kind, for :meth:`load` (a subclass
         declares its own; Level E, SGD and training runs are plain trajectories).
+
+    Notes
+    -----
+    Level R's accessors (:attr:`margin`, :attr:`gamma`, :attr:`gamma_integral`,
+    :meth:`B`; :class:`~odeflow.results.reduced.ReducedSeries`) are on every
+    trajectory, since ``odeflow.fields.reduced`` builds a plain one; they read
+    ``series`` and raise a ValidationError naming the series a flow did not
+    record. :class:`ReducedTrajectory` is the kind that records them.
     """
 
     SERIES: tuple = ()
