@@ -146,7 +146,7 @@ def test_snap_at_transition_depends_on_learning_rate_ratio_only():
 
 def test_all_derivations_in_order():
     names = [d.name for d in all_derivations()]
-    assert names == [f"CF{i}" for i in range(1, 8)] + ["CF-IH1", "CF-IH2"]
+    assert names == [f"CF{i}" for i in range(1, 9)] + ["CF-IH1", "CF-IH2", "CF-TS1", "CF-TS2"]
     assert len(names) == len(MODULES)
 
 

@@ -361,7 +361,10 @@ def _integrator_warnings(said: list[str]):
 def run_from(field, t0: float, t_end: float, t_eval, run) -> tuple:
     """``(sol, stats)`` of ``run`` (a partial :func:`integrate_field` on ``field``) over ``[t0,
     t_end]``, the first steps copied from the recursion when the field takes some exactly
-    (:func:`_after_exact_steps`)."""
+    (:func:`_after_exact_steps`), or the phases of a phased field (its ``run_phases``: a
+    heavy-ball flow that continues on its slow manifold, ``docs/optimisers.md``)."""
+    if getattr(field, "phased", False):
+        return field.run_phases(t0, t_end, t_eval, run)
     head = getattr(field, "exact_until", None)
     if head is not None and head > t0:
         return _after_exact_steps(field, head, t_end, np.asarray(t_eval, float), run)
