@@ -9,6 +9,7 @@ many learning-rate points, :func:`solve_ensemble` many starts, and
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 
 import numpy as np
@@ -171,6 +172,10 @@ def _solve_field(field, flow, t0, t_end, t_eval, method, rtol, atol, max_nfev, p
     t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
     if not isinstance(dense_output, bool):
         raise ValidationError("dense_output", f"must be True or False, got {dense_output!r}")
+    if dense_output and getattr(field, "phased", False):
+        raise ValidationError("dense_output", "is not taken with a phased optimiser flow "
+                              "(Momentum(slow_manifold=tol): its two phases are two "
+                              "integrations); give t_eval instead")
     event_functions, event_names = bind_events(events, field)
     if event_functions:
         kwargs["events"] = event_functions
@@ -256,6 +261,12 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
 
     flow_options = _new_names(data, flow, flow_options)
     field_class = family_of(data).field_class(flow)
+    takes = inspect.signature(field_class.__init__).parameters
+    if not {"eta_y", "eta_z"} <= set(takes):
+        raise ValidationError("flow", f"solve_batch stacks (eta_y, eta_z) points of Scan and "
+                              f"Snap's levels; flow {flow!r} has no such learning rates: "
+                              "solve each point with odeflow.solve (or its starts with "
+                              "solve_ensemble)")
     try:
         points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
     except (TypeError, IndexError, KeyError):
