@@ -129,3 +129,22 @@ def test_solve_ensemble_defaults_to_auto_as_solve():
     with pytest.raises(ValidationError) as err:
         odeflow.solve_ensemble(data, starts, method="Radau", t_span=(0.0, 1.0))
     assert err.value.field == "method" and "'auto'" in err.value.reason
+
+
+def test_compare_levels_reads_its_old_flags_with_a_note(capsys):
+    from odeflow.cli import main
+
+    args = ["compare-levels", "--t-end", "5", "--eta-z", "1", "--seq-len", "8", "--json"]
+    assert main([*args, "--sample-size", "2", "--seed", "1"]) == 0
+    new = capsys.readouterr()
+    assert main([*args, "--samples-per-class", "2", "--sample-seed", "1"]) == 0
+    old = capsys.readouterr()
+    assert "warning: --samples-per-class is now --sample-size" in old.err
+    assert "warning: --sample-seed is now --seed" in old.err and not new.err
+    import json
+
+    def level_t(out):
+        return [(r["samples_per_class"], r["z_deviation_finite_t"])
+                for r in json.loads(out)["results"]]
+
+    assert level_t(old.out) == level_t(new.out) and level_t(new.out)[0][0] == 2
