@@ -76,8 +76,9 @@ def plot_accuracy(flow, comparison=None, ax=None, stages=None, kinds=KINDS):
     keep = _positive(flow.t)
     for kind in kinds:
         colour = KIND_COLOURS[kind]
+        suffix = ", flow" if comparison is not None else ""
         ax.plot(flow.t[keep], getattr(flow, f"accuracy_{kind}")[keep], color=colour,
-                label=f"{KIND_LABELS[kind]}, flow")
+                label=KIND_LABELS[kind] + suffix)
         if comparison is not None:
             t = comparison.t
             k = _positive(t)
