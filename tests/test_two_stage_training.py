@@ -288,3 +288,20 @@ def test_compare_runs_beside_the_flow():
         compare(DATA, seeds=1, flow_times=[5.0], **kw)
     with pytest.raises(ValidationError, match="flow"):
         compare(DATA, seeds=1, flow=comp.flow_all, **{**kw, "eta": 0.1})
+
+
+def test_plots_refuse_what_they_cannot_draw():
+    from types import SimpleNamespace
+
+    from odeflow.plots.two_stage import plot_accuracy, plot_rank_truncation
+
+    with pytest.raises(ValidationError, match="rows"):
+        plot_rank_truncation([])
+    flat = SimpleNamespace(t=np.zeros(2), **{f"accuracy_{k}": np.ones(2)
+                                             for k in ("p_only", "q_only", "both")})
+    with pytest.raises(ValidationError, match="t"):
+        plot_accuracy(flat)
+    rows = [{"checkpoint": c, "t": 1.0, "rank_kept": r, "acc_p_only": 1.0, "acc_q_only": 0.5,
+             "acc_both": 1.0} for c in ("early", "late") for r in (1, 2)]
+    fig, axes = plot_rank_truncation(rows)
+    assert len(axes) == 2 and len(axes[0].lines) == 3 + 1  # three kinds and chance
