@@ -33,7 +33,7 @@ import sympy as sp
 from . import Derivation, combine, is_zero, make_latex, mp_check_points
 
 NAME = "CF-TS1"
-TITLE = "Two-stage model: inner expectation E[y ReLU(x^T v)] (label symmetry, skew-normal)"
+TITLE = "Two-stage model: inner expectation E[y ReLU(x^T v)], skew-normal"
 EQUATION = "odeflow two-stage model, inner expectation (docs/two_stage)"
 
 

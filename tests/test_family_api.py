@@ -106,3 +106,14 @@ def test_an_induction_optimiser_flow_keeps_its_series_through_a_file(tmp_path):
     assert plain.series == {} and plain.optimizer is None
     with pytest.raises(odeflow.ValidationError, match="^steps: "):
         plain.steps  # noqa: B018
+
+
+def test_two_stage_checks_run_in_verify_and_fail_on_a_planted_error(monkeypatch):
+    from odeflow.analysis.two_stage import closed_forms
+
+    report = odeflow.verify(checks=["CF-TS1", "CF-TS2"])
+    assert {r.check for r in report.rows} == {"CF-TS1", "CF-TS2"} and report.passed
+    real = closed_forms.stage_one_margin
+    monkeypatch.setattr(closed_forms, "stage_one_margin",
+                        lambda data, t: real(data, t) * (1 + 1e-6))
+    assert not odeflow.verify(checks=["CF-TS2"]).passed

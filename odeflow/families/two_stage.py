@@ -24,6 +24,8 @@ class TwoStage(Family):
              "finite_n": "odeflow.fields.two_stage.finite_n:FiniteSampleFlow"}
     default_flow = "population"
     preset_names = ("ts-default", "ts-cluster")
+    checks = "odeflow.analysis.two_stage.verify:TWO_STAGE_CHECKS"
+    check_names = ("CF-TS1", "CF-TS2")
     figures = (
         ("ts-accuracy", "odeflow.plots.two_stage_figures:accuracy_figure",
          "two-stage: accuracy on P-only, Q-only and both-feature queries over log t",
