@@ -24,8 +24,9 @@ from odeflow.sweeps.journal import (  # noqa: E402
     read_journal,
 )
 from odeflow.sweeps.outputs import VARYING  # noqa: E402
+from odeflow.sweeps.scan_snap import FLOW_PARAMETERS, solve_flow  # noqa: E402
 from odeflow.sweeps.store import CHUNK_BYTES, chunk_shape, store_lock  # noqa: E402
-from odeflow.sweeps.tasks import FLOW_PARAMETERS, TaskKind, solve_flow  # noqa: E402
+from odeflow.sweeps.tasks import TaskKind  # noqa: E402
 from tests.sweep_helpers import assert_same_numbers  # noqa: E402
 
 GRID = {"eta_y": [0.5, 1.0, 2.0], "eta_z": [0.1, 1.0]}

@@ -24,6 +24,7 @@ from scipy.special import expit
 
 from odeflow.errors import ValidationError
 from odeflow.numerics import logsumexp, normalised_features
+from odeflow.results.snap import SnapResult
 
 
 def _lumped_decoder_logits(traj) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -197,12 +198,12 @@ def transition_time(traj, source: str = "auto"):
         raise ValidationError("source", f"must be 'auto', 'recorded' or 'decoder', "
                               f"got {source!r}")
     t = np.asarray(traj.t, dtype=float)
-    series = getattr(traj, "series", None)
-    if series is None:  # SnapResult: one margin, M in meta
+    if isinstance(traj, SnapResult):  # one margin, M in meta
         if source == "decoder":
             raise ValidationError("source", "a snap result has no decoder")
         level = math.log(int(traj.meta["vocab_size"]) - 1)
         return _crossing_time(t, np.asarray(traj.margin, dtype=float), level)
+    series = traj.series
     level = math.log(traj.data.vocab_size - 1)
     if source == "recorded" or (source == "auto" and "margin" in series):
         if "margin" not in series:
