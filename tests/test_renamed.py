@@ -148,3 +148,18 @@ def test_compare_levels_reads_its_old_flags_with_a_note(capsys):
                 for r in json.loads(out)["results"]]
 
     assert level_t(old.out) == level_t(new.out) and level_t(new.out)[0][0] == 2
+
+
+@pytest.mark.parametrize("preset, flow", [("syn-small", "finite_t"), ("ts-default", "finite_n")])
+def test_run_takes_the_sample_flags_for_every_flow_on_a_fixed_sample(tmp_path, capsys, preset,
+                                                                      flow):
+    from odeflow.cli import main
+
+    out = tmp_path / "r.npz"
+    assert main(["run", "--preset", preset, "--flow", flow, "--seq-len", "8", "--sample-size",
+                 "3", "--seed", "4", "--t-end", "1", "--out", str(out), "--rows", "0",
+                 "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "seq_len=8, sample_size=3, seed=4" in text
+    assert main(["run", "--preset", preset, "--seed", "4", "--out", str(out)]) == 2
+    assert "--seed: does not apply to flow" in capsys.readouterr().err

@@ -24,12 +24,13 @@ if TYPE_CHECKING:
     import numpy as np
 
 #: The options of ``odeflow run`` that only some flows take: option -> (family, flows;
-#: ``None``: every flow of the family). Any other option applies to every flow.
+#: ``None``: every flow of the family). Any other option applies to every flow but those
+#: of :data:`SAMPLE_OPTIONS`.
 SCOPED_OPTIONS = {"eta_y": ("scan_snap", None), "eta_z": ("scan_snap", None),
-                  "loss": ("induction", None), "stages": ("induction", ("population", "finite_l")),
-                  "seq_len": ("induction", ("finite_l",)),
-                  "sample_size": ("induction", ("finite_l",)),
-                  "seed": ("induction", ("finite_l",))}
+                  "loss": ("induction", None), "stages": ("induction", ("population", "finite_l"))}
+#: The options of a flow on a fixed sample (``finite_t``, ``finite_l``, ``finite_n``: any
+#: flow whose field takes them, read from its signature), passed to it by name.
+SAMPLE_OPTIONS = ("seq_len", "sample_size", "seed")
 
 #: Old flags of ``odeflow run`` -> the new ones (``docs/api.md``, "One name per concept").
 FLAG_RENAMED = {"length": "seq_len", "sequences": "sample_size", "sample_seed": "seed"}
@@ -65,11 +66,13 @@ def register(sub) -> None:
                         "alone (rate 1e5) for T_W, then a alone until --t-end (default: every "
                         "group jointly at rate 1)")
     p.add_argument("--seq-len", type=int, default=None, metavar="L",
-                   help="induction heads, flow finite_l: tokens per sequence (100)")
+                   help="a flow on a fixed sample (finite_t, finite_l, finite_n): sequence "
+                        "length (the flow's default: 128, 100, 64)")
     p.add_argument("--sample-size", type=int, default=None, metavar="N",
-                   help="induction heads, flow finite_l: sequences in the sample (9000)")
+                   help="a flow on a fixed sample: sequences in it (finite_t: per class; "
+                        "defaults 64, 9000, 2000)")
     p.add_argument("--seed", type=int, default=None, metavar="S",
-                   help="induction heads, flow finite_l: seed of the sample (0)")
+                   help="a flow on a fixed sample: seed of the sample (0)")
     for old in FLAG_RENAMED:   # the old flags, taken with a warning (not in --help)
         p.add_argument(f"--{old.replace('_', '-')}", type=int, default=None,
                        help=argparse.SUPPRESS)
@@ -187,19 +190,29 @@ def check_scope(options: dict, family: str, flow: str, label: str, args) -> None
         raise ValidationError("flow" if args.flow is not None else "run.flow",
                               f"{flow!r} is not a flow of {title} ({label}); its flows: "
                               f"{', '.join(families()[family].flows)}")
-    for key, (owner, flows) in SCOPED_OPTIONS.items():
-        if options.get(key) is None or (owner == family and (flows is None or flow in flows)):
+    takes = flow_flags(family, flow)
+    for key in (*SCOPED_OPTIONS, *SAMPLE_OPTIONS):
+        if options.get(key) is None or key in takes:
             continue
-        takes = [f"--{k.replace('_', '-')}" for k, (o, fl) in SCOPED_OPTIONS.items()
-                 if o == family and (fl is None or flow in fl)]
+        shown = [f"--{k.replace('_', '-')}" for k in takes]
         field = key if getattr(args, key, None) is not None else f"run.{key}"
         raise ValidationError(field, f"does not apply to flow {flow} of {title} ({label}); "
-                              f"that flow takes {', '.join(takes) or 'no family-specific flag'}")
+                              f"that flow takes {', '.join(shown) or 'no family-specific flag'}")
+
+
+def flow_flags(family: str, flow: str) -> list:
+    """The options of :data:`SCOPED_OPTIONS` and :data:`SAMPLE_OPTIONS` that ``flow`` of
+    ``family`` takes (a sample option when its field's constructor has it)."""
+    import inspect
+
+    scoped = [k for k, (owner, flows) in SCOPED_OPTIONS.items()
+              if owner == family and (flows is None or flow in flows)]
+    params = inspect.signature(families()[family].field_class(flow).__init__).parameters
+    return scoped + [k for k in SAMPLE_OPTIONS if k in params]
 
 
 def run(args) -> int:
     from odeflow.families import family_of
-    from odeflow.fields.induction.finite_length import SAMPLE_OPTIONS
     from odeflow.io import writable_target
 
     renamed_flags(args, FLAG_RENAMED)
@@ -220,8 +233,8 @@ def run(args) -> int:
         settings["loss"] = options["loss"]
     if options["stages"] is not None:
         settings["schedule"] = staged_schedule(options["stages"], options["t_end"])
-    # the finite-L level's sample; a flow without one refuses them (solve names them)
-    settings.update({option: options[key] for key, option in SAMPLE_OPTIONS.items()
+    # the sample of a flow on a fixed sample (check_scope refused them for any other flow)
+    settings.update({key: options[key] for key in SAMPLE_OPTIONS
                      if options.get(key) is not None})
     out = args.out or f"results/{label}-{flow}.npz"
     if args.out:
