@@ -118,7 +118,7 @@ def run_induction_flow(data, values: dict, times: np.ndarray):
     ``flow = "finite_l"``, its sample: ``seq_len``, ``sample_size``, ``seed``)."""
     model = edited_model(data, {k: v for k, v in values.items() if "." in k})
     groups = family_named("induction").field_class(values["flow"]).groups
-    sample = ({option: values[name] for name, option in SAMPLE_OPTIONS.items()}
+    sample = ({name: values[name] for name in SAMPLE_OPTIONS}
               if values["flow"] == "finite_l" else {})
     return solve(model, flow=values["flow"], loss=values["loss"],
                  rates={g: values[f"rate_{g}"] for g in groups},

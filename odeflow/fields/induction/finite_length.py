@@ -74,9 +74,9 @@ from odeflow.data.induction.sequences import (
 from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.induction.base import GROUPS, LOSSES, InductionField
 
-#: The front ends' names of :class:`FiniteLengthFlow`'s sample options (``odeflow run``
-#: flags and ``[run]`` keys, ``induction_flow`` sweep parameters) -> the option.
-SAMPLE_OPTIONS = {"seq_len": "seq_len", "sample_size": "sample_size", "seed": "seed"}
+#: :class:`FiniteLengthFlow`'s sample options, by the names the front ends use too
+#: (``odeflow run`` flags and ``[run]`` keys, ``induction_flow`` sweep parameters).
+SAMPLE_OPTIONS = ("seq_len", "sample_size", "seed")
 
 #: Old names of the sample options -> the new ones (``docs/api.md``, "One name per
 #: concept"); the front ends' old ``sample_seed`` is ``seed``.
