@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 import odeflow
 from odeflow import DataModel, Trajectory
@@ -96,5 +95,4 @@ def test_solved_reduced_round_trips_as_its_kind(tmp_path):
     exact = Trajectory.load(odeflow.solve(DATA, t_span=(0.0, 2.0), progress=False)
                             .save(tmp_path / "e.npz"))
     assert not isinstance(exact, ReducedTrajectory)
-    with pytest.raises(odeflow.ValidationError, match="margin"):
-        exact.margin
+    assert not hasattr(exact, "margin")        # Level R's series are Level R's kind only

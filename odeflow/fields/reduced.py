@@ -367,15 +367,15 @@ class ReducedFlow(VectorField):
         return rows
 
     def trajectory(self, t, states, stats):
-        from odeflow.results import Trajectory
+        from odeflow.results.trajectory import ReducedTrajectory
 
         data = self.data
         h = states[:, self._sl_h]
         series = {"margin": h, "B": states[:, self._sl_b],
                   "gamma_integral": states[:, self._sl_g]}
-        traj = Trajectory(data, t, states[:, self._sl_z], self.z_base, series=series,
-                          stats=stats, meta=self.parameters(),
-                          logit_index=(self.logit_query, self.logit_token))
+        traj = ReducedTrajectory(data, t, states[:, self._sl_z], self.z_base, series=series,
+                                 stats=stats, meta=self.parameters(),
+                                 logit_index=(self.logit_query, self.logit_token))
         nbytes = 8 * t.size * (self.K + 1) * data.active_tokens.size
         if nbytes <= DECODER_BYTES_LIMIT:
             traj.decoder_lumped = self.implied_decoder(h, traj.z_active)

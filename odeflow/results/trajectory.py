@@ -46,7 +46,7 @@ __all__ = ["DECODER_BYTES_LIMIT", "FILE_FORMAT", "KINDS", "ReducedTrajectory", "
 KINDS: dict[str, type] = {}
 
 
-class Trajectory(DecoderSeries, ReducedSeries, SolverOutput):
+class Trajectory(DecoderSeries, SolverOutput):
     """Time series of a Scan and Snap flow's logits and decoder, with un-lumping accessors.
 
     Parameters
@@ -92,10 +92,8 @@ class Trajectory(DecoderSeries, ReducedSeries, SolverOutput):
     Notes
     -----
     Level R's accessors (:attr:`margin`, :attr:`gamma`, :attr:`gamma_integral`,
-    :meth:`B`; :class:`~odeflow.results.reduced.ReducedSeries`) are on every
-    trajectory, since ``odeflow.fields.reduced`` builds a plain one; they read
-    ``series`` and raise a ValidationError naming the series a flow did not
-    record. :class:`ReducedTrajectory` is the kind that records them.
+    :meth:`B`; :class:`~odeflow.results.reduced.ReducedSeries`) are on
+    :class:`ReducedTrajectory`, the kind Level R returns and a Level R file loads as.
     """
 
     SERIES: tuple = ()
@@ -363,7 +361,7 @@ class Trajectory(DecoderSeries, ReducedSeries, SolverOutput):
         return (kind if issubclass(kind, cls) else cls)(*args, **kwargs)
 
 
-class ReducedTrajectory(Trajectory):
+class ReducedTrajectory(ReducedSeries, Trajectory):
     """A :class:`Trajectory` of Level R (``flow="reduced"``, ``docs/levels.md``).
 
     Same parameters as :class:`Trajectory`; ``series`` holds :attr:`SERIES`,
