@@ -15,7 +15,7 @@ import argparse
 import time
 
 import odeflow
-from odeflow.analysis.verify import DEFAULT_METHOD
+from odeflow.analysis.verification import DEFAULT_METHOD
 
 
 def main() -> None:

@@ -50,7 +50,7 @@ _EXPORTS = {
     "compare_runs": "odeflow.analysis.compare",
     "compare_to_flow": "odeflow.analysis.compare",
     "compare_levels": "odeflow.analysis.levels",
-    "verify": "odeflow.analysis.verify",
+    "verify": "odeflow.analysis.verification",
     **dict.fromkeys(("load_config", "sequence_classes"), "odeflow.data"),
     "PRESETS": "odeflow.families",
     "Adam": "odeflow.fields.optimizers",

@@ -91,7 +91,7 @@ def test_stdout_io_error_ends_with_one_line(monkeypatch, capsys, tmp_path):
 
 def test_verify_refuses_a_negative_seed(capsys):
     refused(capsys, "--seed", "verify", "--seed", "-1", "--only", "CF4")
-    from odeflow.analysis.verify import verify
+    from odeflow.analysis.verification import verify
 
     with pytest.raises(ValidationError, match="seed"):
         verify(checks=["CF4"], seed=-1)

@@ -307,7 +307,7 @@ def test_full_flow_error_is_first_order_in_a():
     ("classifier_constant", "value", "CF-IH2"),
 ])
 def test_a_wrong_closed_form_fails_its_check(monkeypatch, target, factor, check):
-    from odeflow.analysis.verify import verify
+    from odeflow.analysis.verification import verify
 
     original = getattr(cf, target)
 

@@ -1,4 +1,4 @@
-"""Tests of :mod:`odeflow.analysis.verify` and ``odeflow verify``: the closed forms CF1-CF6
+"""Tests of :func:`odeflow.analysis.verify` and ``odeflow verify``: the closed forms CF1-CF6
 agree with scipy's integration of their ODEs, and a wrong closed form is caught."""
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ import pytest
 
 from odeflow import SolveError, ValidationError
 from odeflow.analysis import closed_forms as cf
-from odeflow.analysis.check_registry import CheckResult, VerificationReport, registered_checks
-from odeflow.analysis.verify import (
-    CHECKS,
-    DEFAULT_RTOL,
-    DEFAULT_TOLERANCE,
-    random_data_model,
+from odeflow.analysis.check_registry import (
+    CheckResult,
+    VerificationReport,
+    registered_checks,
     relative_error,
-    snap_data_model,
-    verify,
 )
+from odeflow.analysis.checks_scan_snap import CHECKS
+from odeflow.analysis.checks_scan_snap_inputs import random_data_model, snap_data_model
+from odeflow.analysis.verification import DEFAULT_RTOL, DEFAULT_TOLERANCE, verify
 from odeflow.cli import main
 
 #: End of the grid for the runs that only need to see a row fail.
@@ -326,7 +325,7 @@ def test_snap_data_model_fits_the_section_6_system():
 
 def test_verify_tolerances_have_the_limits_of_solve():
     """Regression (thorough fuzz run): `verify --atol 1e-300` never finished."""
-    from odeflow.analysis.verify import verify
+    from odeflow.analysis.verification import verify
 
     for kwargs, field in (({"atol": 1e-300}, "atol"), ({"rtol": 2.0}, "rtol"),
                           ({"rtol": 1e-20}, "rtol")):
@@ -336,7 +335,7 @@ def test_verify_tolerances_have_the_limits_of_solve():
 
 
 def test_verify_margin_solve_has_the_evaluation_budget(monkeypatch):
-    from odeflow.analysis.verify import integrate_margin
+    from odeflow.analysis.checks_scan_snap_inputs import integrate_margin
     from odeflow.solver import options as solve_options
 
     monkeypatch.setattr(solve_options, "MAX_NFEV", 20)

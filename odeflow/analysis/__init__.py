@@ -9,8 +9,10 @@
 - :mod:`odeflow.analysis.finite_t`: Level T diagnostics (error in ``N``,
   distance to Level E as ``T`` grows, distance to an SGD ensemble on the
   flow-time axis).
-- :mod:`odeflow.analysis.verify`: scipy integration of each closed form's ODE
-  against the closed form (``odeflow verify``).
+- :mod:`odeflow.analysis.verification`: :func:`verify`, scipy integration of each
+  closed form's ODE against the closed form (``odeflow verify``), every family's
+  checks (:mod:`odeflow.analysis.check_registry`; Scan and Snap's CF1-CF6 in
+  :mod:`odeflow.analysis.checks_scan_snap`).
 - :mod:`odeflow.analysis.compare`: gradient ascent and SGD beside the flow.
 - :mod:`odeflow.analysis.measures`: the paper's attention-sparsity measures
   (distinct-token entropy, recall-threshold curves, attention maps).
@@ -30,7 +32,7 @@ from odeflow.analysis.finite_t import (
     sample_size_error,
 )
 from odeflow.analysis.levels import compare_levels, compare_levels_over_ratios
-from odeflow.analysis.verify import verify
+from odeflow.analysis.verification import verify
 
 __all__ = ["closed_forms", "compare_levels", "compare_levels_over_ratios", "compare_runs",
            "compare_to_flow", "diagnostics", "distance_to_exact", "induction", "distance_to_sgd",

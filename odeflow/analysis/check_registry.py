@@ -2,11 +2,11 @@
 
 Each model family declares its checks (closed form vs scipy), a
 :class:`CheckFamily`, in its declaration (:mod:`odeflow.families`, the
-``checks`` target); :func:`odeflow.analysis.verify.verify` runs the selected
+``checks`` target); :func:`odeflow.analysis.verification.verify` runs the selected
 ones. The rows (:class:`CheckResult`), the report
 (:class:`VerificationReport`) and :func:`relative_error` live here so that a
 family's checks need no other family's module: the Scan-and-Snap checks
-(CF1-CF6) are :data:`odeflow.analysis.verify.SCAN_SNAP_CHECKS`, the
+(CF1-CF6) are :data:`odeflow.analysis.checks_scan_snap.SCAN_SNAP_CHECKS`, the
 induction-head checks (I_S, CF-IH1, CF-IH2)
 :data:`odeflow.analysis.induction.verify.INDUCTION_CHECKS`.
 """
@@ -100,7 +100,7 @@ class VerificationReport:
     settings : dict
         ``rtol, atol, method, tolerance, t_min, t_max, points, seed``.
     wall_time : float
-        Seconds taken by :func:`~odeflow.analysis.verify.verify`.
+        Seconds taken by :func:`~odeflow.analysis.verification.verify`.
     """
 
     rows: list[CheckResult]

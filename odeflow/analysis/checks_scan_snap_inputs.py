@@ -1,4 +1,4 @@
-"""Inputs of the Scan and Snap checks of ``odeflow verify`` (:mod:`odeflow.analysis.checks_scan_snap`).
+"""Inputs of the Scan and Snap checks of ``odeflow verify`` (``checks_scan_snap``).
 
 - :func:`integrate_margin`: the numeric side of CF1-CF3, Eqn 44 and
   ``Gamma = int gamma`` (Eqn 9) integrated with :func:`scipy.integrate.solve_ivp`

@@ -32,7 +32,7 @@ def check_names() -> tuple[str, ...]:
 
 
 #: Defaults of ``odeflow verify`` (the ``DEFAULT_*``, ``T_MIN`` and ``T_MAX`` of
-#: :mod:`odeflow.analysis.verify`).
+#: :mod:`odeflow.analysis.verification`).
 VERIFY_DEFAULTS = {"rtol": 1e-10, "atol": 1e-30, "method": "LSODA", "tolerance": 1e-7,
                    "t_min": 1e-3, "t_max": 1e9}
 

@@ -4,7 +4,7 @@ Prints one row per check (quantity, paper equation, parameters, largest
 relative error over log-spaced ``t in [1e-3, 1e9]``, floor, tolerance,
 PASS/FAIL; grouped by check within 100 columns, or one wide row each with
 ``--wide``), progress lines on stderr (as each check starts and ends), and exits 1
-if any row fails. See :mod:`odeflow.analysis.verify`.
+if any row fails. See :mod:`odeflow.analysis.verification`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from odeflow.cli.catalog import METHODS, VERIFY_DEFAULTS, check_names
 from odeflow.cli.parser import any_case
 from odeflow.cli.tables import add_wide_argument, width_of
 
-# the defaults of odeflow.analysis.verify, as the help shows them (odeflow.cli.catalog)
+# the defaults of odeflow.analysis.verification, as the help shows them (odeflow.cli.catalog)
 DEFAULT_RTOL, DEFAULT_ATOL = VERIFY_DEFAULTS["rtol"], VERIFY_DEFAULTS["atol"]
 DEFAULT_METHOD, DEFAULT_TOLERANCE = VERIFY_DEFAULTS["method"], VERIFY_DEFAULTS["tolerance"]
 T_MIN, T_MAX = VERIFY_DEFAULTS["t_min"], VERIFY_DEFAULTS["t_max"]
@@ -59,7 +59,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from odeflow.analysis.verify import verify
+    from odeflow.analysis.verification import verify
 
     report = verify(rtol=args.rtol, atol=args.atol, method=args.method,
                     tolerance=args.tolerance, checks=args.only, t_max=args.t_max,

@@ -25,7 +25,7 @@ class ScanSnap(Family):
     accepts_none = True
     preset_names = ("syn-small", "snap-small", "shared-query-small", "shared-query-medium",
                     "syn-medium-1", "syn-medium-3", "syn-medium-5", "syn-medium-10")
-    checks = "odeflow.analysis.verify:SCAN_SNAP_CHECKS"
+    checks = "odeflow.analysis.checks_scan_snap:SCAN_SNAP_CHECKS"
     check_names = ("CF1", "CF2", "CF3", "CF4", "CF5", "CF6")
     figures = (
         ("margin", "odeflow.plots.scan_snap_figures:margin_figure",
