@@ -1,6 +1,6 @@
 """odeflow: the training dynamics of transformers as ordinary differential equations.
 
-Two model families, each a paper's theory:
+Three model families (:mod:`odeflow.families`), each a paper's theory:
 
 - Scan and Snap ("Scan and Snap: Understanding Training Dynamics and Token
   Composition in 1-layer Transformer", Tian, Wang, Chen, Du; NeurIPS 2023):
@@ -8,9 +8,14 @@ Two model families, each a paper's theory:
   (the Sec. 6 system) and ``finite_t`` (Level T), and the optimiser flows
   :class:`Momentum` and :class:`Adam` around Levels E and T;
 - induction heads ("Unveiling Induction Heads", Chen, Sheen, Wang, Yang 2024):
-  :class:`InductionData`, flows ``population``, ``copier`` and ``finite_l``.
+  :class:`InductionData`, flows ``population``, ``copier`` and ``finite_l``;
+- two-stage features (odeflow's model after "Disentangling Feature Structure",
+  Gong et al. 2025): :class:`TwoStageData`, flows ``population`` and ``finite_n``.
 
-The terms (levels, flows, time maps, CF1-CF7, CF-IH1/2) are explained in
+Every family's parameter levels have the optimiser flows; a family of one's own
+registers with :func:`odeflow.families.register_family` (``docs/families.md``).
+
+The terms (levels, flows, time maps, CF1-CF8, CF-IH1/2, CF-TS1/2) are explained in
 ``docs/glossary.md``.
 
 The package is layered, each layer importing only the ones below it:
@@ -23,8 +28,8 @@ The package is layered, each layer importing only the ones below it:
 4. :mod:`odeflow.solver`: :func:`solve` around ``solve_ivp`` (with
    ``solve_batch``, ``solve_ensemble``, ``solve_schedule``, ``solve_snap``);
 5. :mod:`odeflow.analysis` (closed forms, diagnostics, level comparisons,
-   verification, both families' closed forms) and :mod:`odeflow.training`
-   (gradient ascent, SGD, the papers' protocols, the induction family's training);
+   verification, every family's closed forms) and :mod:`odeflow.training`
+   (gradient ascent, SGD, the papers' protocols, the other families' training);
 6. :mod:`odeflow.sweeps`: parameter sweeps (:func:`sweep`: ``odeflow.sweep(task, grid, ...)``);
 7. front ends: :mod:`odeflow.cli` and :mod:`odeflow.plots`.
 
