@@ -79,29 +79,31 @@ def renamed(options: dict, renames: dict, stacklevel: int = 3, own_calls: bool =
     Returns
     -------
     dict
-        A new dict; ``options`` is not changed.
+        A new dict, each new name in the place of its old one; ``options`` is not
+        changed.
 
     Raises
     ------
     ValidationError
         Naming the old name when the new one is given too.
     """
-    out, pairs = dict(options), {}
-    for old, new in renames.items():
-        if old not in out:
+    out, pairs = {}, {}
+    for key, value in options.items():
+        if key not in renames:
+            out[key] = value
             continue
-        name, part = (new, None) if isinstance(new, str) else new
-        if name in out:
-            raise ValidationError(old, f"is the old name of {name!r}; give only {name!r}")
-        value = out.pop(old)
+        name, part = (renames[key], None) if isinstance(renames[key], str) else renames[key]
+        if name in options:
+            raise ValidationError(key, f"is the old name of {name!r}; give only {name!r}")
         if part is None:
-            message = f"{old!r} is now {name!r}"
+            message = f"{key!r} is now {name!r}"
             out[name] = value
         else:
             parts = sorted((n[1], o) for o, n in renames.items()
                            if not isinstance(n, str) and n[0] == name)
-            message = (f"{old!r} is now {name!r}: "
+            message = (f"{key!r} is now {name!r}: "
                        f"{name}=({', '.join(o for _, o in parts)})")
+            out.setdefault(name, None)          # in the place of its first part
             pairs.setdefault(name, [None, None])[part] = value
         if own_calls or not _package_caller(stacklevel):
             warnings.warn(RenamedWarning(message), stacklevel=stacklevel)
@@ -113,8 +115,11 @@ def renamed(options: dict, renames: dict, stacklevel: int = 3, own_calls: bool =
 def _package_caller(stacklevel: int) -> bool:
     """Whether the frame that :func:`renamed` would warn at (``stacklevel`` counted from
     :func:`renamed`) runs a module of odeflow."""
-    frame = sys._getframe(stacklevel)   # 0: this function, 1: renamed, 2: its caller ...
-    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    try:
+        frame = sys._getframe(stacklevel)   # 0: this function, 1: renamed, 2: its caller ...
+    except ValueError:                      # the stack is shallower: no caller there
+        return False
+    name = frame.f_globals.get("__name__", "")
     return name == "odeflow" or name.startswith("odeflow.")
 
 

@@ -186,11 +186,19 @@ def layout(spec) -> dict:
     return out
 
 
-def check_arrays(store, spec, record) -> list:
+def check_arrays(store, spec, record, store_names: dict | None = None) -> list:
     """Check every array's metadata against ``spec`` (and ``record``); the missing outputs
-    a store of before may be given (the output set's ``added_later``)."""
+    a store of before may be given (the output set's ``added_later``).
+
+    ``store_names`` maps a parameter's name in ``spec`` to the one its array and
+    dimension have in the store (a swept parameter renamed since,
+    :func:`odeflow.sweeps.reading.stored_names`).
+    """
+    names = dict(store_names or {})
     missing = []
     for name, (dims, shape, dtype) in layout(spec).items():
+        dims = tuple(names.get(d, d) for d in dims)
+        name = names.get(name, name)
         meta = array_metadata(store, name)
         if meta is None:
             if record is None and name in spec.outputs.added_later:
@@ -206,11 +214,12 @@ def check_arrays(store, spec, record) -> list:
                          f"{got[1]!r:.80}, data type {got[2]!r:.40}; a store of this sweep "
                          f"has {list(dims)}, {list(shape)}, {dtype or 'its coordinate type'}")
     if record is not None:
-        extra = set(record["metadata"]) - set(layout(spec))
+        stored = [names.get(n, n) for n in layout(spec)]
+        extra = set(record["metadata"]) - set(stored)
         if extra:
             raise refuse(store, f"is damaged: its integrity record names arrays "
                          f"{sorted(extra)!r:.80} that a store of this sweep does not have")
-        check_chunks(store, list(layout(spec)))
+        check_chunks(store, stored)
     return missing
 
 

@@ -40,15 +40,42 @@ def check_store_spec(path: Path, spec: SweepSpec) -> list:
     themselves are decoded by :func:`read_store`. Returns the outputs a store
     written before them lacks (the output set's ``added_later``).
     """
-    spec, record = store_spec(path, spec)
-    missing = check_arrays(path, spec, record)
+    spec, record, swept = store_spec(path, spec)
+    missing = check_arrays(path, spec, record, swept)
     check_journal_paths(path)
     return missing
 
 
+def stored_names(stored: dict) -> tuple[dict, dict]:
+    """``(stored, swept)``: a store's spec dict with the old parameter names of its task
+    kinds (their ``renamed``, ``docs/api.md``) read as the new ones, and ``{new name:
+    old name}`` of those swept (their arrays and dims keep the old name in the store).
+
+    A spec that does not name known tasks is returned as it is (refused, by name, by
+    the checks that follow).
+    """
+    from odeflow.sweeps.tasks import new_parameter_names, task_kind
+
+    grid, settings = stored.get("grid"), stored.get("settings")
+    if not isinstance(grid, dict) or not isinstance(settings, dict):
+        return stored, {}
+    try:
+        names = grid["task"] if "task" in grid else [settings.get("task")]
+        kinds = [task_kind(name) for name in names]
+        grid = new_parameter_names(kinds, grid, "grid", warn=False)
+        settings = new_parameter_names(kinds, settings, "settings", warn=False)
+    except (ValidationError, TypeError):
+        return stored, {}
+    renames = {old: new for kind in kinds for old, new in kind.renamed.items()}
+    swept = {renames[old]: old for old in stored["grid"] if old in renames}
+    return {**stored, "grid": grid, "settings": settings}, swept
+
+
 def store_spec(path: Path, spec: SweepSpec | None):
-    """``(spec, integrity record or None)`` of the store at ``path``; with ``spec``, a
-    store of another sweep is refused naming what differs."""
+    """``(spec, integrity record or None, swept)`` of the store at ``path``; with ``spec``,
+    a store of another sweep is refused naming what differs. ``swept``: ``{new name: old
+    name}`` of parameters swept under a name they have lost (:func:`stored_names`); such
+    a store is read, not resumed."""
     attrs = root_attributes(path)
     if SPEC_ATTR not in attrs:
         raise refuse(path, "is not an odeflow sweep store")
@@ -60,26 +87,36 @@ def store_spec(path: Path, spec: SweepSpec | None):
     if not isinstance(stored, dict):
         raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON object "
                      f"(got {text!r:.40})")
+    stored, swept = stored_names(stored)
     if spec is None:
         try:
-            spec = spec_from_dict(grid_in_store_order(path, stored))
+            spec = spec_from_dict(grid_in_store_order(path, stored, swept))
         except ValidationError as exc:
             raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") \
                 from None
     else:
         check_spec_attrs({SPEC_ATTR: text}, spec, path, stored)
-    return spec, read_record(path, attrs)
+        if swept:
+            raise ValidationError("store", f"{str(path)!r} sweeps {sorted(swept.values())}, "
+                                  f"since renamed {sorted(swept)}; it can be read "
+                                  "(open_store) but not resumed: sweep again into another "
+                                  "store")
+    return spec, read_record(path, attrs), swept
 
 
-def grid_in_store_order(path: Path, stored: dict) -> dict:
+def grid_in_store_order(path: Path, stored: dict, swept: dict | None = None) -> dict:
     """``stored`` (a spec dict) with its grid in the order of the store's point dims.
 
     The spec is written as JSON with sorted keys, so a grid given in another order
     (``eta_z`` before ``eta_y``, ``prior.alpha`` before ``flow``) reads back sorted;
-    the dims of the ``computed`` array keep the order the sweep was given in.
+    the dims of the ``computed`` array keep the order the sweep was given in
+    (``swept``: ``{new name: old name}`` of dims named by a parameter's old name).
     """
     meta = array_metadata(path, "computed")
     dims = meta.get("dimension_names") if isinstance(meta, dict) else None
+    if isinstance(dims, list) and swept:
+        new = {old: name for name, old in swept.items()}
+        dims = [new.get(d, d) for d in dims]
     grid = stored.get("grid")
     if not isinstance(dims, list) or not isinstance(grid, dict) or not set(grid) <= set(dims):
         return stored  # refused, naming what is wrong, by the checks that follow
@@ -140,8 +177,8 @@ def read_store(path: Path, spec: SweepSpec | None = None):
     # the journal first: a fold running meanwhile writes its records into the arrays
     # before removing it, so the arrays read next hold them either way
     records = read_journal(path)
-    spec, record = store_spec(path, spec)
-    check_arrays(path, spec, record)
+    spec, record, swept = store_spec(path, spec)
+    check_arrays(path, spec, record, swept)
     check_records(path, spec, records)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -156,6 +193,8 @@ def read_store(path: Path, spec: SweepSpec | None = None):
                 raise refuse(path, f"is damaged: a chunk of {name!r} does not decode "
                              f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})") \
                     from None
+    if swept:                   # a parameter swept under its old name: read as the new one
+        ds = ds.rename({old: name for name, old in swept.items()})
     computed = ds["computed"].values
     if computed.dtype != np.int64 or (computed < 0).any():
         raise refuse(path, "is damaged: 'computed' holds values that are not counts")
