@@ -95,12 +95,7 @@ def store_spec(path: Path, spec: SweepSpec | None):
             raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") \
                 from None
     else:
-        check_spec_attrs({SPEC_ATTR: text}, spec, path, stored)
-        if swept:
-            raise ValidationError("store", f"{str(path)!r} sweeps {sorted(swept.values())}, "
-                                  f"since renamed {sorted(swept)}; it can be read "
-                                  "(open_store) but not resumed: sweep again into another "
-                                  "store")
+        check_spec_attrs({SPEC_ATTR: text}, spec, path, None)
     return spec, read_record(path, attrs), swept
 
 
@@ -124,7 +119,9 @@ def grid_in_store_order(path: Path, stored: dict, swept: dict | None = None) -> 
 
 
 def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path, stored=None) -> None:
-    """Refuse the store at ``path`` (attributes ``attrs``) unless it was made for ``spec``."""
+    """Refuse the store at ``path`` (attributes ``attrs``) unless it was made for ``spec``
+    (its old parameter names read as the new ones, :func:`stored_names`; a store that
+    swept a renamed parameter is refused: it is read, not resumed)."""
     if SPEC_ATTR not in attrs:
         raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
     if stored is None:
@@ -135,6 +132,12 @@ def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path, stored=None) -> N
         if not isinstance(stored, dict):
             raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON "
                          "object")
+        stored, swept = stored_names(stored)
+        if swept:
+            raise ValidationError("store", f"{str(path)!r} sweeps {sorted(swept.values())}, "
+                                  f"since renamed {sorted(swept)}; it can be read "
+                                  "(open_store) but not resumed: sweep again into another "
+                                  "store")
     differ = spec.differences(stored)
     if differ:
         details = "; ".join(f"{key}: store has {_lookup(stored, key)!r:.80}, this sweep "
