@@ -73,8 +73,9 @@ def renamed(options: dict, renames: dict, stacklevel: int = 3, own_calls: bool =
         that calls :func:`renamed`.
     own_calls : bool
         Also warn when the caller at ``stacklevel`` is a module of odeflow itself.
-        By default those calls (the few old names a module still passes,
-        ``docs/api.md``) are translated silently: the warning is for users' code.
+        By default such a call is translated silently: the warning is for users'
+        code. Front ends that read users' text (``[run]`` keys, flags, sweep
+        parameters) warn always.
 
     Returns
     -------
