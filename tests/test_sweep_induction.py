@@ -301,12 +301,21 @@ def test_a_store_written_with_the_old_parameter_names_reads_as_the_new(tmp_path)
     np.testing.assert_array_equal(again.a.values, first.a.values)
 
 
-@pytest.mark.xfail(strict=True, reason="spec_from_dict drops a deterministic task's 'seed' "
-                   "setting (odeflow/sweeps/spec.py); the sample's seed of induction_flow "
-                   "and two_stage_flow is one")
 def test_a_store_with_a_sample_seed_reopens(tmp_path):
     settings = {**SETTINGS, "flow": "finite_l", "loss": "code", "sample_size": 60, "seed": 5}
     store = tmp_path / "s.zarr"
     sweep("induction_flow", {"seq_len": [8, 12]}, settings=settings, data="ih-point",
           backend="serial", store=store)
     open_store(store)
+
+
+def test_old_parameter_names_in_a_grid_and_settings_warn_and_are_read_as_new():
+    from odeflow.errors import RenamedWarning
+    from odeflow.sweeps import make_spec
+
+    with pytest.warns(RenamedWarning) as caught:
+        spec = make_spec("induction_flow", {"sequences": [10, 20]},
+                         settings={"flow": "finite_l", "sample_seed": 3})
+    assert {str(w.message) for w in caught} == {"'sequences' is now 'sample_size'",
+                                                "'sample_seed' is now 'seed'"}
+    assert spec.grid == {"sample_size": [10, 20]} and spec.settings["seed"] == 3

@@ -27,7 +27,7 @@ from odeflow.sweeps.models import (
     preset_model,
 )
 from odeflow.sweeps.outputs import OutputSet
-from odeflow.sweeps.tasks import TaskKind, task_kind, tasks, time_grid
+from odeflow.sweeps.tasks import TaskKind, new_parameter_names, task_kind, tasks, time_grid
 from odeflow.training.common import check_seed
 
 #: Grid and settings keys that are not task parameters.
@@ -183,6 +183,8 @@ def make_spec(task="exact", grid=None, seeds=None, settings=None, data=None) -> 
                               f"got {type(settings).__name__}")
     settings = dict(settings or {})
     kinds = _task_kinds(task, grid)
+    grid = new_parameter_names(kinds, dict(grid), "grid")
+    settings = new_parameter_names(kinds, settings, "settings")
     data_dict, preset = _data_source(data, grid, settings, kinds)
     models = _check_models(data_dict, grid, preset, kinds)
     allowed = _allowed_parameters(kinds, models)
@@ -479,10 +481,11 @@ def spec_from_dict(stored) -> SweepSpec:
     settings = dict(settings)
     task = None if "task" in grid else settings.pop("task", None)
     preset = settings.pop("preset", None)
-    if stored["seeds"] is None:
-        settings.pop("seed", None)
     data = stored["data"]
     try:
+        if stored["seeds"] is None and not any(k.parameter("seed") is not None
+                                               for k in _task_kinds(task, grid)):
+            settings.pop("seed", None)
         data = preset if data is None else model_from_dict(data)
         spec = make_spec(task, dict(grid), stored["seeds"], settings, data)
     except (ValidationError, TypeError, KeyError, AttributeError) as exc:
