@@ -81,7 +81,7 @@ def test_cli_table_and_json(capsys):
 
 def test_level_t_and_sgd_columns():
     data = odeflow.DataModel.preset("syn-small")
-    r = compare_levels(data, 1.0, 1.0, 40.0, seq_len=16, samples_per_class=8, sgd_seeds=2,
+    r = compare_levels(data, 1.0, 1.0, 40.0, seq_len=16, sample_size=8, sgd_seeds=2,
                        batch_size=16, momentum=0.5)
     assert r.finite_t.flow == "finite_t" and r.seq_len == 16 and r.samples_per_class == 8
     assert r.z_deviation_finite_t > 0

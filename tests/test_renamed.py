@@ -167,9 +167,7 @@ def test_run_takes_the_sample_flags_for_every_flow_on_a_fixed_sample(tmp_path, c
 
 #: Calls of the renamed entry points by an old keyword that modules of other work still
 #: make (module, keyword): each is translated without a warning until it goes.
-PENDING_OLD_KEYWORDS = {("odeflow.analysis.levels", "samples_per_class"),
-                        ("odeflow.analysis.levels", "sample_seed"),
-                        ("odeflow.analysis.checks_scan_snap", "z0")}
+PENDING_OLD_KEYWORDS: set = set()
 
 
 def test_the_package_passes_only_new_keywords():

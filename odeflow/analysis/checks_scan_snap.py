@@ -129,7 +129,8 @@ class _Context:
             self._reduced[name] = solve(data, flow="reduced", eta_y=eta_y, eta_z=eta_z,
                                         t_span=(0.0, float(self.t_grid[-1])),
                                         t_eval=self.t_with_zero, method=self.method,
-                                        rtol=self.rtol, atol=self.atol, z0=z0, progress=False)
+                                        rtol=self.rtol, atol=self.atol, start=(None, z0),
+                                        progress=False)
         return self._reduced[name]
 
     def label(self, name: str) -> str:

@@ -28,7 +28,7 @@ import numpy as np
 from odeflow.analysis.diagnostics import eqn11_spread, transition_time
 from odeflow.analysis.finite_t import distance_to_sgd
 from odeflow.data import validate_positive
-from odeflow.errors import ValidationError
+from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.solver import default_t_eval, solve
 from odeflow.training.common import warmup_steps
 
@@ -126,11 +126,12 @@ def _first_transition(traj) -> float:
         return float("nan")
 
 
+@renamed_keywords({"samples_per_class": "sample_size", "sample_seed": "seed"})
 def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=None,
                    method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10, z0=None,
                    invariant_floor: float = 0.0, keep_trajectories: bool = True,
-                   seq_len: int | None = None, samples_per_class: int = 64,
-                   sample_seed: int = 0, sgd_seeds=0, batch_size: int = 128,
+                   seq_len: int | None = None, sample_size: int = 64,
+                   seed: int = 0, sgd_seeds=0, batch_size: int = 128,
                    momentum: float = 0.9, **reduced_options) -> LevelComparison:
     """Solve Level E and Level R and measure how far apart they are.
 
@@ -152,8 +153,9 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
         Keep the trajectories on the result.
     seq_len : int, optional
         Also solve Level T (``flow="finite_t"``) with this ``T``.
-    samples_per_class, sample_seed : int
-        Level T's ``N`` and sample seed.
+    sample_size, seed : int
+        Level T's ``N`` (sequences per class) and sample seed (old names
+        ``samples_per_class``, ``sample_seed`` warn).
     sgd_seeds : int or sequence of int, default 0
         With ``seq_len``: also run an SGD ensemble over these seeds (or this
         many) for the steps whose warm-up flow time is
@@ -173,19 +175,20 @@ def compare_levels(data, eta_y: float, eta_z: float, t_end: float, *, t_eval=Non
     if t_eval is None:
         t_eval = default_t_eval(0.0, t_end)
     common = {"eta_y": eta_y, "eta_z": eta_z, "t_span": (0.0, t_end), "t_eval": t_eval,
-              "method": method, "rtol": rtol, "atol": atol, "z0": z0, "progress": False}
+              "method": method, "rtol": rtol, "atol": atol, "start": (None, z0),
+              "progress": False}
     exact = solve(data, flow="exact", **common)
     reduced = solve(data, flow="reduced", **common, **reduced_options)
     extra = {}
     if seq_len is not None:
-        extra = _level_t_gap(data, exact, common, seq_len, samples_per_class, sample_seed,
+        extra = _level_t_gap(data, exact, common, seq_len, sample_size, seed,
                              keep_trajectories)
     if not isinstance(sgd_seeds, (int, np.integer)) or sgd_seeds:
         if seq_len is None:
             raise ValidationError("sgd_seeds", "an SGD comparison needs seq_len (the T of "
                                   "the sampled sequences)")
         extra["sgd_gap"] = _sgd_gap(data, eta_y, eta_z, t_end, seq_len, sgd_seeds, batch_size,
-                                    momentum, samples_per_class, sample_seed, rtol, atol)
+                                    momentum, sample_size, seed, rtol, atol)
     return LevelComparison(
         eta_y=eta_y, eta_z=eta_z, t_end=t_end, **_logit_deviation(exact, reduced),
         invariant_error_exact=float(eqn11_spread(exact, invariant_floor).max()),
@@ -210,25 +213,25 @@ def _logit_deviation(exact, reduced) -> dict:
             "t_of_max_deviation": float(exact.t[i_max])}
 
 
-def _level_t_gap(data, exact, common: dict, seq_len, samples_per_class, sample_seed,
+def _level_t_gap(data, exact, common: dict, seq_len, sample_size, seed,
                  keep_trajectories: bool) -> dict:
     """Level T (``flow="finite_t"``) on the same grid and its largest logit gap to Level E."""
-    finite_t = solve(data, flow="finite_t", seq_len=seq_len,
-                     samples_per_class=samples_per_class, seed=sample_seed, **common)
+    finite_t = solve(data, flow="finite_t", seq_len=seq_len, sample_size=sample_size,
+                     seed=seed, **common)
     return {"seq_len": int(finite_t.meta["seq_len"]),
-            "samples_per_class": int(finite_t.meta["samples_per_class"]),
+            "samples_per_class": int(finite_t.meta["sample_size"]),
             "z_deviation_finite_t": float(np.max(np.abs(finite_t.z_active - exact.z_active))),
             "finite_t": finite_t if keep_trajectories else None}
 
 
 def _sgd_gap(data, eta_y, eta_z, t_end, seq_len, seeds, batch_size, momentum,
-             samples_per_class, sample_seed, rtol, atol) -> dict:
+             sample_size, seed, rtol, atol) -> dict:
     """Each level's logit gap to the mean of an SGD ensemble on the flow-time axis, for
     the steps whose warm-up flow time is ``t_end`` (:func:`distance_to_sgd`)."""
     steps = max(1, round(float(warmup_steps(t_end, momentum))))
     far = distance_to_sgd(data, eta_y, eta_z, steps, seq_len, batch_size=batch_size,
-                          seeds=seeds, momentum=momentum, samples_per_class=samples_per_class,
-                          sample_seed=sample_seed, levels=("exact", "finite_t", "reduced"),
+                          seeds=seeds, momentum=momentum, sample_size=sample_size,
+                          seed=seed, levels=("exact", "finite_t", "reduced"),
                           rtol=rtol, atol=atol)
     summary = far.summary()
     return {**{k: summary[f"z_gap_{k}"] for k in far.z_gap},

@@ -95,8 +95,8 @@ def run(args) -> int:
     results = compare_levels_over_ratios(data, eta_y, ratios, options["t_end"],
                                          rtol=args.rtol, atol=args.atol,
                                          keep_trajectories=False, seq_len=args.seq_len,
-                                         samples_per_class=args.sample_size,
-                                         sample_seed=args.seed,
+                                         sample_size=args.sample_size,
+                                         seed=args.seed,
                                          sgd_seeds=args.sgd_seeds or 0, batch_size=args.batch_size,
                                          momentum=args.momentum)
     if args.json:

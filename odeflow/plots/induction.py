@@ -241,8 +241,8 @@ def comparison_title(comp) -> str:
     name = preset_name(data) if data is not None else None
     seeds = len(comp.seeds)
     return (f"induction heads{f' ({name})' if name else ''}: full-batch GD (lr 1, loss "
-            f"{comp.loss!r}), {seeds} seed{'s' if seeds != 1 else ''} x {comp.count} "
-            f"sequences of L = {comp.length}, beside the population flow")
+            f"{comp.loss!r}), {seeds} seed{'s' if seeds != 1 else ''} x {comp.sample_size} "
+            f"sequences of L = {comp.seq_len}, beside the population flow")
 
 
 def _goal_mark(ax, t_last: float) -> None:

@@ -23,8 +23,8 @@ PARAMETER_LABELS = {
     "t_end": "t_end (horizon)", "steps": "training steps", "batch_size": "batch size",
     "seq_len": "T (sequence length)", "momentum": r"momentum $\mu$",
     "rate_c": "rate of c (selector)", "rate_w": "rate of w (copier)",
-    "rate_a": "rate of a (classifier)", "length": "L (sequence length)",
-    "sequences": "sequences in the sample", "sample_seed": "sample seed",
+    "rate_a": "rate of a (classifier)", "sample_size": "sequences in the sample",
+    "seed": "sample seed",
     "preset": "data model (preset)", "method": "solve_ivp method",
 }
 
