@@ -117,3 +117,12 @@ def test_two_stage_checks_run_in_verify_and_fail_on_a_planted_error(monkeypatch)
     monkeypatch.setattr(closed_forms, "stage_one_margin",
                         lambda data, t: real(data, t) * (1 + 1e-6))
     assert not odeflow.verify(checks=["CF-TS2"]).passed
+
+
+def test_a_stage_takes_the_defaults_of_solve():
+    import inspect
+
+    from odeflow.solver.schedule import SOLVE_DEFAULTS
+
+    parameters = inspect.signature(odeflow.solve).parameters
+    assert {k: parameters[k].default for k in SOLVE_DEFAULTS} == SOLVE_DEFAULTS

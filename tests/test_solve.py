@@ -9,8 +9,8 @@ import odeflow
 from odeflow import SolveError, Trajectory
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.induction import Schedule
-from odeflow.solver import api as solve_api
 from odeflow.solver import integrate as solve_loop
+from odeflow.solver import schedule as solve_schedule_module
 
 
 @pytest.fixture(scope="module")
@@ -149,7 +149,8 @@ def test_a_staged_solve_has_a_readable_message():
     assert traj.message == ("3 stages: The solver successfully reached the end of the "
                             "integration interval.")
     assert [s["message"] for s in traj.stats["stages"]] == [traj.message[10:]] * 3
-    assert solve_api._stages_message(["done", "stopped"]) == "stage 1: done; stage 2: stopped"
+    assert solve_schedule_module._stages_message(["done", "stopped"]) == \
+        "stage 1: done; stage 2: stopped"
 
 
 def test_induction_solves_report_progress_as_scan_and_snap_do(monkeypatch, capsys):

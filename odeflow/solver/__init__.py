@@ -3,10 +3,11 @@
 One :func:`solve` serves every model family: it looks the flow up from the data
 model's family (:mod:`odeflow.families`).
 
-- :mod:`odeflow.solver.api`: :func:`solve`, :func:`solve_schedule` (training stages one
-  after the other); :mod:`odeflow.solver.stacks`: :func:`solve_batch` (many
-  learning-rate points as one state), :func:`solve_ensemble` (many
-  starts as one state).
+- :mod:`odeflow.solver.api`: :func:`solve`; :mod:`odeflow.solver.single`: one
+  field built, wrapped and integrated; :mod:`odeflow.solver.schedule`:
+  :func:`solve_schedule` (training stages one after the other);
+  :mod:`odeflow.solver.stacks`: :func:`solve_batch` (many learning-rate points as
+  one state), :func:`solve_ensemble` (many starts as one state).
 - :mod:`odeflow.solver.options`: argument checking and defaults (method
   choice, output grid, tolerances, evaluation budget).
 - :mod:`odeflow.solver.integrate`: the integrator loop (budget, stalls,
@@ -18,7 +19,7 @@ model's family (:mod:`odeflow.families`).
 """
 
 from odeflow.solver import events
-from odeflow.solver.api import solve, solve_schedule
+from odeflow.solver.api import solve
 from odeflow.solver.events import FieldEvent, margin_crossover, snap_transition
 from odeflow.solver.options import (
     DENSE_JACOBIAN_LIMIT,
@@ -31,6 +32,7 @@ from odeflow.solver.options import (
     default_t_eval,
     jacobian_options,
 )
+from odeflow.solver.schedule import solve_schedule
 from odeflow.solver.snap import solve_snap
 from odeflow.solver.stacks import solve_batch, solve_ensemble
 

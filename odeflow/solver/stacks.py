@@ -19,7 +19,6 @@ import numpy as np
 from odeflow.errors import ValidationError
 from odeflow.families import family_of
 from odeflow.fields.optimizers import optimizer_flow
-from odeflow.solver.api import new_option_names
 from odeflow.solver.integrate import SOLVE_BLAS_THREADS, integrate_field, run_from
 from odeflow.solver.options import (
     FAMILY_DEFAULT,
@@ -31,6 +30,7 @@ from odeflow.solver.options import (
     default_t_eval,
     prepare,
 )
+from odeflow.solver.single import new_option_names
 
 #: What ``method="auto"`` is for :func:`solve_ensemble`'s stack (it has no Jacobian, so
 #: an explicit method).
