@@ -126,3 +126,10 @@ def test_a_stage_takes_the_defaults_of_solve():
 
     parameters = inspect.signature(odeflow.solve).parameters
     assert {k: parameters[k].default for k in SOLVE_DEFAULTS} == SOLVE_DEFAULTS
+
+
+@pytest.mark.parametrize("option", [{"dense_output": True}, {"events": lambda t, y: y[0]}])
+def test_stacks_refuse_the_options_of_one_integration_by_name(option):
+    data = odeflow.TwoStageData.preset("ts-default")
+    with pytest.raises(odeflow.ValidationError, match=f"^{next(iter(option))}: .*solve_ensemble"):
+        odeflow.solve_ensemble(data, [None], t_span=(0.0, 1.0), **option)

@@ -25,15 +25,12 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
 
     Parameters
     ----------
-    data : DataModel or another family's data model
-        Its type picks the family (:func:`odeflow.fields.family_of`) and so the flows.
+    data : a data model of any family
+        Its type picks the family (:func:`odeflow.families.family_of`) and so the flows.
     flow : str, optional
-        One of the family's flows; its default flow when omitted. Scan and Snap
-        (:class:`~odeflow.data.DataModel`, default ``"exact"``): ``"exact"``, Level E,
-        the population gradient flow of Lemma 1 (Eqns 3-4, 7); ``"finite_t"``, Level T,
-        the gradient flow of the finite-``T`` objective on a seeded sample
-        (docs/fidelity.md); ``"reduced"``, Level R, Theorem 1 (Eqns 8-10, 44);
-        ``"snap"``, the scalar system of Sec. 6 (Eqns 13-14).
+        One of the family's flows (its declaration, :mod:`odeflow.families`), its
+        default when omitted; Scan and Snap's: ``"exact"`` (Level E, Lemma 1),
+        ``"finite_t"`` (Level T), ``"reduced"`` (Level R, Theorem 1), ``"snap"`` (Sec. 6).
     eta_y, eta_z : optional
         Scan and Snap: learning rates of the decoder and of the attention logits
         (1 and 0.1 by default).
@@ -58,11 +55,11 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         of ``gamma``, Theorem 1b): results in ``traj.t_events``, ``traj.y_events``; a
         terminal event ends the solve early (``traj.status == 1``).
     optimizer : odeflow.Momentum or odeflow.Adam, optional
-        Integrate the optimiser's ODE in *step time* around a level whose state is the
-        parameters (``exact``, ``finite_t``; the induction-head flows refuse it;
-        docs/optimisers.md): ``t_span`` (from 0) and ``t_eval`` are in optimiser steps
-        (every whole step by default), ``traj.steps`` is the step axis and the state is
-        kept (``traj.velocity``, ``traj.moments``). None: the plain gradient flow.
+        Integrate the optimiser's ODE in *step time* around the flow's parameter level
+        (``Field.parameter_level``; docs/optimisers.md): ``t_span`` (from 0) and
+        ``t_eval`` are in optimiser steps (every whole step up to 2,001, then 100 a
+        decade, by default), ``traj.steps`` is the step axis, ``traj.velocity`` and
+        ``traj.moments`` the optimiser's state. None: the plain gradient flow.
     schedule : Schedule, optional
         (Among ``flow_options``.) Stages solved one after the other (:func:`solve_schedule`);
         their durations set the span: leave ``t_span`` out or give ``(0, end)``.

@@ -91,20 +91,9 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
     from odeflow.fields.stacked import StackedField
 
     flow_options = new_option_names(data, flow, flow_options)
+    _refuse_single_solve_options("solve_batch", flow_options)
     field_class = family_of(data).field_class(flow)
-    takes = inspect.signature(field_class.__init__).parameters
-    if not {"eta_y", "eta_z"} <= set(takes):
-        raise ValidationError("flow", f"solve_batch stacks (eta_y, eta_z) points of Scan and "
-                              f"Snap's levels; flow {flow!r} has no such learning rates: "
-                              "solve each point with odeflow.solve (or its starts with "
-                              "solve_ensemble)")
-    try:
-        points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
-    except (TypeError, IndexError, KeyError):
-        points = None
-    if not points:
-        raise ValidationError("params", f"must be a non-empty sequence of (eta_y, eta_z) "
-                              f"pairs, got {params!r:.80}")
+    points = _rate_points(field_class, flow, params)
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
     check_flow_options(flow, field_class, flow_options)
     field = StackedField([field_class(data, ey, ez, **flow_options) for ey, ez in points])
@@ -177,27 +166,14 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
     from odeflow.fields.ensemble import StartEnsemble
 
     flow_options = new_option_names(data, flow, flow_options)
+    _refuse_single_solve_options("solve_ensemble", flow_options)
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
-    field_class = family.field_class(flow)
-    try:
-        starts = [field_class.start_options(s) for s in starts]
-    except TypeError:
-        starts = None
-    if not starts:
-        raise ValidationError("starts", "must be a non-empty sequence of starts")
-    if method == "auto":
-        method = ENSEMBLE_AUTO_METHOD
-    if method not in METHODS or method in IMPLICIT or method == "LSODA":
-        raise ValidationError("method", f"must be 'auto' or an explicit method of solve_ivp "
-                              f"(RK45, DOP853, RK23), got {method!r:.80}")
+    method = _explicit_method(method)
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
     given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
-    options = {**family.solve_defaults, **given, **flow_options}
-    check_flow_options(flow, field_class, {**options, **starts[0]})
-    members = [field_class(data, **options, **start) for start in starts]
-    if optimizer is not None:            # an optimiser steps the parameters themselves
-        members = [m.parameter_level() for m in members]
+    members = _members(data, family.field_class(flow), flow, starts,
+                       {**family.solve_defaults, **given, **flow_options}, optimizer)
     stack = StartEnsemble(members)
     field, wrapped, t0, t_eval = _wrap_ensemble(stack, members, optimizer, t0, t_end, t_eval)
     scale = math.sqrt(stack.P)
@@ -212,6 +188,58 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
         traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
                           "atol": atol})
     return out
+
+
+def _refuse_single_solve_options(entry: str, options: dict) -> None:
+    """Refuse, naming the option and ``entry``, what only :func:`odeflow.solve` takes
+    (dense output, events, a schedule: each belongs to one integration of one field)."""
+    for key in ("dense_output", "events", "schedule"):
+        if options.get(key) not in (None, False):
+            raise ValidationError(key, f"is not taken by {entry} (its members share one "
+                                  "integration); solve each member with odeflow.solve")
+    for key in ("dense_output", "events", "schedule"):
+        options.pop(key, None)
+
+
+def _rate_points(field_class, flow, params) -> list:
+    """``params`` as ``(eta_y, eta_z)`` pairs of a flow that takes those rates."""
+    if not {"eta_y", "eta_z"} <= set(inspect.signature(field_class.__init__).parameters):
+        raise ValidationError("flow", f"solve_batch stacks (eta_y, eta_z) points of Scan and "
+                              f"Snap's levels; flow {flow!r} has no such learning rates: "
+                              "solve each point with odeflow.solve (or its starts with "
+                              "solve_ensemble)")
+    try:
+        points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
+    except (TypeError, IndexError, KeyError):
+        points = None
+    if not points:
+        raise ValidationError("params", f"must be a non-empty sequence of (eta_y, eta_z) "
+                              f"pairs, got {params!r:.80}")
+    return points
+
+
+def _explicit_method(method: str) -> str:
+    """The stack's method: ``"auto"`` is :data:`ENSEMBLE_AUTO_METHOD`; implicit ones and
+    LSODA are refused by name (the stack has no Jacobian)."""
+    method = ENSEMBLE_AUTO_METHOD if method == "auto" else method
+    if method not in METHODS or method in IMPLICIT or method == "LSODA":
+        raise ValidationError("method", f"must be 'auto' or an explicit method of solve_ivp "
+                              f"(RK45, DOP853, RK23), got {method!r:.80}")
+    return method
+
+
+def _members(data, field_class, flow, starts, options: dict, optimizer) -> list:
+    """One field per start (:meth:`~odeflow.fields.base.Field.start_options`), in
+    parameter coordinates when an optimiser steps them."""
+    try:
+        starts = [field_class.start_options(s) for s in starts]
+    except TypeError:
+        starts = None
+    if not starts:
+        raise ValidationError("starts", "must be a non-empty sequence of starts")
+    check_flow_options(flow, field_class, {**options, **starts[0]})
+    members = [field_class(data, **options, **start) for start in starts]
+    return [m.parameter_level() for m in members] if optimizer is not None else members
 
 
 def _wrap_ensemble(stack, members, optimizer, t0: float, t_end: float, t_eval) -> tuple:
