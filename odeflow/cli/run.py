@@ -36,8 +36,6 @@ SAMPLE_OPTIONS = ("seq_len", "sample_size", "seed")
 FLAG_RENAMED = {"length": "seq_len", "sequences": "sample_size", "sample_seed": "seed"}
 
 #: Every flow of every family, for ``--flow`` (each family's own are checked in :func:`run`).
-ALL_FLOWS = tuple(flow for family in families().values() for flow in family.flows)
-
 
 def solve(*args, **kwargs):
     """:func:`odeflow.solve`, imported on the first call (``--help`` stays light)."""
@@ -56,7 +54,7 @@ def register(sub) -> None:
     add_data_arguments(p, any_family=True)
     flows = "; ".join(f"{', '.join((f.default_flow, *(n for n in f.flows if n != f.default_flow)))}"
                       f" for {f.title.split(' (')[0]}" for f in families().values())
-    p.add_argument("--flow", default=None, choices=ALL_FLOWS, metavar="FLOW",
+    p.add_argument("--flow", default=None, metavar="FLOW",
                    help=f"the data model's family's flow (its first one by default): {flows}")
     p.add_argument("--loss", default=None, choices=["nll", "code"],
                    help="induction heads: the loss (nll: -log y of the target; code: the "
@@ -187,9 +185,13 @@ def check_scope(options: dict, family: str, flow: str, label: str, args) -> None
     apply instead."""
     title = families()[family].title.split(" (")[0]
     if flow not in families()[family].flows:
+        from odeflow.cli.parser import nearest
+
+        guess = nearest(str(flow), list(families()[family].flows))
+        hint = f"; did you mean {guess}?" if guess else ""
         raise ValidationError("flow" if args.flow is not None else "run.flow",
                               f"{flow!r} is not a flow of {title} ({label}); its flows: "
-                              f"{', '.join(families()[family].flows)}")
+                              f"{', '.join(families()[family].flows)}{hint}")
     takes = flow_flags(family, flow)
     for key in (*SCOPED_OPTIONS, *SAMPLE_OPTIONS):
         if options.get(key) is None or key in takes:
