@@ -96,3 +96,14 @@ def test_solved_reduced_round_trips_as_its_kind(tmp_path):
                             .save(tmp_path / "e.npz"))
     assert not isinstance(exact, ReducedTrajectory)
     assert not hasattr(exact, "margin")        # Level R's series are Level R's kind only
+
+
+def test_a_level_t_file_loads_as_its_kind(tmp_path):
+    from odeflow.results import FiniteTTrajectory
+
+    data = odeflow.DataModel.preset("syn-small")
+    traj = odeflow.solve(data, flow="finite_t", seq_len=8, sample_size=2, t_span=(0.0, 2.0),
+                         progress=False)
+    loaded = odeflow.Trajectory.load(traj.save(tmp_path / "t.npz"))
+    assert type(loaded) is FiniteTTrajectory
+    np.testing.assert_array_equal(loaded.z_active, traj.z_active)

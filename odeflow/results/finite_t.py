@@ -64,6 +64,8 @@ class FiniteTTrajectory(Trajectory):
     from which :attr:`sample` is redrawn.
     """
 
+    FLOWS = ("finite_t",)
+
     @cached_property
     def sample(self) -> CountSample:
         """The seeded sample of sequences the flow was solved on."""
