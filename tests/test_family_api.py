@@ -133,3 +133,15 @@ def test_stacks_refuse_the_options_of_one_integration_by_name(option):
     data = odeflow.TwoStageData.preset("ts-default")
     with pytest.raises(odeflow.ValidationError, match=f"^{next(iter(option))}: .*solve_ensemble"):
         odeflow.solve_ensemble(data, [None], t_span=(0.0, 1.0), **option)
+
+
+def test_a_two_stage_optimiser_flow_keeps_its_series_through_a_file(tmp_path):
+    from odeflow.results.two_stage import TwoStageTrajectory
+
+    data = odeflow.TwoStageData.preset("ts-default")
+    traj = odeflow.solve(data, optimizer=odeflow.Momentum(0.9), t_span=(0.0, 5.0),
+                         progress=False)
+    loaded = TwoStageTrajectory.load(traj.save(tmp_path / "ts.npz"))
+    assert loaded.optimizer["kind"] == "momentum"
+    np.testing.assert_array_equal(loaded.velocity, traj.velocity)
+    np.testing.assert_array_equal(loaded.W_Q, traj.W_Q)

@@ -16,10 +16,48 @@ import numpy as np
 from odeflow.errors import ValidationError
 from odeflow.io import readable_file
 
-__all__ = ["REQUIRED_ARRAYS", "jsonable", "read_result_file"]
+__all__ = ["REQUIRED_ARRAYS", "SERIES_PREFIX", "jsonable", "read_result_file", "series_arrays",
+           "stored_data_model", "stored_series"]
 
 #: Arrays every file of a kind holds (besides ``metadata``), by kind.
 REQUIRED_ARRAYS = {"odeflow-trajectory": ("t", "z_base")}
+#: Name prefix, in every family's result file, of the arrays holding a result's ``series``
+#: (a Level R flow's ``margin``, an optimiser flow's ``velocity``, ``moment1``, ...).
+SERIES_PREFIX = "series__"
+
+
+def series_arrays(series: dict) -> dict:
+    """The arrays of a result file that store a result's ``series``, by prefixed name."""
+    return {f"{SERIES_PREFIX}{name}": np.asarray(value) for name, value in series.items()}
+
+
+def stored_series(arrays: dict, n: int, where: str) -> dict:
+    """The series a result file's ``arrays`` hold, each with ``n`` rows (one per time).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``path``, for a series array without ``n`` rows.
+    """
+    out = {}
+    for name, value in arrays.items():
+        if name.startswith(SERIES_PREFIX):
+            if value.ndim == 0 or value.shape[0] != n:
+                raise ValidationError("path", f"{where}: array {name!r} has shape "
+                                      f"{value.shape}; expected {n} times on its first axis")
+            out[name[len(SERIES_PREFIX):]] = value
+    return out
+
+
+def stored_data_model(data_class: type, record, where: str,
+                      errors: tuple = (ValidationError,)):
+    """``data_class.from_dict(record)``; one of ``errors`` becomes a ValidationError naming
+    ``path`` ("the stored data model is invalid")."""
+    try:
+        return data_class.from_dict(record)
+    except errors as exc:
+        raise ValidationError("path", f"{where}: the stored data model is invalid "
+                              f"({exc})") from None
 
 
 def jsonable(value):

@@ -17,7 +17,14 @@ from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz, provenance
 from odeflow.numerics import log_magnitude, log_magnitude_mismatches
-from odeflow.results.files import jsonable, read_result_file
+from odeflow.results.files import (
+    SERIES_PREFIX,
+    jsonable,
+    read_result_file,
+    series_arrays,
+    stored_data_model,
+    stored_series,
+)
 from odeflow.results.solution import SolverOutput
 
 #: Format tag written into saved induction-head results.
@@ -29,11 +36,6 @@ INDUCTION_ARRAYS = ("t", "a", "c", "subset_weights", "loss")
 #: finite numbers only). A selector's ``ln|c|`` falls linearly in time at most, so no
 #: solve reaches it.
 ZERO_LOG_C = -float(np.finfo(float).max)
-
-
-#: Name prefix, in a file, of the series a wrapping field added (an optimiser flow's
-#: ``velocity``, ``moment1``, ``moment2``, ``flow_time``).
-SERIES_PREFIX = "series."
 
 
 class InductionTrajectory(SolverOutput):
@@ -147,8 +149,7 @@ class InductionTrajectory(SolverOutput):
         if self.copier_logits is not None:
             arrays["copier_logits"] = self.copier_logits
         arrays["log_c"] = np.where(np.isneginf(self.log_c), ZERO_LOG_C, self.log_c)
-        arrays.update({SERIES_PREFIX + name: np.asarray(value, dtype=float)
-                       for name, value in self.series.items()})
+        arrays.update(series_arrays(self.series))
         arrays["metadata"] = np.array(json.dumps({
             "format": INDUCTION_FORMAT, "stats": jsonable(self.stats), "meta": jsonable(meta),
             "subsets": [list(s) for s in self.subsets],
@@ -169,20 +170,15 @@ class InductionTrajectory(SolverOutput):
         """
         arrays, metadata = read_result_file(path, INDUCTION_FORMAT)
         where = f"{str(path)!r}"
-        series = {k[len(SERIES_PREFIX):]: v for k, v in arrays.items()
-                  if k.startswith(SERIES_PREFIX)}
         expected = set(INDUCTION_ARRAYS) | ({"copier_logits", "log_c"} & set(arrays)) | \
-            {SERIES_PREFIX + k for k in series}
+            {k for k in arrays if k.startswith(SERIES_PREFIX)}
         if set(arrays) != expected:
             raise ValidationError("path", f"{where}: arrays {sorted(arrays)}; an odeflow "
                                   f"induction result holds {sorted(expected)}")
         data = None
         if metadata["data"]:
-            try:
-                data = InductionData.from_dict(metadata["data"])
-            except (ValidationError, RecursionError) as exc:
-                raise ValidationError("path", f"{where}: the stored data model is invalid "
-                                      f"({exc})") from None
+            data = stored_data_model(InductionData, metadata["data"], where,
+                                     (ValidationError, RecursionError))
         raw = metadata.get("subsets")
         try:
             subsets = [tuple(int(h) for h in s) for s in raw]
@@ -199,9 +195,7 @@ class InductionTrajectory(SolverOutput):
         if "copier_logits" in arrays:
             H = data.heads if data is not None else arrays["copier_logits"].shape[-1]
             shapes["copier_logits"] = (n, H, H)
-        bad = [k for k, v in series.items() if v.ndim < 1 or v.shape[0] != n]
-        if bad:
-            raise ValidationError("path", f"{where}: series {bad} do not have one row per time")
+        series = stored_series(arrays, n, where)
         for name, shape in shapes.items():
             if n < 1 or arrays[name].shape != shape:
                 raise ValidationError("path", f"{where}: array {name!r} has shape "

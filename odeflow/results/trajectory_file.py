@@ -24,12 +24,17 @@ from odeflow.data import DataModel
 from odeflow.errors import ValidationError
 from odeflow.io import provenance
 from odeflow.results.decoder import DECODER_LAYOUTS
-from odeflow.results.files import jsonable, read_result_file
+from odeflow.results.files import (
+    SERIES_PREFIX,
+    jsonable,
+    read_result_file,
+    series_arrays,
+    stored_data_model,
+    stored_series,
+)
 
 #: Format tag written into saved files.
 FILE_FORMAT = "odeflow-trajectory/1"
-#: Prefix of the arrays holding recorded series.
-SERIES_PREFIX = "series__"
 
 
 def trajectory_arrays(traj) -> dict:
@@ -49,8 +54,7 @@ def trajectory_arrays(traj) -> dict:
                        "logit_token": traj.logit_token})
     if traj.decoder_lumped is not None:
         arrays["decoder_lumped"] = traj.decoder_lumped
-    for k, v in traj.series.items():
-        arrays[f"{SERIES_PREFIX}{k}"] = v
+    arrays.update(series_arrays(traj.series))
     if traj.decoder_base is not None:
         arrays["decoder_base"] = traj.decoder_base
     metadata = {"format": FILE_FORMAT, "data": traj.data.to_dict(),
@@ -76,18 +80,12 @@ def read_trajectory(path) -> tuple[tuple, dict]:
     """
     arrays, metadata = read_result_file(path, FILE_FORMAT)
     where = f"{str(path)!r}"
-    try:
-        data = DataModel.from_dict(metadata["data"])
-    except ValidationError as exc:
-        raise ValidationError("path", f"{where}: the stored data model is invalid "
-                              f"({exc})") from None
+    data = stored_data_model(DataModel, metadata["data"], where)
     layout = metadata.get("decoder_layout", "lumped")
     if layout not in DECODER_LAYOUTS:
         raise ValidationError("path", f"{where}: the metadata record is damaged "
                               f"(decoder_layout {layout!r:.40})")
-    check_trajectory_arrays(arrays, data, layout, where)
-    series = {k[len(SERIES_PREFIX):]: v for k, v in arrays.items()
-              if k.startswith(SERIES_PREFIX)}
+    series = check_trajectory_arrays(arrays, data, layout, where)
     if "z_active" in arrays:
         z, index = arrays["z_active"], None
     else:
@@ -121,8 +119,9 @@ def expected_shapes(arrays: dict, data: DataModel, layout: str) -> dict:
     return expected
 
 
-def check_trajectory_arrays(arrays: dict, data: DataModel, layout: str, where: str) -> None:
-    """Names, types, shapes and index ranges of a trajectory file's arrays.
+def check_trajectory_arrays(arrays: dict, data: DataModel, layout: str, where: str) -> dict:
+    """Names, types, shapes and index ranges of a trajectory file's arrays; returns the
+    series it holds (:func:`~odeflow.results.files.stored_series`).
 
     Raises ValidationError (field ``path``, message starting with ``where``).
     """
@@ -133,12 +132,9 @@ def check_trajectory_arrays(arrays: dict, data: DataModel, layout: str, where: s
                                       "'z_active')")
     expected = expected_shapes(arrays, data, layout)
     n = expected["t"][0]
-    for name, value in arrays.items():
-        if name.startswith(SERIES_PREFIX):
-            if value.ndim == 0 or value.shape[0] != n:
-                raise ValidationError("path", f"{where}: array {name!r} has shape "
-                                      f"{value.shape}; expected {n} times on its first axis")
-        elif name not in expected:
+    series = stored_series(arrays, n, where)
+    for name in arrays:
+        if not name.startswith(SERIES_PREFIX) and name not in expected:
             raise ValidationError("path", f"{where}: unexpected array {name!r}; not an "
                                   "odeflow trajectory")
     for name, shape in expected.items():
@@ -159,3 +155,4 @@ def check_trajectory_arrays(arrays: dict, data: DataModel, layout: str, where: s
                 or not np.all(np.isin(tokens, data.active_tokens)):
             raise ValidationError("path", f"{where}: 'logit_query'/'logit_token' do not index "
                                   "query tokens and active tokens of the stored data model")
+    return series

@@ -17,7 +17,14 @@ from odeflow.data.checks import check_count
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz, provenance
-from odeflow.results.files import jsonable, read_result_file
+from odeflow.results.files import (
+    SERIES_PREFIX,
+    jsonable,
+    read_result_file,
+    series_arrays,
+    stored_data_model,
+    stored_series,
+)
 from odeflow.results.solution import SolverOutput
 
 #: Format tag written into saved two-stage results.
@@ -177,7 +184,7 @@ class TwoStageTrajectory(SolverOutput):
         meta = {**self.meta}
         meta.setdefault("provenance", provenance())
         arrays = {"t": self.t, "W_P": self.W_P, "W_Q": self.W_Q,
-                  **{k: getattr(self, k) for k in SERIES}}
+                  **{k: getattr(self, k) for k in SERIES}, **series_arrays(self.series)}
         arrays["metadata"] = np.array(json.dumps({
             "format": TWO_STAGE_FORMAT, "stats": jsonable(self.stats), "meta": jsonable(meta),
             "data": {} if self.data is None else self.data.to_dict()}))
@@ -196,17 +203,14 @@ class TwoStageTrajectory(SolverOutput):
         """
         arrays, metadata = read_result_file(path, TWO_STAGE_FORMAT)
         where = f"{str(path)!r}"
-        expected = {"t", "W_P", "W_Q", *SERIES}
+        expected = {"t", "W_P", "W_Q", *SERIES, *(k for k in arrays if k.startswith(SERIES_PREFIX))}
         if set(arrays) != expected:
             raise ValidationError("path", f"{where}: arrays {sorted(arrays)}; an odeflow "
                                   f"two-stage result holds {sorted(expected)}")
         data = None
         if metadata["data"]:
-            try:
-                data = TwoStageData.from_dict(metadata["data"])
-            except (ValidationError, TypeError) as exc:
-                raise ValidationError("path", f"{where}: the stored data model is invalid "
-                                      f"({exc})") from None
+            data = stored_data_model(TwoStageData, metadata["data"], where,
+                                     (ValidationError, TypeError))
         t = arrays["t"]
         n = t.shape[0] if t.ndim == 1 else -1
         shapes = {k: (n,) for k in SERIES}
@@ -217,12 +221,12 @@ class TwoStageTrajectory(SolverOutput):
             if n < 1 or arrays[name].shape != shape or min(shape) < 1:
                 raise ValidationError("path", f"{where}: array {name!r} has shape "
                                       f"{arrays[name].shape}; expected {shape}")
-            if not np.all(np.isfinite(arrays[name])):
-                raise ValidationError("path", f"{where}: array {name!r} is not finite")
         if np.any(np.diff(t) <= 0):
             raise ValidationError("path", f"{where}: the times 't' are not increasing")
-        return cls(t, arrays["W_P"], arrays["W_Q"], {k: arrays[k] for k in SERIES},
-                   stats=metadata["stats"], meta=metadata["meta"], data=data, scorer=scorer)
+        out = cls(t, arrays["W_P"], arrays["W_Q"], {k: arrays[k] for k in SERIES},
+                  stats=metadata["stats"], meta=metadata["meta"], data=data, scorer=scorer)
+        out.series = stored_series(arrays, n, where)
+        return out
 
 
 __all__ = ["ACCURACIES", "SERIES", "TWO_STAGE_FORMAT", "TwoStageTrajectory", "singular_values",
