@@ -90,10 +90,11 @@ def __getattr__(name: str):
         return sorted({*_EXPORTS, *_family_exports(), "RenamedWarning", "SolveError",
                        "ValidationError", "__version__"})
     module = None if name in _SUBPACKAGES else _EXPORTS.get(name, "")
-    if module == "" and name in _family_exports():
+    target = _family_exports().get(name) if module == "" else None
+    if target is not None:
         from odeflow.families import load
 
-        value = globals()[name] = load(_family_exports()[name])
+        value = globals()[name] = load(target)
         return value
     if module == "":
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,6 +22,7 @@ group ``odeflow.families`` whose object is the family instance (or class).
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Mapping
 
 from odeflow.errors import ValidationError
@@ -125,7 +126,7 @@ class Family:
         if data is None:
             return self.accepts_none
         module = self.data_type.partition(":")[0]
-        cls = load(self.data_type) if module in _loaded_modules() else None
+        cls = load(self.data_type) if module in sys.modules else None
         return cls is not None and isinstance(data, cls)
 
     def field_class(self, flow) -> type:
@@ -156,12 +157,6 @@ class Family:
     def task_kinds(self) -> tuple:
         """The family's sweep task kinds."""
         return tuple(load(self.sweep_tasks)) if self.sweep_tasks else ()
-
-
-def _loaded_modules():
-    import sys
-
-    return sys.modules
 
 
 #: The registered families by name, in registration order.
@@ -201,8 +196,6 @@ def unregister_family(name: str) -> Family:
     """Remove the family ``name`` from the registry (and the flat-API names it exported
     from ``odeflow``'s namespace); returns it. A ValidationError names ``name`` when no
     such family is registered."""
-    import sys
-
     if name not in FAMILIES:
         raise ValidationError("name", f"no family {name!r} is registered")
     family = FAMILIES.pop(name)

@@ -16,8 +16,8 @@ from scipy.special import expit
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz, provenance
+from odeflow.results.files import jsonable, read_result_file, stored_data_model
 from odeflow.results.solution import SolverOutput
-from odeflow.results.trajectory import jsonable, read_result_file
 
 #: Format tag written into saved snap results.
 SNAP_FORMAT = "odeflow-snap/1"
@@ -104,11 +104,7 @@ class SnapResult(SolverOutput):
                                       f"{arrays[name].shape}; expected {n} (one value per time)")
         data = metadata["data"]
         if data is not None:
-            try:
-                data = DataModel.from_dict(data)
-            except ValidationError as exc:
-                raise ValidationError("path", f"{where}: the stored data model is invalid "
-                                      f"({exc})") from None
+            data = stored_data_model(DataModel, data, where)
         return cls(*(arrays[name] for name in SNAP_ARRAYS), stats=metadata["stats"],
                    meta=metadata["meta"], data=data)
 

@@ -194,11 +194,9 @@ def _refuse_single_solve_options(entry: str, options: dict) -> None:
     """Refuse, naming the option and ``entry``, what only :func:`odeflow.solve` takes
     (dense output, events, a schedule: each belongs to one integration of one field)."""
     for key in ("dense_output", "events", "schedule"):
-        if options.get(key) not in (None, False):
+        if options.pop(key, None) not in (None, False):
             raise ValidationError(key, f"is not taken by {entry} (its members share one "
                                   "integration); solve each member with odeflow.solve")
-    for key in ("dense_output", "events", "schedule"):
-        options.pop(key, None)
 
 
 def _rate_points(field_class, flow, params) -> list:
