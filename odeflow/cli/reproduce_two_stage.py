@@ -9,9 +9,6 @@ steps``), writing ``two_stage.csv``, ``stages.csv``, ``rank_truncation.csv`` and
 
 from __future__ import annotations
 
-#: The files written into ``--out``.
-OUTPUTS = ("two_stage.csv", "stages.csv", "rank_truncation.csv", "two_stage.png")
-
 
 def run(args) -> int:
     """Run the reproduction with the parsed arguments; the exit code."""
@@ -24,11 +21,10 @@ def run(args) -> int:
     from odeflow.cli.reproduce import check_counts, print_table, wrote_line
     from odeflow.cli.tables import width_of
     from odeflow.experiments import two_stage as experiment
-    from odeflow.io import writable_folder
 
     check_counts(args.seeds, args.steps)
-    out = writable_folder(args.out, "out", what="--out (the CSV and PNG files go into it)")
-    replaced = {out / name for name in OUTPUTS if (out / name).is_file()}
+    out = Path(args.out)       # checked by the command (--mkdir) and by experiment.run
+    replaced = {out / name for name in experiment.OUTPUTS if (out / name).is_file()}
     start = time.perf_counter()
     rep = experiment.run(out, seeds=args.seeds, steps=args.steps,
                          progress=False if args.no_progress else None)
