@@ -81,6 +81,17 @@ class Family:
         the experiment's own defaults of ``--seeds`` and ``--steps``.
     exports : mapping of str to str
         Names of the flat API (``odeflow.NAME``) -> target.
+    train : str
+        Target of the family's trainer, ``train(data, *, steps, seeds, ...)``
+        (:func:`odeflow.train` calls it), or ``""``.
+    compare : str
+        Target of the family's runs beside its flow, ``compare(data, *, seeds,
+        steps, ...)`` (:func:`odeflow.compare` calls it), or ``""``.
+    run_options : mapping of str to (type, flows, help)
+        Options of ``odeflow run`` (``[run]`` keys and ``--flags``) that the
+        family's flows take beyond the shared ones: name -> its type (``float``,
+        ``int`` or ``str``), the flows that take it (``None``: every flow) and a
+        one-line help text.
     strategies : str
         Module of the family's hypothesis strategies (valid inputs), or ``""``.
     docs : str
@@ -110,6 +121,9 @@ class Family:
     sweep_tasks: str = ""
     experiments: Mapping[str, tuple] = {}
     exports: Mapping[str, str] = {}
+    train: str = ""
+    compare: str = ""
+    run_options: Mapping[str, tuple] = {}
     strategies: str = ""
     docs: str = ""
 

@@ -42,5 +42,7 @@ class Induction(Family):
                       "induction.png)"),
     }
     exports = {"InductionData": "odeflow.data.induction:InductionData"}
+    train = "odeflow.training.induction:train"
+    compare = "odeflow.training.induction:compare"
     strategies = "odeflow.testing"
     docs = "induction.md"

@@ -62,5 +62,7 @@ class ScanSnap(Family):
     }
     exports = {"DataModel": "odeflow.data.model:DataModel",
                "SequenceClass": "odeflow.data.model:SequenceClass"}
+    train = "odeflow.training.protocol:train"
+    compare = "odeflow.analysis.compare:compare_runs"
     strategies = "odeflow.testing"
     docs = "model.md"

@@ -44,4 +44,6 @@ class TwoStage(Family):
                       {"seeds": 5, "steps": 1000}),
     }
     exports = {"TwoStageData": "odeflow.data.two_stage:TwoStageData"}
+    train = "odeflow.training.two_stage:train"
+    compare = "odeflow.training.two_stage:compare"
     docs = "two_stage.md"
