@@ -196,15 +196,6 @@ def stage_times(data) -> tuple[float, float]:
                                                                                  u_star)))
 
 
-def model_q_loss(data, t):
-    """The stage-1 model's Q-only loss ``E_Z l(kappa_Q alpha_Q(t) + alpha_P(t) Z)`` with
-    ``alpha_P = u(t)/kappa_P`` (:func:`stage_one_margin`, no plateau) and
-    :func:`stage_two_alpha_q`."""
-    k = block_constants(data)
-    t = np.atleast_1d(np.asarray(t, dtype=float))
-    return _q_only_loss(data, stage_two_alpha_q(data, t), stage_one_margin(data, t) / k["kappa_p"])
-
-
 def measured_stage_times(traj, T=None) -> tuple[float, float]:
     """``(t_P, t_Q)`` measured on a trajectory over ``[0, T]`` (default its last time).
 
@@ -235,5 +226,5 @@ def _first_below(t, series, level, start):
 
 
 __all__ = ["P_DROP_FRACTION", "block_constants", "early_singular_values",
-           "measured_stage_times", "model_q_loss", "stage_one_margin", "stage_one_rate",
+           "measured_stage_times", "stage_one_margin", "stage_one_rate",
            "stage_times", "stage_two_alpha_q"]
