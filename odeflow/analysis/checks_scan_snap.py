@@ -153,27 +153,35 @@ def _margin_label(M, eta_y, pi) -> str:
 # ---------------------------------------------------------------------------
 def _check_cf1(ctx: _Context) -> list[CheckResult]:
     """CF1: ``h(t)`` integrated vs :func:`closed_forms.decoder_margin` (Lemma 6, Eqn 45)."""
+    return _margin_checks(ctx, "CF1", "h", "Lemma 6, Eqn 45", closed_forms.decoder_margin,
+                          "margin", lambda traj, pi: (
+                              f"Level R margins of {traj.data.num_classes} classes, "
+                              f"pi_n in [{pi.min():.3g}, {pi.max():.3g}]", {"pi": pi}))
+
+
+def _margin_checks(ctx: _Context, check: str, key: str, ref: str, closed_form: Callable,
+                   series: str, level_r_note: Callable) -> list[CheckResult]:
+    """Rows of CF1 or CF3: ``key`` of the Eqn 44 integration at :data:`MARGIN_SETTINGS`, and
+    the per-class Level R ``series``, against ``closed_form(t, M, eta_y, pi)``."""
     rows = []
     for M, eta_y, pi in MARGIN_SETTINGS:
         run = ctx.margin(M, eta_y, pi)
-        closed = closed_forms.decoder_margin(ctx.t_grid, M, eta_y, pi)
+        first, last = run[key][0], run[key][-1]
         rows.append(CheckResult(
-            "CF1", "h(t)", "Lemma 6, Eqn 45", _margin_label(M, eta_y, pi),
-            relative_error(run["h"], closed), ctx.tolerance,
-            note=f"h from {run['h'][0]:.3g} to {run['h'][-1]:.3g}",
-            details={"h_range": [run["h"][0], run["h"][-1]], "solver": run["stats"]}))
+            check, f"{key}(t)", ref, _margin_label(M, eta_y, pi),
+            relative_error(run[key], closed_form(ctx.t_grid, M, eta_y, pi)), ctx.tolerance,
+            note=f"{key} from {first:.3g} to {last:.3g}",
+            details={f"{key}_range": [first, last], "solver": run["stats"]}))
     for name in ("shared-query-small", "random"):
         traj = ctx.reduced(name)
-        h = np.asarray(traj.series["margin"])[1:]  # (n, K): one margin per class
-        pi = np.asarray(traj.data.weights)[None, :]
-        closed = closed_forms.decoder_margin(ctx.t_grid[:, None], traj.data.vocab_size,
-                                             traj.meta["eta_y"], pi)
+        pi = np.asarray(traj.data.weights)
+        closed = closed_form(ctx.t_grid[:, None], traj.data.vocab_size, traj.meta["eta_y"],
+                             pi[None, :])
+        note, details = level_r_note(traj, pi)
         rows.append(CheckResult(
-            "CF1", "h_n(t), every class", "Lemma 6, Eqn 45", ctx.label(name),
-            relative_error(h, closed), ctx.tolerance,
-            note=f"Level R margins of {traj.data.num_classes} classes, "
-                 f"pi_n in [{pi.min():.3g}, {pi.max():.3g}]",
-            details={"pi": pi[0], "solver": _solver_stats(traj.stats)}))
+            check, f"{key}_n(t), every class", ref, ctx.label(name),
+            relative_error(np.asarray(traj.series[series])[1:], closed), ctx.tolerance,
+            note=note, details={**details, "solver": _solver_stats(traj.stats)}))
     return rows
 
 
@@ -196,28 +204,9 @@ def _check_cf2(ctx: _Context) -> list[CheckResult]:
 
 def _check_cf3(ctx: _Context) -> list[CheckResult]:
     """CF3: ``Gamma`` integrated as a state vs :func:`closed_forms.gamma_integral` (Eqn 128)."""
-    rows = []
-    for M, eta_y, pi in MARGIN_SETTINGS:
-        run = ctx.margin(M, eta_y, pi)
-        closed = closed_forms.gamma_integral(ctx.t_grid, M, eta_y, pi)
-        rows.append(CheckResult(
-            "CF3", "Gamma(t)", "Eqn 128", _margin_label(M, eta_y, pi),
-            relative_error(run["Gamma"], closed), ctx.tolerance,
-            note=f"Gamma from {run['Gamma'][0]:.3g} to {run['Gamma'][-1]:.3g}",
-            details={"Gamma_range": [run["Gamma"][0], run["Gamma"][-1]],
-                     "solver": run["stats"]}))
-    for name in ("shared-query-small", "random"):
-        traj = ctx.reduced(name)
-        gamma_int = np.asarray(traj.series["gamma_integral"])[1:]
-        pi = np.asarray(traj.data.weights)[None, :]
-        closed = closed_forms.gamma_integral(ctx.t_grid[:, None], traj.data.vocab_size,
-                                             traj.meta["eta_y"], pi)
-        rows.append(CheckResult(
-            "CF3", "Gamma_n(t), every class", "Eqn 128", ctx.label(name),
-            relative_error(gamma_int, closed), ctx.tolerance,
-            note="Level R accumulators dGamma_n/dt = s_n h_n",
-            details={"solver": _solver_stats(traj.stats)}))
-    return rows
+    return _margin_checks(ctx, "CF3", "Gamma", "Eqn 128", closed_forms.gamma_integral,
+                          "gamma_integral",
+                          lambda traj, pi: ("Level R accumulators dGamma_n/dt = s_n h_n", {}))
 
 
 def _distinct_pairs(data: DataModel):

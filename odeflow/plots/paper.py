@@ -40,7 +40,6 @@ TIME_LABEL = r"flow time $t_k$ of step $k$"
 WARM_UP_MAP = r"$t_k = [k - \mu(1-\mu^k)/(1-\mu)]/(1-\mu)$"
 
 
-
 def _step_axis(ax, protocol) -> None:
     if protocol.optimizer == "sgd" and protocol.momentum:
         # the warm-up map on a grid, extended linearly past its ends (matplotlib asks for
@@ -66,8 +65,10 @@ def _step_axis(ax, protocol) -> None:
         ax.title.set_position((0.5, 1.14))
 
 
-def _band(ax, t, values, colour, label):
-    mean, std = values.mean(axis=0), values.std(axis=0)
+def _band(ax, t, values, colour, label, std=None):
+    """Mean and one sd over the seeds (axis 0 of ``values``), or ``values`` as the mean
+    beside a given ``std``."""
+    mean, std = (values.mean(axis=0), values.std(axis=0)) if std is None else (values, std)
     ax.plot(t, mean, color=colour, linewidth=2.0, label=label)
     ax.fill_between(t, mean - std, mean + std, color=colour, alpha=0.25, linewidth=0)
 
@@ -97,8 +98,8 @@ def plot_fig4(exp, next_token: int | None = None, axes=None):
     run, data = exp.run, exp.data
     fig, (ax_l, ax_h, ax_m) = panel_axes(axes, 3, (4.6, 5.4))
     t = run.t
-    runs = f"{run.protocol.optimizer.upper()} runs, {len(run.seeds)} seed" \
-           f"{'s' if len(run.seeds) != 1 else ''} (mean $\\pm$ sd)"
+    runs = f"{run.protocol.optimizer.upper()} runs, {_count(len(run.seeds), 'seed')} " \
+           "(mean $\\pm$ sd)"
     optflow = {name: f"heavy-ball flow, Level {name} (step $k$ drawn at $t_k$)"
                for name in getattr(exp, "optflow_loss", {})}
     _band(ax_l, run.loss_t, run.loss, series_colour(0), runs)
@@ -277,8 +278,7 @@ def plot_optflow_overlays(rows4, rows5, rows6, axes=None):
     fig, (ax4, ax5, ax6) = panel_axes(axes, 3, (4.6, 4.2))
     k = np.array([r["step"] for r in rows4])
     mean, sd = np.array([r["loss_mean"] for r in rows4]), np.array([r["loss_std"] for r in rows4])
-    ax4.plot(k, mean, color=series_colour(0), linewidth=2.0, label="runs (mean $\\pm$ sd)")
-    ax4.fill_between(k, mean - sd, mean + sd, color=series_colour(0), alpha=0.25, linewidth=0)
+    _band(ax4, k, mean, series_colour(0), "runs (mean $\\pm$ sd)", sd)
     for name in ("T", "E"):
         if f"optflow_{name}_loss" in rows4[0]:
             ax4.plot(k, [r[f"optflow_{name}_loss"] for r in rows4], **OPTFLOW_STYLE[name],
@@ -297,9 +297,7 @@ def plot_optflow_overlays(rows4, rows5, rows6, axes=None):
         ks = np.array([r["step"] for r in sub])
         m = np.array([r["entropy_mean"] for r in sub])
         s = np.array([r["entropy_std"] for r in sub])
-        colour = series_colour(j)
-        ax5.plot(ks, m, color=colour, linewidth=2.0, label=rf"Adam runs, $\eta_Z = {ez:g}$")
-        ax5.fill_between(ks, m - s, m + s, color=colour, alpha=0.25, linewidth=0)
+        _band(ax5, ks, m, series_colour(j), rf"Adam runs, $\eta_Z = {ez:g}$", s)
         if "optflow_T_entropy" in sub[0]:
             ax5.plot(ks, [r["optflow_T_entropy"] for r in sub], color="black", linewidth=1.0,
                      linestyle="--", label="Adam flow, Level T" if j == 0 else None)
