@@ -29,7 +29,8 @@ import numbers
 
 import numpy as np
 
-from odeflow.data.model import DataModel, SequenceClass, as_real_number
+from odeflow.data.checks import as_real_number
+from odeflow.data.model import DataModel, SequenceClass
 from odeflow.errors import ValidationError
 
 

@@ -21,11 +21,9 @@ from functools import cached_property
 
 import numpy as np
 
-from odeflow.data.checks import (  # noqa: F401 (re-exported: the data layer's checks)
+from odeflow.data.checks import (  # noqa: F401 (parse_toml, validate_positive: data.config's)
     as_real_array,
-    as_real_number,
     parse_toml,
-    validate_finite,
     validate_positive,
 )
 from odeflow.data.forms import TomlForm

@@ -17,10 +17,11 @@ Vector fields build these; the solver returns them; nothing here imports the
 fields or the solver.
 """
 
+from odeflow.results.files import jsonable
 from odeflow.results.finite_t import FiniteTTrajectory, population_attention
 from odeflow.results.induction import InductionTrajectory
 from odeflow.results.snap import SnapResult
-from odeflow.results.trajectory import ReducedTrajectory, Trajectory, jsonable
+from odeflow.results.trajectory import ReducedTrajectory, Trajectory
 
 __all__ = ["FiniteTTrajectory", "InductionTrajectory", "ReducedTrajectory", "SnapResult",
            "Trajectory", "jsonable", "population_attention"]

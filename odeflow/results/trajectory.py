@@ -33,13 +33,12 @@ from odeflow.errors import ValidationError
 from odeflow.io import atomic_write_npz
 from odeflow.numerics import normalised_features
 from odeflow.results.decoder import DECODER_BYTES_LIMIT, DecoderSeries, check_layout
-from odeflow.results.files import jsonable, read_result_file
+from odeflow.results.files import read_result_file
 from odeflow.results.reduced import REDUCED_SERIES, ReducedSeries
 from odeflow.results.solution import SolverOutput
-from odeflow.results.trajectory_file import FILE_FORMAT, read_trajectory, trajectory_arrays
+from odeflow.results.trajectory_file import read_trajectory, trajectory_arrays
 
-__all__ = ["DECODER_BYTES_LIMIT", "FILE_FORMAT", "KINDS", "ReducedTrajectory", "Trajectory",
-           "jsonable", "read_result_file"]
+__all__ = ["DECODER_BYTES_LIMIT", "KINDS", "ReducedTrajectory", "Trajectory", "read_result_file"]
 
 #: The kind of result of each flow that has a class of its own (each subclass's
 #: ``FLOWS``): what :meth:`Trajectory.load` returns for a file of that flow.
