@@ -252,6 +252,7 @@ class Linear2(Family):
     flows = {"population": f"{__name__}:LinearPopulation"}
     default_flow = "population"
     solve_defaults = {"rate": 1.0}
+    run_options = {"rate": (float, None, "learning rate eta of the gradient flow (1)")}
     preset_names = ("linear2-scalar", "linear2-small")
     checks, check_names = f"{__name__}:CHECKS", ("CF-LIN1",)
     figures = (("linear2-loss", f"{__name__}:plot_loss", "linear network: L(t)",

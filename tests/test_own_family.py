@@ -264,3 +264,42 @@ def test_config_file_and_command_line(tmp_path, capsys):
     assert saved["t"][-1] == 5.0 and saved["loss"][-1] < saved["loss"][0]
     assert main(["verify", "--only", "CF-LIN1", "--no-progress"]) == 0
     assert "CF-LIN1" in capsys.readouterr().out
+
+
+def test_the_family_run_option_is_a_run_key_and_a_flag(tmp_path, capsys):
+    """The family's own option ``rate`` (its ``run_options``) is a ``[run]`` key and a flag
+    of ``odeflow run`` (the flag overriding the key); another family's option is refused for
+    it, and ``rate`` for another family, by name."""
+    import json
+
+    from tests.cli_helpers import cli, one_error_line
+
+    text = 'family = "linear2"\nteacher = [[2.0]]\n[run]\nt_end = 2.0\nrate = 0.5\n'
+    data, options = odeflow.data.parse_config(text)
+    assert options == {"t_end": 2.0, "rate": 0.5}
+    config = tmp_path / "linear.toml"
+    config.write_text(text)
+    for extra, rate in (((), 0.5), (("--rate", "2"), 2.0)):
+        out = tmp_path / f"rate{rate}.npz"
+        code, shown, err = cli(capsys, "run", "--config", config, "--out", out, "--rows", "0",
+                               "--no-progress", *extra)
+        assert code == 0, err
+        assert f"flow=population, rate={rate:g}," in shown
+        saved = np.load(out)
+        assert json.loads(str(saved["metadata"]))["meta"]["rate"] == rate
+        alone = odeflow.solve(data, rate=rate, t_span=(0.0, 2.0), rtol=1e-8, atol=1e-10,
+                              progress=False)
+        assert np.array_equal(saved["t"], alone.t) and np.array_equal(saved["loss"], alone.loss)
+    assert "--rate RATE two-layer linear network y = W2 W1 x on Gaussian data: learning " \
+        "rate eta" in " ".join(cli(capsys, "run", "--help")[1].split())
+    code, _, err = cli(capsys, "run", "--preset", "syn-small", "--rate", "2")
+    assert code == 2 and one_error_line(err) == (
+        "odeflow: error: --rate: does not apply to flow exact of Scan and Snap (syn-small); "
+        "that flow takes --eta-y, --eta-z")
+    config.write_text(text.replace("rate = 0.5", "eta_z = 0.5"))
+    code, _, err = cli(capsys, "run", "--config", config, "--out", tmp_path / "x.npz")
+    assert code == 2 and one_error_line(err).startswith(
+        "odeflow: error: run.eta_z: does not apply to flow population of two-layer linear")
+    assert one_error_line(err).endswith("that flow takes --rate")
+    with pytest.raises(ValidationError, match="^run.rate"):
+        odeflow.data.parse_config(text.replace("0.5", "-1.0"))

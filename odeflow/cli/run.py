@@ -18,16 +18,11 @@ from odeflow.cli.common import (
 from odeflow.cli.parser import any_case
 from odeflow.cli.tables import add_wide_argument, blocks, width_of, wrap
 from odeflow.errors import ValidationError
-from odeflow.families import families
+from odeflow.families import families, run_options
 
 if TYPE_CHECKING:
     import numpy as np
 
-#: The options of ``odeflow run`` that only some flows take: option -> (family, flows;
-#: ``None``: every flow of the family). Any other option applies to every flow but those
-#: of :data:`SAMPLE_OPTIONS`.
-SCOPED_OPTIONS = {"eta_y": ("scan_snap", None), "eta_z": ("scan_snap", None),
-                  "loss": ("induction", None), "stages": ("induction", ("population", "finite_l"))}
 #: The options of a flow on a fixed sample (``finite_t``, ``finite_l``, ``finite_n``: any
 #: flow whose field takes them, read from its signature), passed to it by name.
 SAMPLE_OPTIONS = ("seq_len", "sample_size", "seed")
@@ -35,7 +30,6 @@ SAMPLE_OPTIONS = ("seq_len", "sample_size", "seed")
 #: Old flags of ``odeflow run`` -> the new ones (``docs/api.md``, "One name per concept").
 FLAG_RENAMED = {"length": "seq_len", "sequences": "sample_size", "sample_seed": "seed"}
 
-#: Every flow of every family, for ``--flow`` (each family's own are checked in :func:`run`).
 
 def solve(*args, **kwargs):
     """:func:`odeflow.solve`, imported on the first call (``--help`` stays light)."""
@@ -56,13 +50,7 @@ def register(sub) -> None:
                       f" for {f.title.split(' (')[0]}" for f in families().values())
     p.add_argument("--flow", default=None, metavar="FLOW",
                    help=f"the data model's family's flow (its first one by default): {flows}")
-    p.add_argument("--loss", default=None, choices=["nll", "code"],
-                   help="induction heads: the loss (nll: -log y of the target; code: the "
-                        "training code's cross-entropy of y as logits); default nll")
-    p.add_argument("--stages", metavar="T_C,T_W", default=None,
-                   help="induction heads: the authors' staged run, c alone for T_C, then w "
-                        "alone (rate 1e5) for T_W, then a alone until --t-end (default: every "
-                        "group jointly at rate 1)")
+    add_family_flags(p)
     p.add_argument("--seq-len", type=int, default=None, metavar="L",
                    help="a flow on a fixed sample (finite_t, finite_l, finite_n): sequence "
                         "length (the flow's default: 128, 100, 64)")
@@ -90,6 +78,25 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     add_wide_argument(p)
     p.set_defaults(func=run)
+
+
+def add_family_flags(parser) -> None:
+    """A flag for each family's own option of ``odeflow run`` (every registered family's
+    ``run_options``, :func:`odeflow.families.run_options`), its help naming the family and
+    the flows that take it. An option that already has its flag (``--eta-y``, ``--eta-z`` of
+    :func:`~odeflow.cli.common.add_data_arguments`) keeps it."""
+    for name, pairs in run_options().items():
+        flag = f"--{name.replace('_', '-')}"
+        if flag in parser._option_string_actions:
+            continue
+        kind = pairs[0][1].kind
+        texts = []
+        for family, option in pairs:
+            scope = "" if option.flows is None else f" (flows {', '.join(option.flows)})"
+            texts.append(f"{family.title.split(' (')[0]}{scope}: {option.help}")
+        typed = {"choices": list(kind)} if isinstance(kind, tuple) else \
+            {"type": kind, "metavar": name.upper()}
+        parser.add_argument(flag, default=None, help="; ".join(texts), **typed)
 
 
 def log_spaced_rows(t: np.ndarray, rows: int) -> np.ndarray:
@@ -164,36 +171,21 @@ def snap_table(result, rows: int = 8, width: int | None = None) -> str:
     return "\n".join(blocks(list(cols), body, keys=1, width=width))
 
 
-def staged_schedule(text: str, t_end: float):
-    """``--stages T_C,T_W``: the induction heads' staged schedule ``c -> w -> a``
-    (:meth:`odeflow.fields.induction.Schedule.staged`) ending at ``t_end``."""
-    from odeflow.fields.induction import Schedule
-
-    try:
-        t_c, t_w = (float(x) for x in text.split(","))
-    except ValueError:
-        raise ValidationError("stages", f"must be two durations T_C,T_W, got {text!r}") from None
-    if not (t_c > 0 and t_w > 0 and t_c + t_w < t_end):
-        raise ValidationError("stages", f"durations must be > 0 and end before --t-end = "
-                              f"{t_end:g} (the a stage runs the rest), got {text!r}")
-    return Schedule.staged(t_c, t_w, t_end - t_c - t_w)
-
-
-def check_scope(options: dict, family: str, flow: str, label: str, args) -> None:
-    """Refuse an option the flow does not take (:data:`SCOPED_OPTIONS`), and a flow of
-    another family, naming the flag (or the config's ``[run]`` key) and the flags that
-    apply instead."""
-    title = families()[family].title.split(" (")[0]
-    if flow not in families()[family].flows:
+def check_scope(options: dict, family, flow: str, label: str, args) -> None:
+    """Refuse a family's own option (:func:`odeflow.families.run_options`) or a sample option
+    (:data:`SAMPLE_OPTIONS`) that the flow does not take, and a flow of another family,
+    naming the flag (or the config's ``[run]`` key) and the flags that apply instead."""
+    title = family.title.split(" (")[0]
+    if flow not in family.flows:
         from odeflow.cli.parser import nearest
 
-        guess = nearest(str(flow), list(families()[family].flows))
+        guess = nearest(str(flow), list(family.flows))
         hint = f"; did you mean {guess}?" if guess else ""
         raise ValidationError("flow" if args.flow is not None else "run.flow",
                               f"{flow!r} is not a flow of {title} ({label}); its flows: "
-                              f"{', '.join(families()[family].flows)}{hint}")
+                              f"{', '.join(family.flows)}{hint}")
     takes = flow_flags(family, flow)
-    for key in (*SCOPED_OPTIONS, *SAMPLE_OPTIONS):
+    for key in (*run_options(), *SAMPLE_OPTIONS):
         if options.get(key) is None or key in takes:
             continue
         shown = [f"--{k.replace('_', '-')}" for k in takes]
@@ -202,15 +194,16 @@ def check_scope(options: dict, family: str, flow: str, label: str, args) -> None
                               f"that flow takes {', '.join(shown) or 'no family-specific flag'}")
 
 
-def flow_flags(family: str, flow: str) -> list:
-    """The options of :data:`SCOPED_OPTIONS` and :data:`SAMPLE_OPTIONS` that ``flow`` of
-    ``family`` takes (a sample option when its field's constructor has it)."""
+def flow_flags(family, flow: str) -> list:
+    """The options ``flow`` of ``family`` takes beyond the shared ones: the family's own
+    (:meth:`~odeflow.families.Family.run_option_table`) and those of
+    :data:`SAMPLE_OPTIONS` its field's constructor has."""
     import inspect
 
-    scoped = [k for k, (owner, flows) in SCOPED_OPTIONS.items()
-              if owner == family and (flows is None or flow in flows)]
-    params = inspect.signature(families()[family].field_class(flow).__init__).parameters
-    return scoped + [k for k in SAMPLE_OPTIONS if k in params]
+    own = [name for name, option in family.run_option_table().items()
+           if option.applies_to(flow)]
+    params = inspect.signature(family.field_class(flow).__init__).parameters
+    return own + [k for k in SAMPLE_OPTIONS if k in params]
 
 
 def run(args) -> int:
@@ -220,24 +213,22 @@ def run(args) -> int:
     renamed_flags(args, FLAG_RENAMED)
     rows = check_rows(args.rows)
     data, options, label = resolve(args, {"flow": None, "method": "auto", "rtol": 1e-8,
-                                          "atol": 1e-10, "loss": None, "stages": None},
-                                   any_family=True)
-    for key in ("flow", "method", "rtol", "atol", "loss", "stages", *SAMPLE_OPTIONS):
-        if getattr(args, key) is not None:
+                                          "atol": 1e-10}, any_family=True)
+    for key in ("flow", "method", "rtol", "atol", *SAMPLE_OPTIONS, *run_options()):
+        if getattr(args, key, None) is not None:
             options[key] = getattr(args, key)
     family = family_of(data)
     flow = options["flow"] or family.default_flow
-    check_scope(options, family.name, flow, label, args)
-    # the learning rates the family's fields take, or that a flag or the config gave (a
-    # rate given to a family without it reaches solve, which names it as an unknown option)
-    settings = {key: options[key] for key in ("eta_y", "eta_z") if key in options}
-    if options["loss"] is not None:
-        settings["loss"] = options["loss"]
-    if options["stages"] is not None:
-        settings["schedule"] = staged_schedule(options["stages"], options["t_end"])
-    # the sample of a flow on a fixed sample (check_scope refused them for any other flow)
-    settings.update({key: options[key] for key in SAMPLE_OPTIONS
-                     if options.get(key) is not None})
+    check_scope(options, family, flow, label, args)
+    # the family's own options that a flag, the config or resolve's defaults gave (a learning
+    # rate of those defaults is there only for a family whose fields take it), then the
+    # sample of a flow on a fixed sample (check_scope refused any other), as solve's keywords
+    own = family.run_option_table()
+    given = {key: options[key] for key in (*own, *SAMPLE_OPTIONS)
+             if options.get(key) is not None}
+    settings = {}
+    for key, value in given.items():
+        settings.update(own[key].solve_options(value, options) if key in own else {key: value})
     out = args.out or f"results/{label}-{flow}.npz"
     if args.out:
         typed_path_folder(out, "out", args.mkdir)
@@ -250,10 +241,7 @@ def run(args) -> int:
     path = traj.save(out, field="out")
     s = traj.stats
     shown = "".join(f", {k}={v:g}" if isinstance(v, float) else f", {k}={v}"
-                    for k, v in settings.items() if k != "schedule")
-    if options["stages"] is not None:
-        t_c, t_w = options["stages"].split(",")
-        shown += f", staged: c for {t_c}, w for {t_w}, a to t_end"
+                    for k, v in given.items())
     width = width_of(args)
     print(wrap(f"odeflow run: {label}, flow={flow}{shown}, t in [0, {options['t_end']:g}]",
                width))

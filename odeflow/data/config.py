@@ -18,6 +18,10 @@ Schema (the default family, ``scan_snap``: sequence classes)::
     rtol = 1e-8
     atol = 1e-10
 
+The ``[run]`` keys are the options of ``odeflow run``: those of every family
+(:data:`SHARED_RUN_KEYS`) and each family's own (its ``run_options``, e.g.
+``eta_y`` above; :func:`run_keys`).
+
 Another family's data model is named by a top-level ``family`` key (or
 ``family`` inside the ``[data]`` table) and written in that family's schema,
 e.g. the induction heads (``InductionData.from_dict``)::
@@ -50,13 +54,12 @@ from odeflow.data.checks import check_seed
 from odeflow.data.forms import TomlForm, data_type, data_types
 from odeflow.data.model import DataModel, parse_toml, validate_positive
 from odeflow.errors import ValidationError, renamed
+from odeflow.families import SHARED_RUN_OPTIONS
 from odeflow.io import read_text
 
-#: Keys allowed in the ``[run]`` table and how each is checked (a key the data model's
-#: family does not take is refused, naming it, when the run starts).
-RUN_KEYS = {"flow": str, "method": str, "eta_y": float, "eta_z": float, "t_end": float,
-            "rtol": float, "atol": float, "loss": str, "stages": str, "seq_len": int,
-            "sample_size": int, "seed": int}
+#: ``[run]`` keys of every family and their types (``float``: a number > 0, ``int``: a whole
+#: number >= 0); :func:`run_keys` adds each registered family's own (its ``run_options``).
+SHARED_RUN_KEYS = SHARED_RUN_OPTIONS
 #: Old ``[run]`` keys -> their names now (``docs/api.md``, "One name per concept"): read
 #: as the new ones with a :class:`~odeflow.errors.RenamedWarning`.
 RUN_RENAMED = {"length": "seq_len", "sequences": "sample_size", "sample_seed": "seed"}
@@ -93,6 +96,31 @@ def check_top_level(doc: dict, allowed: tuple = TOP_LEVEL,
                           f"(or {list(allowed_with_data)})")
 
 
+def run_keys() -> dict:
+    """Keys allowed in a ``[run]`` table -> their type: :data:`SHARED_RUN_KEYS` and every
+    registered family's own options (:func:`odeflow.families.run_options`; a key the data
+    model's family or flow does not take is refused, naming it, when the run starts)."""
+    from odeflow.families import run_options as family_options
+
+    own = {name: pairs[0][1].kind for name, pairs in family_options().items()}
+    return {**SHARED_RUN_KEYS, **own}
+
+
+def run_value(key: str, kind, value):
+    """A ``[run]`` value checked against its type (:func:`run_keys`), or a ValidationError
+    naming ``run.<key>``."""
+    field = f"run.{key}"
+    if kind is float:
+        return validate_positive(value, field)
+    if kind is int:
+        return check_seed(value, field)   # an integer >= 0
+    if not isinstance(value, str):
+        raise ValidationError(field, f"must be a string, got {value!r}")
+    if isinstance(kind, tuple) and value not in kind:
+        raise ValidationError(field, f"must be one of {list(kind)}, got {value!r}")
+    return value
+
+
 def run_options(run) -> dict:
     """The checked ``[run]`` table; an unknown key or a bad value is refused by name."""
     if not isinstance(run, dict):
@@ -102,18 +130,12 @@ def run_options(run) -> dict:
         run = renamed(run, RUN_RENAMED, stacklevel=4, own_calls=True)
     except ValidationError as err:
         raise ValidationError(f"run.{err.field}", err.reason) from None
+    allowed = run_keys()
     for key, value in run.items():
-        if key not in RUN_KEYS:
+        if key not in allowed:
             raise ValidationError(f"run.{key if key.strip() else repr(key)}",
-                                  f"unknown key {key!r}; allowed: {sorted(RUN_KEYS)}")
-        if RUN_KEYS[key] is float:
-            options[key] = validate_positive(value, f"run.{key}")
-        elif RUN_KEYS[key] is int:
-            options[key] = check_seed(value, f"run.{key}")   # an integer >= 0
-        elif not isinstance(value, str):
-            raise ValidationError(f"run.{key}", f"must be a string, got {value!r}")
-        else:
-            options[key] = value
+                                  f"unknown key {key!r}; allowed: {sorted(allowed)}")
+        options[key] = run_value(key, allowed[key], value)
     return options
 
 

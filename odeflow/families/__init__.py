@@ -17,7 +17,9 @@ from odeflow.families import base
 from odeflow.families.base import (
     ENTRY_POINT_GROUP,
     FAMILIES,
+    SHARED_RUN_OPTIONS,
     Family,
+    RunOption,
     as_family,
     load,
     register_family,
@@ -100,6 +102,17 @@ def find_preset(name):
     raise ValidationError("preset", f"unknown preset {name!r}; choose one of {preset_names()}")
 
 
+def run_options() -> dict[str, list[tuple[Family, RunOption]]]:
+    """Every registered family's own options of ``odeflow run`` (beyond
+    :data:`SHARED_RUN_OPTIONS`): name -> the ``(family, option)`` pairs that declare it,
+    in registration order (:meth:`Family.run_option_table`)."""
+    table: dict[str, list] = {}
+    for family in families().values():
+        for name, option in family.run_option_table().items():
+            table.setdefault(name, []).append((family, option))
+    return table
+
+
 class Presets(Mapping):
     """Every registered family's built-in data models: name -> factory (read-only).
 
@@ -131,6 +144,7 @@ class Presets(Mapping):
 #: The presets of every family (``odeflow.PRESETS``).
 PRESETS = Presets()
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "FAMILIES", "PRESETS", "Family", "Presets",
-           "families", "family_named", "family_of", "find_preset", "load", "preset_names",
-           "register_family", "unregister_family"]
+__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "FAMILIES", "PRESETS", "SHARED_RUN_OPTIONS",
+           "Family", "Presets", "RunOption", "families", "family_named", "family_of",
+           "find_preset", "load", "preset_names", "register_family", "run_options",
+           "unregister_family"]

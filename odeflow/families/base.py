@@ -24,6 +24,7 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from odeflow.errors import ValidationError
 
@@ -38,6 +39,37 @@ def load(target: str):
     for part in attribute.split(".") if attribute else ():
         value = getattr(value, part)
     return value
+
+
+#: Options of ``odeflow run`` shared by every family (``[run]`` keys and flags), with their
+#: types; ``seq_len``, ``sample_size`` and ``seed`` go to a flow whose field takes them.
+SHARED_RUN_OPTIONS = {"flow": str, "method": str, "t_end": float, "rtol": float,
+                      "atol": float, "seq_len": int, "sample_size": int, "seed": int}
+
+
+class RunOption(NamedTuple):
+    """One of a family's own options of ``odeflow run`` (:attr:`Family.run_options`).
+
+    ``kind`` is ``float`` (a number > 0), ``int`` (a whole number >= 0), ``str``
+    or a tuple of the allowed strings; ``flows`` the flows that take it (None:
+    every flow of the family); ``convert`` the target of ``convert(value,
+    options)`` returning :func:`odeflow.solve`'s keyword arguments, or ``""``
+    (the option is passed under its own name).
+    """
+
+    name: str
+    kind: object
+    flows: tuple | None
+    help: str
+    convert: str = ""
+
+    def applies_to(self, flow: str) -> bool:
+        """Whether ``flow`` takes this option."""
+        return self.flows is None or flow in self.flows
+
+    def solve_options(self, value, options: Mapping) -> dict:
+        """The keyword arguments of :func:`odeflow.solve` that ``value`` stands for."""
+        return load(self.convert)(value, options) if self.convert else {self.name: value}
 
 
 class Family:
@@ -87,11 +119,16 @@ class Family:
     compare : str
         Target of the family's runs beside its flow, ``compare(data, *, seeds,
         steps, ...)`` (:func:`odeflow.compare` calls it), or ``""``.
-    run_options : mapping of str to (type, flows, help)
+    run_options : mapping of str to (type, flows, help[, convert])
         Options of ``odeflow run`` (``[run]`` keys and ``--flags``) that the
-        family's flows take beyond the shared ones: name -> its type (``float``,
-        ``int`` or ``str``), the flows that take it (``None``: every flow) and a
-        one-line help text.
+        family's flows take beyond the shared ones (:data:`SHARED_RUN_OPTIONS`):
+        name -> its type (``float``: a number > 0, ``int``: a whole number >= 0,
+        ``str``, or a tuple of the strings allowed), the flows that take it
+        (``None``: every flow), a one-line help text and optionally the target
+        of ``convert(value, options)``, which returns the keyword arguments of
+        :func:`odeflow.solve` the option stands for (``options``: the run's
+        resolved options, e.g. ``t_end``); without it the option is passed to
+        ``solve`` under its own name. See :meth:`Family.run_option_table`.
     strategies : str
         Module of the family's hypothesis strategies (valid inputs), or ``""``.
     docs : str
@@ -164,6 +201,42 @@ class Family:
         """The built-in data model ``name`` of this family."""
         return self.data_class.preset(name)
 
+    def run_option_table(self) -> dict[str, RunOption]:
+        """:attr:`run_options` as :class:`RunOption` rows, checked.
+
+        Raises
+        ------
+        ValidationError
+            Naming ``family.run_options`` (and the option) when an entry is not
+            ``(type, flows, help[, convert])`` with a type of :class:`RunOption`,
+            flows of this family (or None) and a text help, or when it names a
+            shared option (:data:`SHARED_RUN_OPTIONS`).
+        """
+        table = {}
+        for name, entry in dict(self.run_options).items():
+            field = f"family.run_options.{name}"
+            if not (isinstance(name, str) and name.isidentifier()) or \
+                    name in SHARED_RUN_OPTIONS:
+                raise ValidationError(field, f"must be an identifier that is not one of the "
+                                      f"shared options {list(SHARED_RUN_OPTIONS)}")
+            if not isinstance(entry, tuple) or len(entry) not in (3, 4):
+                raise ValidationError(field, "must be (type, flows, help) or (type, flows, "
+                                      f"help, convert), got {entry!r:.60}")
+            kind, flows, text, *convert = entry
+            choices = isinstance(kind, tuple) and kind and all(isinstance(c, str) for c in kind)
+            if kind not in (float, int, str) and not choices:
+                raise ValidationError(field, "type must be float, int, str or a tuple of the "
+                                      f"allowed strings, got {kind!r:.60}")
+            if flows is not None and (isinstance(flows, str) or
+                                      not set(flows) <= set(self.flows) or not flows):
+                raise ValidationError(field, f"flows must be None or some of "
+                                      f"{sorted(self.flows)}, got {flows!r:.60}")
+            if not isinstance(text, str) or not all(isinstance(c, str) for c in convert):
+                raise ValidationError(field, "help and convert must be strings")
+            table[name] = RunOption(name, kind, None if flows is None else tuple(flows),
+                                    text, convert[0] if convert else "")
+        return table
+
     def check_family(self):
         """The family's checks for ``odeflow verify``, or None."""
         return load(self.checks) if self.checks else None
@@ -189,6 +262,7 @@ def as_family(family) -> Family:
                               f"{type(family).__name__}")
     if not (isinstance(family.name, str) and family.name.isidentifier()):
         raise ValidationError("family.name", f"must be an identifier, got {family.name!r}")
+    family.run_option_table()
     if family.flows and family.default_flow not in family.flows:
         raise ValidationError("family.default_flow", f"must be one of {sorted(family.flows)}, "
                               f"got {family.default_flow!r}")

@@ -44,5 +44,13 @@ class Induction(Family):
     exports = {"InductionData": "odeflow.data.induction:InductionData"}
     train = "odeflow.training.induction:train"
     compare = "odeflow.training.induction:compare"
+    run_options = {
+        "loss": (("nll", "code"), None, "the loss (nll: -log y of the target; code: the "
+                 "training code's cross-entropy of y as logits); default nll"),
+        "stages": (str, ("population", "finite_l"), "the authors' staged run T_C,T_W: c "
+                   "alone for T_C, then w alone (rate 1e5) for T_W, then a alone until "
+                   "--t-end (default: every group jointly at rate 1)",
+                   "odeflow.cli.run_induction:staged_schedule"),
+    }
     strategies = "odeflow.testing"
     docs = "induction.md"

@@ -64,5 +64,7 @@ class ScanSnap(Family):
                "SequenceClass": "odeflow.data.model:SequenceClass"}
     train = "odeflow.training.protocol:train"
     compare = "odeflow.analysis.compare:compare_runs"
+    run_options = {"eta_y": (float, None, "decoder learning rate eta_Y (1)"),
+                   "eta_z": (float, None, "attention learning rate eta_Z (0.1)")}
     strategies = "odeflow.testing"
     docs = "model.md"

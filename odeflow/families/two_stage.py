@@ -46,4 +46,5 @@ class TwoStage(Family):
     exports = {"TwoStageData": "odeflow.data.two_stage:TwoStageData"}
     train = "odeflow.training.two_stage:train"
     compare = "odeflow.training.two_stage:compare"
+    run_options = {}   # its flows take the shared options only
     docs = "two_stage.md"
