@@ -12,8 +12,10 @@ Three model families (:mod:`odeflow.families`), each a paper's theory:
 - two-stage features (odeflow's model after "Disentangling Feature Structure",
   Gong et al. 2025): :class:`TwoStageData`, flows ``population`` and ``finite_n``.
 
-Every family's parameter levels have the optimiser flows; a family of one's own
-registers with :func:`odeflow.families.register_family` (``docs/families.md``).
+Every family's parameter levels have the optimiser flows, and every family's
+training and runs beside its flow take the same keywords through :func:`train` and
+:func:`compare` (``docs/api.md``); a family of one's own registers with
+:func:`odeflow.families.register_family` (``docs/families.md``).
 
 The terms (levels, flows, time maps, CF1-CF8, CF-IH1/2, CF-TS1/2) are explained in
 ``docs/glossary.md``.
@@ -64,8 +66,9 @@ _EXPORTS = {
     "Trajectory": "odeflow.results",
     **dict.fromkeys(("events", "margin_crossover", "snap_transition", "solve", "solve_batch",
                      "solve_ensemble", "solve_snap"), "odeflow.solver"),
-    **dict.fromkeys(("Protocol", "gradient_ascent", "sgd_ensemble", "train", "train_sgd",
+    **dict.fromkeys(("Protocol", "gradient_ascent", "sgd_ensemble", "train_sgd",
                      "optimizer_steps", "training_start"), "odeflow.training"),
+    **dict.fromkeys(("train", "compare"), "odeflow.training.api"),
 }
 
 

@@ -27,8 +27,10 @@ def small():
 
 
 def test_gradient_ascent_comparison_is_small_and_first_order(small):
-    coarse = compare_runs(small, ETA_Y, ETA_Z, 200, run="gradient_ascent", dt=0.5)
-    fine = compare_runs(small, ETA_Y, ETA_Z, 400, run="gradient_ascent", dt=0.25)
+    coarse = compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=200, run="gradient_ascent",
+                          dt=0.5)
+    fine = compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=400, run="gradient_ascent",
+                        dt=0.25)
     assert coarse.t[-1] == fine.t[-1] == 100.0
     assert coarse.z_range > 0.4
     assert fine.max_z_gap < coarse.max_z_gap < 0.01
@@ -38,8 +40,8 @@ def test_gradient_ascent_comparison_is_small_and_first_order(small):
 
 
 def test_sgd_comparison_summary_is_json(small):
-    cmp = compare_runs(small, ETA_Y, ETA_Z, 60, batch_size=8, seq_len=32, seeds=3,
-                       record_every=20)
+    cmp = compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=60, batch_size=8, seq_len=32,
+                       seeds=3, record=20)
     assert cmp.member_z_gap.shape == (3,)
     assert np.all(cmp.member_z_gap >= 0)
     summary = json.loads(json.dumps(cmp.summary()))
@@ -67,7 +69,7 @@ def test_mismatched_times_and_unknown_run_are_rejected(small):
         compare_to_flow(flow, run)
     assert err.value.field == "run"
     with pytest.raises(ValidationError) as err:
-        compare_runs(small, ETA_Y, ETA_Z, 10, run="adam")
+        compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=10, run="adam")
     assert err.value.field == "run"
 
 

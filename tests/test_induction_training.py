@@ -21,7 +21,7 @@ from odeflow.training.induction import (
     joint,
     log_spaced_steps,
     sample_sequences,
-    train,
+    train_sample,
 )
 
 #: The spec's point-mass kernel (d = 2, n = 3; row x_{i-1} d + x_{i-2}).
@@ -81,7 +81,7 @@ def test_full_batch_descent_does_not_increase_the_loss(loss):
     seqs = sample_sequences(60, 30, vocab_size=2, n_gram=3, kernel=POINT_KERNEL, seed=1)
     model = EmpiricalInduction(seqs, 2, all_subsets(2, 2), loss=loss)
     theta0 = initial_parameters(model, a0=0.5, c0=0.3)
-    run = train(model, theta0, joint(150, rate=0.5), record=range(151))
+    run = train_sample(model, theta0, joint(150, rate=0.5), record=range(151))
     assert np.all(np.diff(run.loss) <= 1e-12)
     assert run.loss[-1] < run.loss[0] - 1e-3
     np.testing.assert_array_equal(run.steps, np.arange(151))
@@ -95,7 +95,7 @@ def test_staged_schedule_moves_only_its_groups():
     seqs = sample_sequences(30, 20, vocab_size=2, n_gram=3, kernel=POINT_KERNEL, seed=2)
     model = EmpiricalInduction(seqs, 2, all_subsets(2, 2), loss="code")
     theta0 = initial_parameters(model)
-    run = train(model, theta0, [Stage({"c": 2.0}, 5), Stage({"a": 1.0}, 5)], record=[5])
+    run = train_sample(model, theta0, [Stage({"c": 2.0}, 5), Stage({"a": 1.0}, 5)], record=[5])
     start, middle, end = run.theta
     nS = 4
     assert not np.array_equal(start[:nS], middle[:nS])
@@ -184,13 +184,13 @@ def test_bad_model_and_training_inputs_name_the_field():
         (lambda: model.loss(bad), "theta"),
         (lambda: model.loss(np.concatenate([np.zeros(4), theta[4:]])), "theta"),
         (lambda: initial_parameters(model, w_plus=np.inf), "w_plus"),
-        (lambda: train(model, theta, [Stage({"c": 1.0, "z": 1.0}, 3)]),
+        (lambda: train_sample(model, theta, [Stage({"c": 1.0, "z": 1.0}, 3)]),
          "schedule[0].rates.z"),
-        (lambda: train(model, theta, [Stage({"a": -1.0}, 3)]), "schedule[0].rates.a"),
-        (lambda: train(model, theta, [Stage({"a": 1.0}, 2.5)]), "schedule[0].duration"),
-        (lambda: train(model, theta, joint(3), record=[7]), "record"),
-        (lambda: train(model, theta, ["joint"]), "schedule[0]"),
-        (lambda: train(model, theta, 3), "schedule"),
+        (lambda: train_sample(model, theta, [Stage({"a": -1.0}, 3)]), "schedule[0].rates.a"),
+        (lambda: train_sample(model, theta, [Stage({"a": 1.0}, 2.5)]), "schedule[0].duration"),
+        (lambda: train_sample(model, theta, joint(3), record=[7]), "record"),
+        (lambda: train_sample(model, theta, ["joint"]), "schedule[0]"),
+        (lambda: train_sample(model, theta, 3), "schedule"),
     ]
     for call, field in cases:
         with pytest.raises(ValidationError) as info:

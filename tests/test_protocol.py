@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import odeflow
-from odeflow import DataModel, ValidationError
+from odeflow import DataModel, RenamedWarning, ValidationError
 from odeflow.analysis import measures
 from odeflow.experiments import paper
 from odeflow.training import batch as batch_mod
@@ -52,7 +52,7 @@ def central_differences(loss, X, h=1e-6):
 
 # ----------------------------------------------------------------- step 0
 def test_zero_init_sgd_loss_at_step_0_is_ln_M(small):
-    run = train(small, paper.FIG4.replace(steps=3), seeds=4)
+    run = train(small, **paper.FIG4.replace(steps=3).options(), seeds=4)
     assert small.vocab_size == 34
     assert np.all(np.abs(run.loss[:, 0] - math.log(34)) < 1e-12)
     assert run.lumped and run.decoder_final.shape == (4, 3, 30)
@@ -148,7 +148,7 @@ def reference_run(data, protocol, seed, steps, fd=True):
 def test_optimisers_match_a_hand_written_reference_on_fd_gradients(small, optimizer, extra):
     protocol = Protocol(optimizer=optimizer, eta_y=0.7, eta_z=0.3, init="uniform",
                         batch_size=6, seq_len=10, steps=3, **extra)
-    run = train(small, protocol, seeds=[5])
+    run = train(small, **protocol.options(), seeds=[5])
     # the update rules, exactly (same draws, analytic gradients)
     Y_ref, Z_ref = reference_run(small, protocol, 5, 3, fd=False)
     assert np.abs(run.decoder_final[0] - Y_ref).max() < 1e-12
@@ -168,8 +168,8 @@ def test_unlumped_equals_lumped_from_a_symmetric_start(small):
     for protocol in (paper.FIG4.replace(steps=20, batch_size=32, seq_len=32),
                      paper.FIG4.replace(optimizer="adam", eta_z=0.1, steps=20,
                                         weight_decay=0.01)):
-        lumped = train(small, protocol, seeds=[0, 1])
-        full = train(small, protocol, seeds=[0, 1], unlumped=True)
+        lumped = train(small, **protocol.options(), seeds=[0, 1])
+        full = train(small, **protocol.options(), seeds=[0, 1], unlumped=True)
         assert lumped.lumped and not full.lumped
         for i in range(2):
             assert np.abs(lumped.final_decoder(i) - full.final_decoder(i)).max() < 1e-12
@@ -180,9 +180,9 @@ def test_unlumped_equals_lumped_from_a_symmetric_start(small):
 def test_ensemble_members_equal_single_runs(small):
     protocol = paper.FIG6.replace(steps=5, batch_size=16, seq_len=16)
     data = DataModel.preset("syn-medium-1")
-    together = train(data, protocol, seeds=[3, 7])
+    together = train(data, **protocol.options(), seeds=[3, 7])
     for i, seed in enumerate([3, 7]):
-        alone = train(data, protocol, seeds=[seed])
+        alone = train(data, **protocol.options(), seeds=[seed])
         assert np.array_equal(together.z_active[i], alone.z_active[0])
         assert np.array_equal(together.decoder_final[i], alone.decoder_final[0])
         assert np.array_equal(together.loss[i], alone.loss[0])
@@ -195,7 +195,7 @@ def test_uniform_init_bounds_and_seeding(small):
     assert np.abs(Y).max() > 0.9 * bound and np.abs(Z).max() > 0.9 * bound
     again, _ = initial_state(small, "uniform", np.random.default_rng(0))
     assert np.array_equal(Y, again)
-    run = train(small, Protocol(init="uniform", steps=1, batch_size=4, seq_len=4), seeds=[0])
+    run = train(small, start="uniform", steps=1, batch_size=4, seq_len=4, seeds=[0])
     assert np.allclose(run.initial_decoder(0), Y[:, small.active_tokens])
     assert np.allclose(run.initial_logits(0), Z[small.query_tokens])
 
@@ -255,11 +255,42 @@ def test_bad_protocol_names_the_field(kwargs, field):
 
 def test_bad_train_arguments(small):
     with pytest.raises(ValidationError, match="^seeds"):
-        train(small, Protocol(steps=1), seeds=0)
-    with pytest.raises(ValidationError, match="^protocol"):
-        train(small, {"steps": 1})
+        train(small, steps=1, seeds=0)
+    with pytest.raises(ValidationError, match="^protocol"), pytest.warns(RenamedWarning):
+        train(small, protocol={"steps": 1})
     with pytest.raises(ValidationError, match="^unlumped"):
-        train(small, Protocol(init="uniform", steps=1), unlumped=False)
+        train(small, start="uniform", steps=1, unlumped=False)
+    with pytest.raises(ValidationError, match="^start"):
+        train(small, start=np.zeros((34, 34)), steps=1)
+    with pytest.raises(ValidationError, match="^sample_size"):
+        train(small, steps=1, sample_size=10)
+    with pytest.raises(ValidationError, match="^seed: "):
+        train(small, steps=1, seeds=[1, 2], seed=4)
+
+
+def test_protocol_options_are_the_run_and_old_forms_warn(small):
+    """``train(data, **protocol.options())`` is the protocol's run; the old forms
+    (positional protocol, ``protocol=``, ``record_every=``) give it too, warning."""
+    protocol = Protocol(optimizer="adam", init="uniform", eta_y=0.5, eta_z=0.2, steps=4,
+                        batch_size=4, seq_len=8, betas=(0.8, 0.99))
+    new = train(small, **protocol.options(), seeds=[2, 3], record=2)
+    assert new.protocol == protocol and list(new.steps) == [0, 2, 4]
+    with pytest.warns(RenamedWarning) as record:
+        old = train(small, protocol, [2, 3], 2)
+    assert record[0].filename == __file__
+    assert "positional arguments after data" in str(record[0].message)
+    with pytest.warns(RenamedWarning) as record:
+        kw = train(small, protocol=protocol, seeds=[2, 3], record_every=2)
+    assert {str(w.message).split(" is now ")[0] for w in record} == {"'protocol'",
+                                                                      "'record_every'"}
+    for run in (old, kw):
+        assert np.array_equal(run.z_active, new.z_active)
+        assert np.array_equal(run.loss, new.loss) and np.array_equal(run.steps, new.steps)
+    with pytest.warns(RenamedWarning):
+        ends = train(small, protocol=protocol, record_every=None)
+    assert list(ends.steps) == [0, 4]
+    counted = train(small, **protocol.options(), seeds=2, seed=2)
+    assert counted.seeds == [2, 3] and np.array_equal(counted.loss, new.loss)
 
 
 # ----------------------------------------------------------------- measures

@@ -19,7 +19,7 @@ from odeflow.fields.two_stage.finite_n import (
     margin_loss,
     sample_prompts,
 )
-from odeflow.training.two_stage import held_out_scores, log_spaced_steps, train
+from odeflow.training.two_stage import held_out_scores, log_spaced_steps, train, train_run
 
 DATA = TwoStageData()
 
@@ -112,8 +112,8 @@ def test_accuracy_by_kind_reads_the_sign_of_f():
 
 def test_full_batch_training_is_the_euler_scheme_of_the_finite_n_level():
     eta, steps = 0.3, 7
-    run = train(DATA, steps, eta, seq_len=8, batch_size=50, sample="fixed", seed=4,
-                held_out=0, record=range(steps + 1))
+    run = train_run(DATA, steps, eta, seq_len=8, batch_size=50, sample="fixed", seed=4,
+                    held_out=0, record=range(steps + 1))
     field = FiniteSampleFlow(DATA, seq_len=8, sample_size=50, seed=4)
     y = field.initial_state()
     for k in range(steps):
@@ -126,8 +126,8 @@ def test_full_batch_training_is_the_euler_scheme_of_the_finite_n_level():
 
 def test_training_is_reproducible_and_seeds_differ():
     kw = dict(seq_len=8, batch_size=20, held_out=50, record=[0, 3, 10])
-    a, b = train(DATA, 10, 0.2, seed=1, **kw), train(DATA, 10, 0.2, seed=1, **kw)
-    c = train(DATA, 10, 0.2, seed=2, **kw)
+    a, b = train_run(DATA, 10, 0.2, seed=1, **kw), train_run(DATA, 10, 0.2, seed=1, **kw)
+    c = train_run(DATA, 10, 0.2, seed=2, **kw)
     np.testing.assert_array_equal(a.W_Q, b.W_Q)
     np.testing.assert_array_equal(a.accuracy_q_only, b.accuracy_q_only)
     assert not np.array_equal(a.W_Q[-1], c.W_Q[-1])
@@ -138,16 +138,16 @@ def test_training_is_reproducible_and_seeds_differ():
 
 def test_training_with_momentum_and_adam():
     kw = dict(seq_len=8, batch_size=20, held_out=0, seed=0, record=[0, 5, 20])
-    gd = train(DATA, 20, 0.1, **kw)
-    still = train(DATA, 20, 0.1, optimizer=Momentum(0.0), **kw)
+    gd = train_run(DATA, 20, 0.1, **kw)
+    still = train_run(DATA, 20, 0.1, optimizer=Momentum(0.0), **kw)
     np.testing.assert_allclose(still.W_P, gd.W_P, rtol=1e-12)
-    heavy = train(DATA, 20, 0.1, optimizer=Momentum(0.5), **kw)
+    heavy = train_run(DATA, 20, 0.1, optimizer=Momentum(0.5), **kw)
     np.testing.assert_allclose(heavy.t, 0.1 * Momentum(0.5).flow_time([0, 5, 20]))
     assert not np.allclose(heavy.W_P[-1], gd.W_P[-1])
-    adam = train(DATA, 20, 0.01, optimizer=Adam(), **kw)
+    adam = train_run(DATA, 20, 0.01, optimizer=Adam(), **kw)
     assert adam.meta["time_map"] == "eta * k" and np.all(np.isfinite(adam.W_Q))
     with pytest.raises(ValidationError, match="optimizer"):
-        train(DATA, 5, 0.1, optimizer="sgd", **{**kw, "record": None})
+        train_run(DATA, 5, 0.1, optimizer="sgd", **{**kw, "record": None})
 
 
 def test_training_refuses_bad_input_and_reports_divergence():
@@ -158,7 +158,7 @@ def test_training_refuses_bad_input_and_reports_divergence():
         with pytest.raises(ValidationError, match=name):
             train(DATA, **args)
     with pytest.raises(SolveError, match="eta"):
-        train(TwoStageData(loss="squared"), 60, 50.0, seq_len=8, batch_size=20, held_out=0)
+        train_run(TwoStageData(loss="squared"), 60, 50.0, seq_len=8, batch_size=20, held_out=0)
 
 
 def test_held_out_scores_of_many_weights_are_those_of_each():
@@ -267,8 +267,8 @@ def test_reproduction_writes_its_files(tmp_path):
 def test_compare_runs_beside_the_flow():
     from odeflow.training.two_stage import compare
 
-    kw = dict(steps=10, eta=0.2, seq_len=8, batch_size=50, held_out=300, records=6,
-              progress=False)
+    kw = dict(steps=10, eta=0.2, seq_len=8, batch_size=50, held_out=300,
+              record=log_spaced_steps(10, 6), progress=False)
     comp = compare(DATA, seeds=[3, 4], flow_times=[0.05, 1.5], **kw)
     np.testing.assert_allclose(comp.flow.t, comp.t)
     assert {0.05, 1.5} <= set(comp.flow_all.t.tolist()) and comp.t[-1] == pytest.approx(2.0)

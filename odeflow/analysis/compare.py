@@ -19,6 +19,7 @@ sizes (as ``T`` and the batch grow, SGD approaches Level E);
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -26,10 +27,13 @@ import numpy as np
 
 from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.base import START_PARTS
+from odeflow.fields.optimizers import Momentum, Optimizer
 from odeflow.numerics import normalised_features
 from odeflow.results import Trajectory
 from odeflow.solver import solve
 from odeflow.training import SGDEnsemble, gradient_ascent, sgd_ensemble
+from odeflow.training.api import old_forms, run_seeds
+from odeflow.training.common import check_fraction
 
 #: ``run=`` values of :func:`compare_runs`.
 RUNS = ("sgd", "gradient_ascent")
@@ -77,6 +81,16 @@ class Comparison:
     def max_attention_tv(self) -> float:
         """``max_t`` of :attr:`attention_tv`."""
         return float(np.max(self.attention_tv))
+
+    @property
+    def seeds(self) -> list:
+        """The runs' seeds (none for gradient ascent)."""
+        return list(self.settings.get("seeds", []))
+
+    def rows(self) -> list[dict]:
+        """One row per recorded time: ``t``, ``z_gap`` and ``attention_tv``."""
+        return [{"t": float(t), "z_gap": float(z), "attention_tv": float(a)}
+                for t, z, a in zip(self.t, self.z_gap, self.attention_tv, strict=True)]
 
     def summary(self) -> dict:
         """JSON-able figures: settings, maxima and the per-time gaps."""
@@ -136,37 +150,78 @@ def flow_at(data, eta_y, eta_z, t, rtol=1e-10, atol=1e-12, start=None) -> Trajec
                  t_eval=t, rtol=rtol, atol=atol, start=start, progress=False)
 
 
-def compare_runs(data, eta_y: float, eta_z: float, steps: int, run: str = "sgd",
-                 batch_size: int = 32, seq_len: int = 64, seeds=1, momentum: float = 0.0,
-                 dt: float = 1.0, record_every: int | None = None, rtol: float = 1e-10,
-                 atol: float = 1e-12, progress: bool | None = None) -> Comparison:
+def _momentum(value, options: dict) -> dict:
+    """'optimizer': momentum=mu is optimizer=odeflow.Momentum(mu), 0 plain SGD"""
+    if value is None or isinstance(value, Optimizer):
+        return {"optimizer": value}
+    mu = check_fraction(value, "momentum")
+    return {"optimizer": Momentum(mu) if mu else None}
+
+
+def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed) -> dict:
+    """SGD's settings (defaults: plain steps, 32 sequences of length 64); gradient
+    ascent refuses an optimiser by name."""
+    if run == "sgd":
+        return {"momentum": 0.0 if optimizer is None else optimizer,
+                "batch_size": 32 if batch_size is None else batch_size,
+                "seq_len": 64 if seq_len is None else seq_len,
+                "seeds": run_seeds(seeds, seed)}
+    if optimizer is not None:
+        raise ValidationError("optimizer", "gradient ascent takes plain steps of size dt; "
+                              "its optimiser flows are odeflow.solve(optimizer=...)")
+    return {}
+
+
+@old_forms(positional=("eta_y", "eta_z", "steps", "run", "batch_size", "seq_len", "seeds",
+                       "momentum", "dt", "record_every", "rtol", "atol", "progress"),
+           renames={"record_every": "record"}, translate={"momentum": _momentum})
+def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: float = 1.0,
+                 run: str = "sgd", optimizer=None, batch_size: int | None = None,
+                 seq_len: int | None = None, seed: int = 0, record: int | None = None,
+                 dt: float = 1.0, rtol: float = 1e-10, atol: float = 1e-12,
+                 progress: bool | None = None) -> Comparison:
     """Run gradient ascent or SGD and the Level E flow on one data model; compare.
+
+    The keywords are those of every family's ``compare`` (``docs/api.md``, "Training
+    and runs beside the flow").
 
     Parameters
     ----------
-    data : DataModel
-    eta_y, eta_z : float
-        Learning rates shared by the run and the flow (Eqns 3-4).
+    data : DataModel, optional
+        ``syn-small`` by default.
     steps : int
         Steps of the run; the flow is solved to ``t = steps`` (``steps * dt``
         for gradient ascent).
+    seeds : int or sequence of int, default 1
+        SGD seeds (or how many, ``seed .. seed + seeds - 1``); with several, the mean
+        over seeds is compared.
+    eta_y, eta_z : float, default 1
+        Learning rates shared by the run and the flow (Eqns 3-4).
     run : {"sgd", "gradient_ascent"}
         SGD on sampled sequences (:func:`odeflow.training.sgd_ensemble`) or
         Euler steps of the population gradient
         (:func:`odeflow.training.gradient_ascent`).
-    batch_size, seq_len, momentum : optional
-        SGD settings.
-    seeds : int or sequence of int, default 1
-        SGD seeds (or how many, ``0 .. seeds - 1``); with several, the mean over
-        seeds is compared.
+    optimizer : Optimizer, optional
+        SGD's: plain steps (None, ``GradientDescent()``) or ``odeflow.Momentum(mu)``
+        (the run's steps then sit at the flow times of its warm-up map).
+    batch_size, seq_len : int, optional
+        SGD's batches (default 32 sequences of length 64).
+    seed : int, default 0
+        The first seed when ``seeds`` is a count.
+    record : int, optional
+        Record every this many steps (about 100 records by default).
     dt : float, default 1
         Time step of gradient ascent.
-    record_every : int, optional
-        Recording interval in steps (about 100 records by default).
     rtol, atol : float
         Tolerances of the reference flow solve.
     progress : bool, optional
         Progress bar of the run.
+
+    Gradient ascent is one deterministic run: it refuses an ``optimizer`` and does not
+    use SGD's ``seeds``, ``seed``, ``batch_size`` or ``seq_len``. Old forms (one
+    release, :class:`~odeflow.errors.RenamedWarning`): ``compare_runs(data, eta_y,
+    eta_z, steps, ...)`` positionally, ``momentum=`` (``optimizer``), ``record_every=``
+    (``record``).
 
     Returns
     -------
@@ -174,16 +229,27 @@ def compare_runs(data, eta_y: float, eta_z: float, steps: int, run: str = "sgd",
     """
     if run not in RUNS:
         raise ValidationError("run", f"unknown run {run!r}; choose one of {list(RUNS)}")
+    if data is None:
+        from odeflow.data import DataModel
+
+        data = DataModel.preset("syn-small")
+    if record is not None and not (isinstance(record, numbers.Integral)
+                                   and not isinstance(record, bool)):
+        raise ValidationError("record", f"must be an integer (every that many steps), got "
+                              f"{record!r:.80}")
+    sgd = _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed)
     start = time.perf_counter()
     if run == "gradient_ascent":
-        result = gradient_ascent(data, eta_y, eta_z, steps, dt=dt, record_every=record_every,
+        result = gradient_ascent(data, eta_y, eta_z, steps, dt=dt, record_every=record,
                                  progress=progress)
         settings = {"run": run, "dt": float(dt)}
     else:
-        result = sgd_ensemble(data, eta_y, eta_z, steps, batch_size, seq_len, seeds=seeds,
-                              momentum=momentum, record_every=record_every, progress=progress)
-        settings = {"run": run, "batch_size": int(batch_size), "seq_len": int(seq_len),
-                    "seeds": result.seeds, "momentum": float(momentum)}
+        result = sgd_ensemble(data, eta_y, eta_z, steps, sgd["batch_size"], sgd["seq_len"],
+                              seeds=sgd["seeds"], momentum=sgd["momentum"],
+                              record_every=record, progress=progress)
+        settings = {"run": run, "batch_size": int(sgd["batch_size"]),
+                    "seq_len": int(sgd["seq_len"]), "seeds": result.seeds,
+                    "momentum": float(result.trajectories[0].meta["momentum"])}
     run_time = time.perf_counter() - start
     flow = flow_at(data, eta_y, eta_z, result.t, rtol=rtol, atol=atol)
     settings.update({"eta_y": float(eta_y), "eta_z": float(eta_z), "steps": int(steps),

@@ -137,8 +137,8 @@ def miss_study(rows: list[dict], seeds=10, batches=MISS_STUDY_BATCHES,
         row[column] = miss["prediction"]
         for B in batches:
             began = time.perf_counter()
-            run = train(data, p.replace(batch_size=int(B)), seeds=seeds, record_every=steps,
-                        progress=progress)
+            run = train(data, **p.replace(batch_size=int(B)).options(), seeds=seeds,
+                        record=steps, progress=progress)
             H = distinct_entropy(data, run.z_active)[:, -1]
             row[f"batch_{B}_mean"], row[f"batch_{B}_std"] = float(H.mean()), float(H.std())
             row[f"batch_{B}_seconds"] = time.perf_counter() - began

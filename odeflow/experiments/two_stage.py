@@ -39,7 +39,7 @@ from odeflow.data.checks import check_count
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
 from odeflow.fields.two_stage.finite_n import KINDS
-from odeflow.training.two_stage import beside_flow, held_out_scores
+from odeflow.training.two_stage import beside_flow, held_out_scores, log_spaced_steps
 
 #: Files :func:`run` writes into its folder.
 OUTPUTS = ("two_stage.csv", "stages.csv", "rank_truncation.csv", "two_stage.png")
@@ -240,10 +240,10 @@ def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_f
     horizon = float(eta) * steps
     extra = np.geomspace(horizon / steps / 10.0, horizon, check_count(flow_points,
                                                                       "flow_points"))
-    comp = beside_flow.compare(data, seeds, steps=steps, eta=eta, seq_len=seq_len,
+    comp = beside_flow.compare(data, seeds=seeds, steps=steps, eta=eta, seq_len=seq_len,
                                batch_size=batch_size, sample=sample, sample_size=sample_size,
-                               records=records, held_out=held_out, flow_times=extra,
-                               progress=progress)
+                               record=log_spaced_steps(steps, records), held_out=held_out,
+                               flow_times=extra, progress=progress)
     stages, at_flow = stage_rows(comp)
     truncation = truncation_rows(comp, at_flow["i_P"])
     table = comp.rows()

@@ -96,8 +96,8 @@ def run_adam(data, values: dict, times: np.ndarray):
     end: ``J`` is known at step 0 and at the last step (NaN in between), and
     ``t_0``, which needs the decoder's margin at every step, is NaN.
     """
-    run = train(data, adam_protocol(values), seeds=[values["seed"]],
-                record_every=record_every(times), progress=False)
+    run = train(data, **adam_protocol(values).options(), seeds=[values["seed"]],
+                record=record_every(times), progress=False)
     return training_trajectory(run)
 
 

@@ -4,7 +4,7 @@
   gradient ascent; ``dt = 1`` is plain gradient ascent with rates ``eta_Y, eta_Z``).
 - :func:`train_sgd`: minibatch SGD on sampled finite-``T`` sequences.
 - :func:`sgd_ensemble`: SGD over several seeds and the mean over seeds.
-- :func:`train` with a :class:`Protocol`: the paper's protocol (Sec. 8): SGD
+- :func:`train` (settings of a :class:`Protocol`): the paper's protocol (Sec. 8): SGD
   with momentum or Adam, separate rates for ``Y`` and ``Z``, zero or uniform
   start (un-lumped decoder), every seed in one array operation per step, and
   the warm-up time map ``t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)``.
@@ -14,18 +14,32 @@
   or Adam on a level's exact gradient, and a run's random start
   (``docs/optimisers.md``).
 
-These are the Scan and Snap family's: they work on the lumped state of
+:func:`odeflow.train` and :func:`odeflow.compare` (:mod:`odeflow.training.api`) call
+the trainer and the comparison that a data model's family declares; :class:`Runs`,
+:func:`run_seeds`, :func:`record_marks` and :func:`old_forms` are what the families'
+trainers share. ``odeflow.training.train`` stays the Scan and Snap family's trainer
+(:func:`odeflow.training.protocol.train`).
+
+The rest are the Scan and Snap family's: they work on the lumped state of
 :class:`odeflow.fields.ExactFlow` and return :class:`odeflow.Trajectory`
 objects (un-lumped by its accessors). The induction-head family's full-batch
 training is :mod:`odeflow.training.induction` (``docs/induction.md``).
 """
 
+from odeflow.training.api import (
+    Runs,
+    check_optimizer,
+    old_forms,
+    record_marks,
+    run_seeds,
+)
 from odeflow.training.batch import Batch, batch_loss, batch_loss_gradient, sample_batch
 from odeflow.training.discrete import gradient_ascent, optimizer_steps, training_start
 from odeflow.training.ensemble import SGDEnsemble, sgd_ensemble
 from odeflow.training.protocol import Protocol, TrainingRun, train
 from odeflow.training.sgd import train_sgd
 
-__all__ = ["Batch", "Protocol", "SGDEnsemble", "TrainingRun", "batch_loss",
-           "batch_loss_gradient", "gradient_ascent", "optimizer_steps", "sample_batch",
+__all__ = ["Batch", "Protocol", "Runs", "SGDEnsemble", "TrainingRun", "batch_loss",
+           "batch_loss_gradient", "check_optimizer", "gradient_ascent",
+           "old_forms", "optimizer_steps", "record_marks", "run_seeds", "sample_batch",
            "sgd_ensemble", "train", "train_sgd", "training_start"]

@@ -106,6 +106,48 @@ class LumpedLayout:
         return Batch(classes, tokens)
 
 
+class UnlumpedLayout(LumpedLayout):
+    """All ``M`` decoder rows over the active columns, next tokens first.
+
+    Row ``k < K`` is the decoder row of next token ``n_k`` (class order), as in
+    the lumped layout; rows ``K ..`` are the other outputs in token order
+    (:func:`decoder_row_order`), each with multiplicity one.
+    """
+
+    def __init__(self, data: DataModel):
+        super().__init__(data)
+        M = data.vocab_size
+        self.R = M
+        self.multiplicity = np.ones(M)
+        self.log_multiplicity = np.zeros(M)
+        self.target = np.eye(self.K, M)
+
+
+def decoder_row_order(data: DataModel) -> np.ndarray:
+    """Output token of each row of an un-lumped run's decoder: next tokens, then the rest."""
+    others = np.setdiff1d(np.arange(data.vocab_size), data.next_tokens)
+    return np.concatenate([data.next_tokens, others]).astype(np.int64)
+
+
+def unlump_decoder(data: DataModel, lumped: np.ndarray) -> np.ndarray:
+    """All ``M`` rows, in token order, of a lumped decoder (the shared row repeated)."""
+    M, K = data.vocab_size, data.num_classes
+    out = np.empty(lumped.shape[:-2] + (M, lumped.shape[-1]))
+    if M > K:
+        out[...] = lumped[..., K:K + 1, :]
+    out[..., data.next_tokens, :] = lumped[..., :K, :]
+    return out
+
+
+def decoder_in_token_order(data: DataModel, decoder: np.ndarray, lumped: bool) -> np.ndarray:
+    """A run's decoder (lumped, or un-lumped in :func:`decoder_row_order`) in token order."""
+    if lumped:
+        return unlump_decoder(data, decoder)
+    out = np.empty_like(decoder)
+    out[..., decoder_row_order(data), :] = decoder
+    return out
+
+
 def _alias_table(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Walker's alias table of a distribution ``p`` over ``L`` items (Vose's construction).
 

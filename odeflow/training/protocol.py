@@ -54,12 +54,18 @@ from odeflow.data import DataModel, as_real_number, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.fields.optimizers import Adam, GradientDescent, Momentum, Optimizer
 from odeflow.results import Trajectory
-from odeflow.training.batch import LumpedLayout
+from odeflow.training.api import old_forms, record_marks, run_seeds
+from odeflow.training.batch import (  # noqa: F401  (re-exported: the public API)
+    LumpedLayout,
+    UnlumpedLayout,
+    decoder_in_token_order,
+    decoder_row_order,
+    unlump_decoder,
+)
 from odeflow.training.common import (
     StepProgress,
     check_count,
     check_fraction,
-    check_seeds,
     diverged,
     warmup_steps,
     warmup_time,
@@ -152,6 +158,14 @@ class Protocol:
     def replace(self, **changes) -> Protocol:
         """A copy with some fields changed (checked again)."""
         return Protocol(**{**asdict(self), **changes})
+
+    def options(self) -> dict:
+        """The keywords of :func:`train` that this protocol stands for:
+        ``train(data, **protocol.options(), seeds=...)`` is its run."""
+        return {"steps": self.steps, "eta_y": self.eta_y, "eta_z": self.eta_z,
+                "optimizer": self.update_rule(), "start": self.init,
+                "batch_size": self.batch_size, "seq_len": self.seq_len,
+                "weight_decay": self.weight_decay}
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -251,48 +265,6 @@ class _Optimizer:
 
 
 # ------------------------------------------------------------------ layouts
-class UnlumpedLayout(LumpedLayout):
-    """All ``M`` decoder rows over the active columns, next tokens first.
-
-    Row ``k < K`` is the decoder row of next token ``n_k`` (class order), as in
-    the lumped layout; rows ``K ..`` are the other outputs in token order
-    (:func:`decoder_row_order`), each with multiplicity one.
-    """
-
-    def __init__(self, data: DataModel):
-        super().__init__(data)
-        M = data.vocab_size
-        self.R = M
-        self.multiplicity = np.ones(M)
-        self.log_multiplicity = np.zeros(M)
-        self.target = np.eye(self.K, M)
-
-
-def decoder_row_order(data: DataModel) -> np.ndarray:
-    """Output token of each row of an un-lumped run's decoder: next tokens, then the rest."""
-    others = np.setdiff1d(np.arange(data.vocab_size), data.next_tokens)
-    return np.concatenate([data.next_tokens, others]).astype(np.int64)
-
-
-def unlump_decoder(data: DataModel, lumped: np.ndarray) -> np.ndarray:
-    """All ``M`` rows, in token order, of a lumped decoder (the shared row repeated)."""
-    M, K = data.vocab_size, data.num_classes
-    out = np.empty(lumped.shape[:-2] + (M, lumped.shape[-1]))
-    if M > K:
-        out[...] = lumped[..., K:K + 1, :]
-    out[..., data.next_tokens, :] = lumped[..., :K, :]
-    return out
-
-
-def decoder_in_token_order(data: DataModel, decoder: np.ndarray, lumped: bool) -> np.ndarray:
-    """A run's decoder (lumped, or un-lumped in :func:`decoder_row_order`) in token order."""
-    if lumped:
-        return unlump_decoder(data, decoder)
-    out = np.empty_like(decoder)
-    out[..., decoder_row_order(data), :] = decoder
-    return out
-
-
 def initial_state(data: DataModel, init: str, rng: np.random.Generator | None):
     """``(Y(0), Z(0))`` of one run as full ``M x M`` arrays.
 
@@ -351,6 +323,10 @@ class TrainingRun:
     lumped: bool
     stats: dict = field(default_factory=dict)
 
+    def __len__(self) -> int:
+        """The number of seeds."""
+        return len(self.seeds)
+
     @property
     def t(self) -> np.ndarray:
         """Flow time of the recorded steps (:meth:`Protocol.flow_time`)."""
@@ -381,13 +357,6 @@ class TrainingRun:
                                 **self.protocol.to_dict()})
 
 
-def _record_marks(steps: int, record_every) -> np.ndarray:
-    """Recorded steps: ``0, record_every, ..`` and ``steps`` (only ``0, steps`` for None)."""
-    every = steps if record_every is None else check_count(record_every, "record_every")
-    marks = np.arange(0, steps + 1, every, dtype=np.int64)
-    return marks if marks[-1] == steps else np.append(marks, steps)
-
-
 def _layout(data: DataModel, init: str, unlumped: bool | None) -> tuple:
     """``(layout, lumped)``: lumped for a zero start unless ``unlumped`` (module docstring)."""
     lumped = init == "zero" if unlumped is None else not unlumped
@@ -412,27 +381,70 @@ def _starts(data: DataModel, init: str, layout, lumped: bool, rngs) -> tuple:
     return Y, Z, z_base
 
 
-def train(data: DataModel, protocol: Protocol | None = None, seeds=1,
-          record_every: int | None = 1, progress: bool | None = None,
-          unlumped: bool | None = None) -> TrainingRun:
-    """Train the 1-layer model with the paper's protocol, every seed at once.
+def _protocol_options(protocol, options: dict) -> dict:
+    """the keywords of its options(): train(data, **protocol.options())"""
+    if protocol is None:
+        return {}
+    if not isinstance(protocol, Protocol):
+        raise ValidationError("protocol", f"must be a Protocol, got {type(protocol).__name__}")
+    return protocol.options()
+
+
+def _record_every(value, options: dict) -> dict:
+    """'record' (record_every=None, the start and the end only, is record=())"""
+    return {"record": () if value is None else value}
+
+
+@old_forms(positional=("protocol", "seeds", "record_every", "progress", "unlumped"),
+           translate={"protocol": _protocol_options, "record_every": _record_every})
+def train(data: DataModel, *, steps: int = 100, seeds=1, start=None, optimizer=None,
+          batch_size: int = 128, seq_len: int = 128, sample_size=None, seed: int = 0,
+          record=None, progress: bool | None = None, eta_y: float = 1.0, eta_z: float = 1.0,
+          weight_decay: float = 0.0, unlumped: bool | None = None) -> TrainingRun:
+    """Train the 1-layer model with the paper's protocol (Sec. 8), every seed at once.
+
+    The defaults are the paper's Fig. 4 settings: SGD with momentum 0.9,
+    ``eta_Y = eta_Z = 1``, a zero start, batches of 128 sequences of length 128,
+    100 steps. The keywords are those of every family's ``train`` (``docs/api.md``,
+    "Training and runs beside the flow"); :meth:`Protocol.options` gives those of a
+    :class:`Protocol`.
 
     Parameters
     ----------
     data : DataModel
-    protocol : Protocol, optional
-        The paper's Fig. 4 settings by default (SGD, momentum 0.9,
-        ``eta_Y = eta_Z = 1``, zero start, batch 128, ``T = 128``, 100 steps).
+    steps : int, default 100
     seeds : int or sequence of int, default 1
-        The seeds, or how many (then ``0 .. seeds - 1``).
-    record_every : int, optional
-        Record ``Z`` every this many steps (and the last); default every step.
+        The seeds, or how many (then ``seed .. seed + seeds - 1``); run ``i`` draws its
+        start and batches from ``numpy.random.default_rng(seeds[i])``.
+    start : {None, "zero", "uniform"}
+        ``Y(0)`` and ``Z(0)``: zero (``None``), or each drawn from
+        ``U[-1/sqrt(M), 1/sqrt(M)]`` by the run's generator (Fig. 6).
+    optimizer : Optimizer, optional
+        ``odeflow.Momentum(mu)`` (default ``Momentum(0.9)``, the paper's),
+        ``GradientDescent()`` (plain SGD) or ``odeflow.Adam(betas, eps)``.
+    batch_size, seq_len : int
+        ``B`` sequences of length ``T`` per step, drawn fresh each step.
+    sample_size : None
+        No fixed sample: given, it is refused (the batches are fresh).
+    seed : int, default 0
+        The first seed when ``seeds`` is a count.
+    record : None, int or sequence of int
+        Steps at which ``Z`` is recorded: every step (None), every ``n`` steps, or
+        those steps; the start and the last step always.
     progress : bool, optional
         tqdm bar; by default only when stderr is a terminal.
+    eta_y, eta_z : float
+        Learning rates of the decoder and of the attention logits (Eqns 3-4).
+    weight_decay : float
+        ``lambda >= 0`` (coupled, PyTorch's form); 0 in the paper.
     unlumped : bool, optional
         Keep all ``M`` decoder rows even from a zero start (by default only
-        for ``init="uniform"``, where it is needed); the lumped and un-lumped
+        for ``start="uniform"``, where it is needed); the lumped and un-lumped
         runs from a zero start are the same run (tests check it).
+
+    Old forms (one release, warning :class:`~odeflow.errors.RenamedWarning`):
+    ``train(data, protocol, seeds, record_every, progress, unlumped)``,
+    ``protocol=`` (its :meth:`Protocol.options`) and ``record_every=`` (``record``).
 
     Returns
     -------
@@ -447,12 +459,24 @@ def train(data: DataModel, protocol: Protocol | None = None, seeds=1,
     """
     if not isinstance(data, DataModel):
         raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
-    protocol = Protocol() if protocol is None else protocol
-    if not isinstance(protocol, Protocol):
-        raise ValidationError("protocol", f"must be a Protocol, got {type(protocol).__name__}")
-    seeds = check_seeds(seeds)
+    if sample_size is not None:
+        raise ValidationError("sample_size", "Scan and Snap's training draws fresh batches "
+                              "each step (no fixed sample); give batch_size")
+    if start is not None and not (isinstance(start, str) and start in INITS):
+        raise ValidationError("start", f"must be None or one of {list(INITS)} (the runs "
+                              f"draw their starts from their seeds), got {start!r:.80}")
+    protocol = Protocol(optimizer=Momentum(0.9) if optimizer is None else optimizer,
+                        eta_y=eta_y, eta_z=eta_z, weight_decay=weight_decay,
+                        init=start or "zero", batch_size=batch_size, seq_len=seq_len,
+                        steps=steps)
+    return _train(data, protocol, run_seeds(seeds, seed), record, progress, unlumped)
+
+
+def _train(data: DataModel, protocol: Protocol, seeds: list, record, progress,
+           unlumped) -> TrainingRun:
+    """:func:`train` with its settings checked and held in ``protocol``."""
     p = protocol
-    marks = _record_marks(p.steps, record_every)
+    marks = record_marks(record, p.steps)
     layout, lumped = _layout(data, p.init, unlumped)
     S, rngs = len(seeds), [np.random.default_rng(s) for s in seeds]
     Y, Z, z_base = _starts(data, p.init, layout, lumped, rngs)

@@ -31,19 +31,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from odeflow.data.checks import check_count, check_seeds
+from odeflow.data.checks import check_count
 from odeflow.data.induction import InductionData
-from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.errors import ValidationError
 from odeflow.fields.induction import FiniteLengthFlow
+from odeflow.training import old_forms
 from odeflow.training.induction.finite_length import (
     PAPER_LENGTH,
     PAPER_SEQUENCES,
-    EmpiricalInduction,
     InductionRun,
-    initial_parameters,
-    joint,
     log_spaced_steps,
-    sample_for,
     train,
 )
 
@@ -93,7 +90,17 @@ class Comparison:
 
     @property
     def steps(self) -> np.ndarray:
+        """The recorded steps."""
         return self.runs[0].steps
+
+    @property
+    def t(self) -> np.ndarray:
+        """The recorded flow times (``t = k``)."""
+        return self.runs[0].t
+
+    def rows(self) -> list[dict]:
+        """One row per recorded step (:func:`rows`)."""
+        return rows(self)
 
     @property
     def count(self) -> int:
@@ -120,28 +127,33 @@ class Comparison:
                             r.subsets, r.heads, r.loss_name)
 
 
-@renamed_keywords({"count": "sample_size", "length": "seq_len"})
-def compare(data=None, seeds=1, *, steps: int = 100, seq_len: int = PAPER_LENGTH,
-            sample_size: int = PAPER_SEQUENCES, loss: str = "code", record=None,
-            progress: bool | None = None, finite_l: bool = True) -> Comparison:
+@old_forms(positional=("seeds",), renames={"count": "sample_size", "length": "seq_len"})
+def compare(data=None, *, seeds=1, steps: int = 100, seq_len: int = PAPER_LENGTH,
+            sample_size: int = PAPER_SEQUENCES, seed: int = 0, loss: str = "code",
+            record=None, progress: bool | None = None, finite_l: bool = True) -> Comparison:
     """Joint full-batch GD (lr 1) on ``sample_size`` sequences per seed beside the
     population flow.
+
+    The keywords are those of every family's ``compare`` (``docs/api.md``, "Training
+    and runs beside the flow").
 
     Parameters
     ----------
     data : InductionData, optional
         ``ih-paper`` by default; its init (``w_plus, w_minus, c0, a0``) starts both.
     seeds : int or list of int
-        A count (seeds ``0 .. seeds - 1``) or the seeds; seed ``s`` samples the
-        training set with :func:`~odeflow.training.induction.sample_for`.
+        A count (seeds ``seed .. seed + seeds - 1``) or the seeds; seed ``s`` samples
+        the training set with :func:`~odeflow.training.induction.sample_for`.
     steps : int
         Gradient steps (flow time ``t = steps``).
     seq_len, sample_size : int
-        ``L`` and the sequences per seed (the authors: 100, 9000); old names
-        ``length``, ``count`` (warn).
+        ``L`` and the sequences per seed (the authors: 100, 9000).
+    seed : int, default 0
+        The first seed when ``seeds`` is a count.
     loss : {"code", "nll"}
-    record : sequence of int, optional
-        Steps to record; by default about 60 log-spaced ones plus :data:`GOAL_TIMES`.
+    record : None, int or sequence of int
+        Steps to record (every ``n`` steps, or those steps); by default about 60
+        log-spaced ones plus :data:`GOAL_TIMES`.
     progress : bool, optional
         Progress bars of the runs and of the solve.
     finite_l : bool, default True
@@ -149,6 +161,9 @@ def compare(data=None, seeds=1, *, steps: int = 100, seq_len: int = PAPER_LENGTH
         sample seed ``max(seeds) + 1``: none of the runs' training sets), and score the
         population flow's parameters by the finite-``L`` loss on that sample
         (:attr:`Comparison.flow_loss_at_length`).
+
+    Old forms (one release, :class:`~odeflow.errors.RenamedWarning`): ``seeds``
+    positionally, ``count=`` (``sample_size``), ``length=`` (``seq_len``).
     """
     from odeflow.solver import solve
 
@@ -156,19 +171,13 @@ def compare(data=None, seeds=1, *, steps: int = 100, seq_len: int = PAPER_LENGTH
         data = InductionData.preset("ih-paper")
     elif not isinstance(data, InductionData):
         raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
-    seeds = check_seeds(seeds)
     steps = check_count(steps, "steps")
-    subsets = data.subsets
     if record is None:
         record = np.union1d(log_spaced_steps(steps),
                             [t for t in GOAL_TIMES if t <= steps]).astype(np.int64)
-    runs = []
-    for seed in seeds:
-        sample = sample_for(data, sample_size, seq_len, seed=seed)
-        model = EmpiricalInduction(sample, data.heads, subsets, loss=loss)
-        theta0 = initial_parameters(model, w_plus=data.w_plus, w_minus=data.w_minus,
-                                    c0=data.c0, a0=data.a0)
-        runs.append(train(model, theta0, joint(steps), record=record, progress=progress))
+    result = train(data, steps=steps, seeds=seeds, seed=seed, seq_len=seq_len,
+                   sample_size=sample_size, loss=loss, record=record, progress=progress)
+    runs, seeds = result.runs, result.seeds
     t_eval = runs[0].t
     flow = solve(data, flow="population", loss=loss, t_span=(0.0, float(steps)),
                          t_eval=t_eval, progress=progress)

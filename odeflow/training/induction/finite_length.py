@@ -53,6 +53,7 @@ from odeflow.fields.induction.finite_length import (  # noqa: F401  (re-exported
     check_subsets,
     merge_keys,
 )
+from odeflow.training import Runs, check_optimizer, old_forms, record_marks, run_seeds
 
 #: The authors' learning rate.
 PAPER_RATE = 1.0
@@ -140,9 +141,11 @@ def log_spaced_steps(total: int, count: int = 60) -> np.ndarray:
     return np.unique(np.concatenate([[0], marks, [total]]))
 
 
-def train(model: EmpiricalInduction, theta0, schedule, *,
-          record=None, progress: bool | None = None) -> InductionRun:
-    """Full-batch gradient descent on the empirical loss of ``model``.
+def train_sample(model: EmpiricalInduction, theta0, schedule, *, record=None,
+                 progress: bool | None = None, optimizer=None) -> InductionRun:
+    """Full-batch gradient descent on the empirical loss of one sample, ``model``.
+
+    :func:`train` draws the sample of each seed and calls this.
 
     Parameters
     ----------
@@ -159,6 +162,11 @@ def train(model: EmpiricalInduction, theta0, schedule, *,
         and the end are always recorded.
     progress : bool, optional
         A progress bar (default: when stderr is a terminal).
+    optimizer : Optimizer, optional
+        Plain gradient steps (None) or ``odeflow.Momentum``/``odeflow.Adam``: step
+        ``k`` (counted over all stages) is ``theta <- theta - rate * update(grad)``
+        with each group's rate of its stage; the optimiser's state is kept across
+        stages (a frozen group's moments go on accumulating its gradient).
 
     Returns
     -------
@@ -170,6 +178,8 @@ def train(model: EmpiricalInduction, theta0, schedule, *,
         raise ValidationError("model", f"must be an EmpiricalInduction, got "
                               f"{type(model).__name__}")
     theta = model.pack(*model.unpack(theta0))
+    rule = check_optimizer(optimizer)
+    state = rule.init_state(theta.shape)
     stages = checked_stages(schedule)
     total = sum(int(s.duration) for s in stages)
     if record is None:
@@ -199,8 +209,8 @@ def train(model: EmpiricalInduction, theta0, schedule, *,
                         done.append(step)
                         rows.append(theta.copy())
                         losses.append(value)
-                    theta = theta - rate * grad
                     step += 1
+                    rule.step(theta, grad, state, step, -rate)
                     if bar is not None:
                         bar.update()
             if step in wanted:
@@ -216,6 +226,95 @@ def train(model: EmpiricalInduction, theta0, schedule, *,
     steps = np.asarray(done, dtype=np.int64)
     return InductionRun(steps, steps.astype(float), np.asarray(rows), np.asarray(losses),
                         list(model.subsets), model.heads, model.loss_name)
+
+
+def _is_sample(args, options) -> bool:
+    """Whether a call of :func:`train` is the old ``train(model, theta0, schedule)``."""
+    return bool(args) and isinstance(args[0], EmpiricalInduction)
+
+
+def schedule_of(steps, rates, schedule) -> tuple[int, Schedule]:
+    """``(steps, schedule)`` of :func:`train`: ``schedule`` (``steps`` None or its total)
+    or one stage of ``steps`` (default 100) at ``rates`` (None: every group at lr 1)."""
+    if schedule is None:
+        steps = check_count(100 if steps is None else steps, "steps")
+        return steps, joint(steps) if rates is None else Schedule([Stage(rates, steps)])
+    if rates is not None:
+        raise ValidationError("rates", "the schedule's stages set the rates; give one of "
+                              "rates and schedule")
+    total = sum(int(s.duration) for s in checked_stages(schedule))
+    if steps is not None and check_count(steps, "steps") != total:
+        raise ValidationError("steps", f"the schedule runs {total} steps, got steps={steps}")
+    return total, schedule
+
+
+@old_forms(legacy=(_is_sample, train_sample, "train(model, theta0, schedule) is now "
+                   "train_sample(model, theta0, schedule); train(data, steps=...) draws the "
+                   "samples"))
+def train(data, *, steps: int | None = None, seeds=1, start=None, optimizer=None,
+          batch_size=None, seq_len: int = PAPER_LENGTH, sample_size: int = PAPER_SEQUENCES,
+          seed: int = 0, record=None, progress: bool | None = None, rates=None,
+          schedule=None, loss: str = "code") -> Runs:
+    """Full-batch gradient descent on ``sample_size`` sequences per seed (the authors').
+
+    The keywords are those of every family's ``train`` (``docs/api.md``, "Training
+    and runs beside the flow").
+
+    Parameters
+    ----------
+    data : InductionData
+    steps : int, optional
+        Gradient steps (flow time ``t = steps``); 100 by default, or the schedule's.
+    seeds : int or sequence of int, default 1
+        The seeds, or how many (``seed .. seed + seeds - 1``); seed ``s`` draws its
+        run's training set with :func:`sample_for`.
+    start : array_like, optional
+        Flat parameters ``(c, w, a)``; the data model's init by default.
+    optimizer : Optimizer, optional
+        Plain gradient steps (default), ``odeflow.Momentum`` or ``odeflow.Adam``.
+    batch_size : None
+        Full batch: given, it is refused (the authors' runs are full-batch).
+    seq_len, sample_size : int
+        ``L`` and the sequences of each seed's training set (the authors: 100, 9000).
+    seed : int, default 0
+        The first seed when ``seeds`` is a count.
+    record : None, int or sequence of int
+        Recorded steps: about 60 log-spaced (None), every ``n`` steps, or those
+        steps; the start and the end always.
+    progress : bool, optional
+    rates : float or mapping of group to rate, optional
+        The groups' learning rates (an omitted group is frozen); every group at 1 by
+        default (the authors' joint run).
+    schedule : Schedule, optional
+        Stages run one after the other, durations in steps, instead of ``rates``.
+    loss : {"code", "nll"}
+
+    Old form (one release, :class:`~odeflow.errors.RenamedWarning`):
+    ``train(model, theta0, schedule)`` on one sample, now :func:`train_sample`.
+
+    Returns
+    -------
+    Runs
+        One :class:`InductionRun` per seed.
+    """
+    from odeflow.data.induction import InductionData
+
+    if not isinstance(data, InductionData):
+        raise ValidationError("data", f"must be an InductionData, got {type(data).__name__}")
+    if batch_size is not None:
+        raise ValidationError("batch_size", "the induction runs are full-batch gradient "
+                              "descent on the sample (give sample_size)")
+    steps, schedule = schedule_of(steps, rates, schedule)
+    marks = record_marks(record, steps, log_spaced_steps)
+    seeds, runs = run_seeds(seeds, seed), []
+    for s in seeds:
+        model = EmpiricalInduction(sample_for(data, sample_size, seq_len, seed=s), data.heads,
+                                   data.subsets, loss=loss)
+        theta0 = start if start is not None else initial_parameters(
+            model, w_plus=data.w_plus, w_minus=data.w_minus, c0=data.c0, a0=data.a0)
+        runs.append(train_sample(model, theta0, schedule, record=marks, progress=progress,
+                                 optimizer=optimizer))
+    return Runs(runs, seeds)
 
 
 def initial_parameters(model: EmpiricalInduction, *, w_plus: float = 3.0, w_minus: float = 0.1,

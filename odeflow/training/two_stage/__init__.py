@@ -5,8 +5,8 @@ abstract is readable; nothing here is the paper's protocol).
 
 - :mod:`~odeflow.training.two_stage.runs`: gradient descent, SGD, momentum or Adam
   (odeflow's optimiser classes) on sampled prompts of the finite-``N`` attention
-  (:func:`train`), and accuracy and loss per query kind on held-out prompts
-  (:func:`held_out_scores`).
+  (:func:`train`, one run per seed; :func:`train_run`, one run), and accuracy and
+  loss per query kind on held-out prompts (:func:`held_out_scores`).
 - :mod:`~odeflow.training.two_stage.beside_flow`: runs over seeds beside the
   population flow at log-spaced times, the largest accuracy gap and how it shrinks
   with ``N`` (:func:`compare`, :func:`gap_by_length`).
@@ -26,7 +26,9 @@ from odeflow.training.two_stage.runs import (
     held_out_scores,
     log_spaced_steps,
     train,
+    train_run,
 )
 
 __all__ = ["HELD_OUT", "HELD_OUT_SEED", "SAMPLES", "Comparison", "TwoStageRun", "compare",
-           "gap_by_length", "held_out_scores", "log_spaced_steps", "population_flow", "train"]
+           "gap_by_length", "held_out_scores", "log_spaced_steps", "population_flow", "train",
+           "train_run"]

@@ -17,16 +17,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from odeflow.data.checks import check_count, check_seeds
+from odeflow.data.checks import check_count
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
 from odeflow.fields.two_stage.finite_n import KINDS
 from odeflow.fields.two_stage.population import PopulationFlow
+from odeflow.training import old_forms, record_marks
 from odeflow.training.two_stage.runs import (
     HELD_OUT,
     HELD_OUT_SEED,
-    TwoStageRun,
-    held_out_scores,
     log_spaced_steps,
     train,
 )
@@ -103,37 +102,52 @@ class Comparison:
         return out
 
 
-def population_flow(data: TwoStageData, t_eval: np.ndarray, progress: bool | None = None):
-    """The population flow of ``data`` from ``sigma0 I`` at the times ``t_eval``:
+def population_flow(data: TwoStageData, t_eval: np.ndarray, progress: bool | None = None,
+                    start=None):
+    """The population flow of ``data`` from ``start`` (``sigma0 I`` by default) at the
+    times ``t_eval``:
     :func:`odeflow.solve` with ``flow="population"`` and the field's explicit method
     (RK45; the flow is not stiff over the stages)."""
     from odeflow.solver import solve
 
     t_eval = np.asarray(t_eval, dtype=float)
     return solve(data, flow="population", t_span=(0.0, float(t_eval[-1])), t_eval=t_eval,
-                 method=getattr(PopulationFlow, "preferred_method", "RK45"), progress=progress)
+                 method=getattr(PopulationFlow, "preferred_method", "RK45"), progress=progress,
+                 start=start)
 
 
-def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
+def _records(value, options: dict) -> dict:
+    """'record': records=n is record=log_spaced_steps(steps, n)"""
+    return {"record": log_spaced_steps(check_count(options.get("steps", STEPS), "steps"),
+                                       value)}
+
+
+@old_forms(positional=("seeds",), translate={"records": _records})
+def compare(data: TwoStageData | None = None, *, seeds=5, steps: int = STEPS,
             eta: float = ETA, seq_len: int = SEQ_LEN, batch_size: int = BATCH_SIZE,
             sample: str = "fresh", sample_size: int | None = None, optimizer=None,
-            records: int = RECORDS, held_out: int = HELD_OUT,
+            seed: int = 0, start=None, record=None, held_out: int = HELD_OUT,
             held_out_seed: int = HELD_OUT_SEED, flow_times=None, flow=None,
             progress: bool | None = None) -> Comparison:
-    """Runs over ``seeds`` beside the population flow, at log-spaced recorded times.
+    """Runs over ``seeds`` beside the population flow, at the same recorded times.
+
+    The keywords are those of every family's ``compare`` (``docs/api.md``, "Training
+    and runs beside the flow").
 
     Parameters
     ----------
     data : TwoStageData, optional
         ``ts-default`` by default.
     seeds : int or list of int
-        A count (seeds ``0 .. seeds - 1``) or the seeds of the runs' prompts.
+        A count (seeds ``seed .. seed + seeds - 1``) or the seeds of the runs' prompts.
     steps, eta : int, float
         Steps and step size: the runs end at flow time ``eta * steps``.
-    seq_len, batch_size, sample, sample_size, optimizer
-        As for :func:`~odeflow.training.two_stage.runs.train`.
-    records : int
-        About this many log-spaced recorded steps from 1 to ``steps`` (and step 0).
+    seq_len, batch_size, sample, sample_size, optimizer, seed, start
+        As for :func:`~odeflow.training.two_stage.runs.train`; the flow starts from
+        ``start`` too.
+    record : None, int or sequence of int
+        Recorded steps: about 40 log-spaced ones from 1 to ``steps`` and step 0 (None),
+        every ``n`` steps, or those steps (the start and the end always).
     held_out, held_out_seed : int
         Held-out queries of each kind, shared by every run, and their seed.
     flow_times : sequence of float, optional
@@ -145,6 +159,9 @@ def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
         instead of solving it again.
     progress : bool, optional
 
+    Old forms (one release, :class:`~odeflow.errors.RenamedWarning`): ``seeds``
+    positionally, ``records=n`` (``record=log_spaced_steps(steps, n)``).
+
     Returns
     -------
     Comparison
@@ -153,20 +170,21 @@ def compare(data: TwoStageData | None = None, seeds=5, *, steps: int = STEPS,
         data = TwoStageData.preset("ts-default")
     elif not isinstance(data, TwoStageData):
         raise ValidationError("data", f"must be a TwoStageData, got {type(data).__name__}")
-    seeds = check_seeds(seeds)
-    record = log_spaced_steps(check_count(steps, "steps"), records)
+    steps = check_count(steps, "steps")
+    record = record_marks(record, steps, lambda n: log_spaced_steps(n, RECORDS))
     settings = {"steps": steps, "eta": eta, "seq_len": seq_len, "batch_size": batch_size,
                 "sample": sample, "sample_size": sample_size, "held_out": held_out,
                 "held_out_seed": held_out_seed}
-    runs = [train(data, steps, eta, seq_len=seq_len, batch_size=batch_size, sample=sample,
-                  sample_size=sample_size, optimizer=optimizer, seed=seed, record=record,
-                  held_out=0, progress=progress) for seed in seeds]
-    runs = scored(data, runs, seq_len, held_out, held_out_seed)
+    result = train(data, steps=steps, seeds=seeds, seed=seed, eta=eta, seq_len=seq_len,
+                   batch_size=batch_size, sample=sample, sample_size=sample_size,
+                   optimizer=optimizer, start=start, record=record, held_out=held_out,
+                   held_out_seed=held_out_seed, progress=progress)
+    runs, seeds = result.runs, result.seeds
     t_run = runs[0].t
     if flow is None:
         t_all = t_run if flow_times is None else np.union1d(t_run,
                                                             check_times(flow_times, t_run))
-        flow_all = population_flow(data, t_all, progress=progress)
+        flow_all = population_flow(data, t_all, progress=progress, start=start)
     else:
         flow_all = flow
     at = np.searchsorted(flow_all.t, t_run)
@@ -196,21 +214,6 @@ def subset(traj, index):
                       meta=traj.meta, data=traj.data, scorer=traj.scorer)
 
 
-def scored(data, runs: list, seq_len: int, count: int, seed: int) -> list:
-    """``runs`` with held-out scores, every run's records scored in one pass."""
-    W_P = np.concatenate([r.W_P for r in runs])
-    W_Q = np.concatenate([r.W_Q for r in runs])
-    scores = held_out_scores(data, W_P, W_Q, seq_len, count, seed)
-    out, at = [], 0
-    for r in runs:
-        n = r.t.size
-        mine = {k: v[at:at + n] for k, v in scores.items()}
-        meta = {**r.meta, "held_out": count, "held_out_seed": seed}
-        out.append(TwoStageRun(r.steps, r.t, r.W_P, r.W_Q, r.train_loss, mine, meta, r.stats))
-        at += n
-    return out
-
-
 def gap_by_length(data: TwoStageData | None = None, lengths=(16, 64, 256), seeds=5,
                   **options) -> list[dict]:
     """:meth:`Comparison.gaps` of :func:`compare` at each ``seq_len`` in ``lengths``.
@@ -221,7 +224,7 @@ def gap_by_length(data: TwoStageData | None = None, lengths=(16, 64, 256), seeds
     """
     rows, flow = [], None
     for n in lengths:
-        comp = compare(data, seeds, seq_len=n, flow=flow, **options)
+        comp = compare(data, seeds=seeds, seq_len=n, flow=flow, **options)
         flow, gaps = comp.flow_all, comp.gaps()
         row = {"seq_len": int(n)}
         for kind in KINDS:

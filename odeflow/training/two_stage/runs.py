@@ -45,6 +45,7 @@ from odeflow.fields.two_stage.finite_n import (
     margin_loss,
     sample_prompts,
 )
+from odeflow.training import Runs, old_forms, record_marks, run_seeds
 
 #: Ways a run draws its prompts.
 SAMPLES = ("fresh", "fixed")
@@ -161,12 +162,14 @@ class Batches:
         return Prompts(f.x[pick], f.y[pick], f.query[pick], f.label[pick], f.kind[pick])
 
 
-def train(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int = 64,
-          batch_size: int = 500, sample: str = "fresh", sample_size: int | None = None,
-          optimizer=None, seed: int = 0, record=None, held_out: int = HELD_OUT,
-          held_out_seed: int = HELD_OUT_SEED, start=None,
-          progress: bool | None = None) -> TwoStageRun:
-    """Train ``W = diag(W_P, W_Q)`` by an optimiser on sampled prompts.
+def train_run(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int = 64,
+              batch_size: int = 500, sample: str = "fresh", sample_size: int | None = None,
+              optimizer=None, seed: int = 0, record=None, held_out: int = HELD_OUT,
+              held_out_seed: int = HELD_OUT_SEED, start=None,
+              progress: bool | None = None) -> TwoStageRun:
+    """Train ``W = diag(W_P, W_Q)`` by an optimiser on sampled prompts: one run.
+
+    :func:`train` runs this once per seed.
 
     Parameters
     ----------
@@ -187,7 +190,7 @@ def train(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int = 64
     seed : int
         Seed of the generator of the training prompts and minibatches.
     record : sequence of int, optional
-        Steps to record (default :func:`log_spaced_steps`).
+        Steps to record (default :func:`log_spaced_steps`), exactly those.
     held_out : int, default 10000
         Held-out queries of each kind (0: no held-out scores).
     held_out_seed : int
@@ -228,6 +231,85 @@ def train(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int = 64
         scores = held_out_scores(data, W_P, W_Q, seq_len, held_out, held_out_seed)
         run = TwoStageRun(run.steps, run.t, W_P, W_Q, train_loss, scores, meta, run.stats)
     return run
+
+
+def _positional(args, options) -> bool:
+    """Whether a call of :func:`train` is the old ``train(data, steps, eta, ...)``."""
+    return len(args) > 1
+
+
+@old_forms(legacy=(_positional, train_run, "train(data, steps, eta, ...) is now "
+                   "train(data, steps=..., eta=...), which returns the runs over seeds; "
+                   "train_run(data, steps, eta, ...) is one run"))
+def train(data: TwoStageData, *, steps: int = 100, seeds=1, start=None, optimizer=None,
+          batch_size: int = 500, seq_len: int = 64, sample_size: int | None = None,
+          seed: int = 0, record=None, progress: bool | None = None, eta: float = 0.1,
+          sample: str = "fresh", held_out: int = HELD_OUT,
+          held_out_seed: int = HELD_OUT_SEED) -> Runs:
+    """Train ``W = diag(W_P, W_Q)`` by an optimiser on sampled prompts, one run per seed.
+
+    The keywords are those of every family's ``train`` (``docs/api.md``, "Training
+    and runs beside the flow"); :func:`train_run` is one run.
+
+    Parameters
+    ----------
+    data : TwoStageData
+    steps : int, default 100
+    seeds : int or sequence of int, default 1
+        The seeds, or how many (``seed .. seed + seeds - 1``): each run's prompts and
+        minibatches come from its seed.
+    start : optional
+        ``W(0)`` as for the family's fields (``sigma0 I`` by default).
+    optimizer : Optimizer, optional
+        ``GradientDescent()`` (default), ``Momentum(mu)`` or ``Adam(...)``.
+    batch_size, seq_len : int
+        Prompts per step (500) and ``N``, labelled examples per prompt (64).
+    sample_size : int, optional
+        With ``sample="fixed"``, the training set's prompts (default ``batch_size``).
+    seed : int, default 0
+        The first seed when ``seeds`` is a count.
+    record : None, int or sequence of int
+        Recorded steps: about 40 log-spaced (None), every ``n`` steps, or those steps;
+        the start and the end always.
+    progress : bool, optional
+    eta : float, default 0.1
+        Step size (flow time ``t = eta * k`` for gradient steps).
+    sample : {"fresh", "fixed"}
+    held_out, held_out_seed : int
+        Held-out queries of each kind (0: none) and their seed, shared by the runs.
+
+    Old form (one release, :class:`~odeflow.errors.RenamedWarning`):
+    ``train(data, steps, eta, ...)``, one run, now :func:`train_run`.
+
+    Returns
+    -------
+    Runs
+        One :class:`TwoStageRun` per seed (``loss``: their ``train_loss``).
+    """
+    steps = check_count(steps, "steps")
+    marks = record_marks(record, steps, log_spaced_steps)
+    seeds = run_seeds(seeds, seed)
+    runs = [train_run(data, steps, eta, seq_len=seq_len, batch_size=batch_size, sample=sample,
+                      sample_size=sample_size, optimizer=optimizer, seed=s, record=marks,
+                      held_out=0, start=start, progress=progress) for s in seeds]
+    if held_out:
+        runs = scored(data, runs, seq_len, held_out, held_out_seed)
+    return Runs(runs, seeds, loss="train_loss")
+
+
+def scored(data, runs: list, seq_len: int, count: int, seed: int) -> list:
+    """``runs`` with held-out scores, every run's records scored in one pass."""
+    W_P = np.concatenate([r.W_P for r in runs])
+    W_Q = np.concatenate([r.W_Q for r in runs])
+    scores = held_out_scores(data, W_P, W_Q, seq_len, count, seed)
+    out, at = [], 0
+    for r in runs:
+        n = r.t.size
+        mine = {k: v[at:at + n] for k, v in scores.items()}
+        meta = {**r.meta, "held_out": count, "held_out_seed": seed}
+        out.append(TwoStageRun(r.steps, r.t, r.W_P, r.W_Q, r.train_loss, mine, meta, r.stats))
+        at += n
+    return out
 
 
 def descend(data, theta, rule, eta, batches, steps, marks, progress):
