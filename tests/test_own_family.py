@@ -234,6 +234,35 @@ def test_sweep_2x2_into_a_store(small, tmp_path):
             assert np.array_equal(stored, alone.loss)
 
 
+def test_spawned_sweep_workers_register_the_family(small, tmp_path, monkeypatch):
+    """Workers started afresh (``spawn``, as on macOS; Linux forks them) register again the
+    families the parent registered by a call, so the linear family's task runs there."""
+    from odeflow.sweeps import backends
+
+    monkeypatch.setattr(backends, "start_method", lambda: "spawn")
+    assert backends.call_registered("spawn") == (f"{Linear2.__module__}:Linear2",)
+    assert backends.call_registered("fork") == ()
+    grid = {"rate": [0.5, 1.0]}
+    ds = odeflow.sweep("linear2_flow", grid, data="linear2-small", settings={"t_end": 5.0},
+                       backend="processes", workers=2, store=tmp_path / "spawn.zarr",
+                       progress=False)
+    assert (ds["status"] == 0).all() and (ds["error"] == "").all()
+    for rate in grid["rate"]:
+        alone = odeflow.solve(small, rate=rate, t_span=(0.0, 5.0), t_eval=ds["time"].values,
+                              progress=False)
+        assert np.array_equal(ds["loss"].sel(rate=rate).values, alone.loss)
+
+    class Local(Linear2):
+        name = "linear2_local"
+
+    register_family(Local)
+    try:
+        with pytest.raises(ValidationError, match="^backend: .*linear2_local.*<locals>"):
+            backends.call_registered("spawn")
+    finally:
+        unregister_family("linear2_local")
+
+
 def test_figure_draws_the_loss(monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     fig = odeflow.plots.make_figure("linear2-loss", data="linear2-scalar", t_end=5.0)

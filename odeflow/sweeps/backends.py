@@ -7,7 +7,9 @@ each one to the store as it arrives.
 
 - ``processes`` uses :class:`concurrent.futures.ProcessPoolExecutor` (standard
   library; ``as_completed`` streams finished points to the writer); workers
-  are forked (:func:`start_method`).
+  are forked (:func:`start_method`). A worker started afresh (``spawn``,
+  ``forkserver``) registers again the families the parent registered by a call
+  (:func:`call_registered`), so their tasks run there too.
 - ``dask`` uses a :class:`dask.distributed.Client` (given, or connected to a
   scheduler address and closed afterwards) and
   :func:`distributed.as_completed`. Workers need odeflow installed; only the
@@ -84,8 +86,46 @@ WATCHDOG_SECONDS = 0.5
 _PR_SET_PDEATHSIG = 1
 
 
-def _worker_init(parent: int) -> None:
-    """Worker initializer: die with the parent ``parent`` however it ends; ignore Ctrl-C.
+def call_registered(method: str) -> tuple[str, ...]:
+    """Targets (``module:qualname``) of the families registered by a call
+    (:func:`odeflow.families.register_family`) that workers started by ``method`` must
+    register again: none for ``"fork"`` (a forked worker has the parent's registry); for
+    ``"spawn"`` and ``"forkserver"`` every one, in registration order (a family of an
+    installed entry point is read by the worker itself).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``backend`` when such a family's class cannot be imported by its
+        ``module:qualname`` (a class defined inside a function): a new interpreter
+        could not find it.
+    """
+    from odeflow.families import FAMILIES, base, load
+
+    if method == "fork":
+        return ()
+    targets = []
+    for name, family in FAMILIES.items():
+        if name not in base.BY_CALL:
+            continue
+        cls = type(family)
+        target = f"{cls.__module__}:{cls.__qualname__}"
+        try:
+            found = load(target) is cls
+        except (ImportError, AttributeError):
+            found = False
+        if not found:
+            raise ValidationError("backend", f"the family {name!r} was registered by a call "
+                                  f"but its class {target} cannot be imported by a worker "
+                                  f"started by {method!r}; define it at the top of a module, "
+                                  f"or use backend='serial'")
+        targets.append(target)
+    return tuple(targets)
+
+
+def _worker_init(parent: int, families: tuple = ()) -> None:
+    """Worker initializer: die with the parent ``parent`` however it ends; ignore Ctrl-C;
+    register the ``families`` (targets of :func:`call_registered`) again.
 
     Ctrl-C is the parent's to handle (it stops the pool). A parent killed with
     SIGKILL (by a user, an OOM killer, a batch scheduler) cannot stop its
@@ -106,6 +146,11 @@ def _worker_init(parent: int) -> None:
         os._exit(1)
     threading.Thread(target=_watch_parent, args=(parent,), name="odeflow-watchdog",
                      daemon=True).start()
+    if families:
+        from odeflow.families import load, register_family
+
+        for target in families:
+            register_family(load(target))
 
 
 def _parent_death_signal(signum: int) -> bool:
@@ -306,7 +351,8 @@ def _start_pool(workers: int):
     if method == "forkserver":  # pragma: no cover (not on Linux)
         context.set_forkserver_preload([__name__])
     pool = ProcessPoolExecutor(max_workers=workers, mp_context=context,
-                               initializer=_worker_init, initargs=(os.getpid(),))
+                               initializer=_worker_init,
+                               initargs=(os.getpid(), call_registered(method)))
     with warnings.catch_warnings():
         # Python >= 3.12 warns on any fork of a multi-threaded process; zarr's idle
         # event-loop thread is not used by the workers (see start_method)
