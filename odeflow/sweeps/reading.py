@@ -77,6 +77,21 @@ def store_spec(path: Path, spec: SweepSpec | None):
     name}`` of parameters swept under a name they have lost (:func:`stored_names`); such
     a store is read, not resumed."""
     attrs = root_attributes(path)
+    if spec is not None:
+        check_spec_attrs(attrs, spec, path)
+        return spec, read_record(path, attrs), {}
+    stored, swept = _stored_spec(attrs, path)
+    try:
+        spec = spec_from_dict(grid_in_store_order(path, stored, swept))
+    except ValidationError as exc:
+        raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") from None
+    return spec, read_record(path, attrs), swept
+
+
+def _stored_spec(attrs: dict, path: Path) -> tuple[dict, dict]:
+    """The spec dict in the store's attributes ``attrs`` and its ``swept``
+    (:func:`stored_names`); a store without one, or with one that is not a JSON object,
+    is refused."""
     if SPEC_ATTR not in attrs:
         raise refuse(path, "is not an odeflow sweep store")
     text = attrs[SPEC_ATTR]
@@ -87,16 +102,7 @@ def store_spec(path: Path, spec: SweepSpec | None):
     if not isinstance(stored, dict):
         raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON object "
                      f"(got {text!r:.40})")
-    stored, swept = stored_names(stored)
-    if spec is None:
-        try:
-            spec = spec_from_dict(grid_in_store_order(path, stored, swept))
-        except ValidationError as exc:
-            raise refuse(path, f"is damaged: the attribute {exc.field!r} {exc.reason}") \
-                from None
-    else:
-        check_spec_attrs({SPEC_ATTR: text}, spec, path, None)
-    return spec, read_record(path, attrs), swept
+    return stored_names(stored)
 
 
 def grid_in_store_order(path: Path, stored: dict, swept: dict | None = None) -> dict:
@@ -118,26 +124,15 @@ def grid_in_store_order(path: Path, stored: dict, swept: dict | None = None) -> 
     return {**stored, "grid": {name: grid[name] for name in dims if name in grid}}
 
 
-def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path, stored=None) -> None:
+def check_spec_attrs(attrs: dict, spec: SweepSpec, path: Path) -> None:
     """Refuse the store at ``path`` (attributes ``attrs``) unless it was made for ``spec``
     (its old parameter names read as the new ones, :func:`stored_names`; a store that
     swept a renamed parameter is refused: it is read, not resumed)."""
-    if SPEC_ATTR not in attrs:
-        raise ValidationError("store", f"{str(path)!r} is not an odeflow sweep store")
-    if stored is None:
-        try:
-            stored = json.loads(attrs[SPEC_ATTR])
-        except (TypeError, ValueError):
-            stored = None
-        if not isinstance(stored, dict):
-            raise refuse(path, f"is damaged: the attribute {SPEC_ATTR!r} is not a JSON "
-                         "object")
-        stored, swept = stored_names(stored)
-        if swept:
-            raise ValidationError("store", f"{str(path)!r} sweeps {sorted(swept.values())}, "
-                                  f"since renamed {sorted(swept)}; it can be read "
-                                  "(open_store) but not resumed: sweep again into another "
-                                  "store")
+    stored, swept = _stored_spec(attrs, path)
+    if swept:
+        raise ValidationError("store", f"{str(path)!r} sweeps {sorted(swept.values())}, "
+                              f"since renamed {sorted(swept)}; it can be read "
+                              "(open_store) but not resumed: sweep again into another store")
     differ = spec.differences(stored)
     if differ:
         details = "; ".join(f"{key}: store has {_lookup(stored, key)!r:.80}, this sweep "
