@@ -112,6 +112,11 @@ class Field(ABC):
     name: str = ""
     #: True when :meth:`jacobian` returns the analytic Jacobian.
     has_jacobian: bool = False
+    #: The constructor's learning-rate options, in order. The gradient does not depend
+    #: on them (``rhs = rate_vector * gradient``), so the members of a stack that differ
+    #: only in these and in their start are evaluated together (:meth:`stacked_rhs`),
+    #: and a point of :func:`odeflow.solve_batch` may give them as a tuple in this order.
+    rate_options: tuple = ()
 
     def __init__(self):
         self.nfev = 0
@@ -143,6 +148,31 @@ class Field(ABC):
         """The constructor's keyword arguments that set the start ``start`` (one member
         of :func:`odeflow.solve_ensemble`'s ``starts``): ``{"start": start}``."""
         return {"start": start}
+
+    def stacked_rhs(self, members):
+        """One function for the right-hand sides of ``members`` together, or None.
+
+        ``members`` are fields of this type, state size, data model and options
+        (this field among them), apart from their start and :attr:`rate_options`
+        (:class:`~odeflow.fields.stacked.StackedField`). The function maps their
+        states, shape ``(P, size)``, to their right-hand sides, same shape, in one
+        call. The default is ``rate_vector * gradients(states)`` for a field with a
+        batched ``gradients`` (a parameter level, whose right-hand side is its
+        ``rate_vector`` times its ``gradient``), else None: the stack evaluates the
+        members one by one.
+        """
+        gradients = getattr(self, "gradients", None)
+        if not callable(gradients) or not all(hasattr(m, "rate_vector") for m in members):
+            return None
+        rates = np.stack([np.broadcast_to(np.asarray(m.rate_vector, dtype=float),
+                                          (self.size,)) for m in members])
+
+        def rhs(states: np.ndarray) -> np.ndarray:
+            out = gradients(states)
+            out *= rates
+            return out
+
+        return rhs
 
     def parameter_level(self) -> Field:
         """The field in parameter coordinates, for an optimiser flow to wrap.
@@ -190,6 +220,8 @@ class VectorField(Field):
 
     #: Whether the level starts from a given decoder ``Y(0)`` (``start[0]``).
     takes_decoder_start = True
+    #: The learning rates of the decoder and of the logits (:attr:`Field.rate_options`).
+    rate_options = ("eta_y", "eta_z")
 
     @classmethod
     def start_options(cls, start) -> dict:
@@ -211,6 +243,19 @@ class VectorField(Field):
                                   "state holds no decoder); give start=(None, z0)")
         self.start_decoder = y0
         self.z_base = initial_logits(data, z0)
+
+    def stacked_rhs(self, members):
+        """:meth:`Field.stacked_rhs`; for a level with ``rates(states, eta_y, eta_z)``
+        (its right-hand side at every row of ``states``, one pair of learning rates per
+        row, e.g. Level R's Eqns 8-10) and no batched ``gradients``, one call of
+        ``rates`` with each member's ``eta_y``, ``eta_z``."""
+        together = super().stacked_rhs(members)
+        rates = getattr(self, "rates", None)
+        if together is not None or not callable(rates):
+            return together
+        eta_y = np.array([m.eta_y for m in members], dtype=float)[:, None]
+        eta_z = np.array([m.eta_z for m in members], dtype=float)[:, None]
+        return lambda states: rates(states, eta_y, eta_z)
 
     def parameters(self) -> dict:
         return {"flow": self.name, "eta_y": self.eta_y, "eta_z": self.eta_z}

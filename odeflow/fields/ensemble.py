@@ -1,16 +1,16 @@
 """Members of one parameter-level field that differ only in their start, as one state.
 
-:class:`StartEnsemble` stacks ``P`` fields of one flow, data model, learning
-rates and options (for Level T: one sample) that were started from different
-draws (``y0``, ``z0``; the Fig. 6 seeds, ``docs/optimisers.md``). The
-right-hand side depends on the start only through the state, so one call of
-the first member's ``gradients`` (:meth:`ExactFlow.gradients
-<odeflow.fields.exact.ExactFlow.gradients>`, per class block for Level T)
-evaluates every member. It is a parameter-level field itself (``gradient``,
-``rate_vector``), so an optimiser flow
+:class:`StartEnsemble` is the :class:`~odeflow.fields.stacked.StackedField` of ``P``
+fields of one flow, data model, learning rates and options (for Level T: one
+sample) that were started from different draws (``start``; the Fig. 6 seeds,
+``docs/optimisers.md``). The right-hand side depends on the start only through the
+state, so one call of the first member's batched ``gradients`` (:meth:`ExactFlow.gradients
+<odeflow.fields.exact.ExactFlow.gradients>`, per class block for Level T) evaluates
+every member, where the field has one. It is a parameter-level field itself
+(``gradient``, ``rate_vector``), so an optimiser flow
 (:class:`~odeflow.fields.optimizers.OptimizerFlow`) wraps it unchanged;
-:func:`odeflow.solver.solve_ensemble` integrates it and hands back one result
-per member.
+:func:`odeflow.solver.solve_ensemble` integrates it and hands back one result per
+member.
 """
 
 from __future__ import annotations
@@ -18,33 +18,33 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.fields.base import Field
+from odeflow.fields.stacked import StackedField
 
 
-class StartEnsemble(Field):
+class StartEnsemble(StackedField):
     """``P`` fields that differ only in their start, stacked member after member.
 
     Parameters
     ----------
     members : sequence of Field
-        Fields of one type, state size and learning rates (``rate_vector``)
-        with ``gradient(y)``, built with the same options and different starts.
-        A field with a batched ``gradients(states)`` (e.g.
+        Fields of one type, state size and learning rates (``rate_vector``) with
+        ``gradient(y)``, built with the same options and different starts. A field
+        with a batched ``gradients(states)`` (e.g.
         :class:`~odeflow.fields.exact.ExactFlow`,
-        :class:`~odeflow.fields.finite_t.FiniteTFlow`) is evaluated for every
-        member in one call; any other, member by member.
+        :class:`~odeflow.fields.finite_t.FiniteTFlow`) is evaluated for every member
+        in one call (:meth:`~odeflow.fields.base.Field.stacked_rhs`); any other,
+        member by member.
 
     Raises
     ------
     ValidationError
-        Naming ``members`` when they are empty, of different types or sizes, or
-        have different learning rates.
+        Naming ``members`` when they are empty, of different types or sizes, have
+        different learning rates, or their state is not their parameters.
     """
 
     name = "ensemble"
 
     def __init__(self, members):
-        super().__init__()
         members = list(members)
         if not members:
             raise ValidationError("members", "needs at least one field")
@@ -58,52 +58,4 @@ class StartEnsemble(Field):
         if any(not np.array_equal(m.rate_vector, rate) for m in members):
             raise ValidationError("members", "must share their learning rates (they may "
                                   "differ only in their start)")
-        self.members = members
-        self.first = first
-        self.data = first.data
-        self.P, self.n = len(members), int(first.size)
-        self._rate = np.tile(rate, self.P)
-
-    @property
-    def size(self) -> int:
-        return self.P * self.n
-
-    def initial_state(self) -> np.ndarray:
-        return np.concatenate([m.initial_state() for m in self.members])
-
-    @property
-    def rate_vector(self) -> np.ndarray:
-        """Every member's learning rates, member after member."""
-        return self._rate
-
-    def gradient(self, y: np.ndarray) -> np.ndarray:
-        """Every member's gradient: one call of the first member's ``gradients`` where it
-        has one, else each member's ``gradient`` in turn."""
-        states = y.reshape(self.P, self.n)
-        if callable(getattr(self.first, "gradients", None)):
-            return self.first.gradients(states).ravel()
-        return np.concatenate([m.gradient(s) for m, s in zip(self.members, states,
-                                                             strict=True)])
-
-    def rhs(self, t: float, y: np.ndarray) -> np.ndarray:
-        """``rate_vector * gradient``: each member's own right-hand side."""
-        self.nfev += 1
-        out = self.gradient(y)
-        out *= self._rate
-        return out
-
-    def member_slice(self, i: int) -> np.ndarray:
-        """Positions of member ``i``'s entries in the stacked state."""
-        return np.arange(i * self.n, (i + 1) * self.n)
-
-    def member_states(self, states: np.ndarray, i: int) -> np.ndarray:
-        """Member ``i``'s columns of states ``(n_t, size)``."""
-        return states[:, i * self.n:(i + 1) * self.n]
-
-    def trajectory(self, t, states, stats):
-        """One result per member, in order (a list)."""
-        return [m.trajectory(t, self.member_states(states, i), dict(stats))
-                for i, m in enumerate(self.members)]
-
-    def parameters(self) -> dict:
-        return {**self.first.parameters(), "members": self.P}
+        super().__init__(members, varying=())
