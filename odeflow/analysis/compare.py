@@ -158,9 +158,13 @@ def _momentum(value, options: dict) -> dict:
     return {"optimizer": Momentum(mu) if mu else None}
 
 
-def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed) -> dict:
+def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed, record) -> dict:
     """SGD's settings (defaults: plain steps, 32 sequences of length 64); gradient
-    ascent refuses an optimiser by name."""
+    ascent refuses an optimiser by name; ``record`` is a number of steps or None."""
+    if record is not None and not (isinstance(record, numbers.Integral)
+                                   and not isinstance(record, bool)):
+        raise ValidationError("record", f"must be an integer (every that many steps), got "
+                              f"{record!r:.80}")
     if run == "sgd":
         return {"momentum": 0.0 if optimizer is None else optimizer,
                 "batch_size": 32 if batch_size is None else batch_size,
@@ -233,11 +237,7 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
         from odeflow.data import DataModel
 
         data = DataModel.preset("syn-small")
-    if record is not None and not (isinstance(record, numbers.Integral)
-                                   and not isinstance(record, bool)):
-        raise ValidationError("record", f"must be an integer (every that many steps), got "
-                              f"{record!r:.80}")
-    sgd = _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed)
+    sgd = _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed, record)
     start = time.perf_counter()
     if run == "gradient_ascent":
         result = gradient_ascent(data, eta_y, eta_z, steps, dt=dt, record_every=record,

@@ -141,6 +141,17 @@ def log_spaced_steps(total: int, count: int = 60) -> np.ndarray:
     return np.unique(np.concatenate([[0], marks, [total]]))
 
 
+def recorded_steps(record, total: int) -> np.ndarray:
+    """The steps :func:`train_sample` records: ``record`` (default :func:`log_spaced_steps`),
+    each in ``[0, total]``, with the start and the end."""
+    if record is None:
+        return log_spaced_steps(total)
+    marks = np.asarray([check_count(r, "record", minimum=0) for r in record], dtype=np.int64)
+    if marks.size and marks.max() > total:
+        raise ValidationError("record", f"steps up to {total} only, got {marks.max()}")
+    return np.unique(np.concatenate([[0], marks, [total]]))
+
+
 def train_sample(model: EmpiricalInduction, theta0, schedule, *, record=None,
                  progress: bool | None = None, optimizer=None) -> InductionRun:
     """Full-batch gradient descent on the empirical loss of one sample, ``model``.
@@ -182,14 +193,7 @@ def train_sample(model: EmpiricalInduction, theta0, schedule, *, record=None,
     state = rule.init_state(theta.shape)
     stages = checked_stages(schedule)
     total = sum(int(s.duration) for s in stages)
-    if record is None:
-        marks = log_spaced_steps(total)
-    else:
-        marks = np.asarray([check_count(r, "record", minimum=0) for r in record], dtype=np.int64)
-        if marks.size and marks.max() > total:
-            raise ValidationError("record", f"steps up to {total} only, got {marks.max()}")
-        marks = np.unique(np.concatenate([[0], marks, [total]]))
-    wanted = set(int(m) for m in marks)
+    wanted = set(int(m) for m in recorded_steps(record, total))
     rows, losses, done = [], [], []
     bar = None
     if progress or (progress is None and sys.stderr.isatty()):
