@@ -191,10 +191,6 @@ class Journal:
         while record:  # a regular file takes it whole unless the disk is full
             record = record[os.write(self._fd, record):]
 
-    def read(self) -> list:
-        """Every whole record, oldest first (``[]`` when there is no journal)."""
-        return read_journal(self.path.parent.parent)
-
     def remove(self) -> None:
         """Close and delete the journal (its records are in the zarr arrays now)."""
         self.close()

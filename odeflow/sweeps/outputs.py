@@ -27,7 +27,7 @@ variable        dims (per point)    meaning
 ``wall_time`` is the one output that differs from run to run (:data:`VARYING`);
 every other output is the same bit for bit on every backend. A store written
 before ``njev``, ``nlu`` and ``wall_time`` existed gets them (fill values for
-its points) when it is resumed (:func:`missing_variables`).
+its points) when it is resumed (:func:`odeflow.sweeps.run.add_missing_outputs`).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ VARIABLES = {
 VARYING = ("wall_time",)
 
 #: Outputs that stores written by earlier versions of odeflow lack; a resumed sweep adds
-#: them (:func:`missing_variables`). Any other missing output is damage.
+#: them (:func:`odeflow.sweeps.run.add_missing_outputs`). Any other missing output is damage.
 ADDED_LATER = ("njev", "nlu", "wall_time")
 
 #: Values of a point that has not been computed (and of an output a task does not define).
@@ -184,12 +184,6 @@ def put_stats(out: dict, stats: dict) -> None:
     out["wall_time"] = np.float64(stats.get("wall_time", np.nan))
 
 
-def missing_variables(names, variables: dict = VARIABLES) -> list:
-    """The outputs of ``variables`` absent from a store holding ``names``, in order."""
-    have = set(names)
-    return [name for name in variables if name not in have]
-
-
 #: Outputs every task's set holds: the solver's bookkeeping of one point.
 BOOKKEEPING = tuple(BOOKKEEPING_VARIABLES)
 
@@ -227,17 +221,9 @@ class OutputSet:
     outputs: Callable
     added_later: tuple = field(default=())
 
-    def empty(self, sizes: dict) -> dict:
-        """Fill-valued outputs of one point (``computed`` 1)."""
-        return empty_outputs(sizes, self.variables)
-
     def failed(self, exc: BaseException, sizes: dict) -> dict:
         """Outputs of a point that raised ``exc`` (:func:`failed_outputs`)."""
         return failed_outputs(exc, sizes, self.variables)
-
-    def missing(self, names) -> list:
-        """The outputs absent from a store holding ``names``."""
-        return missing_variables(names, self.variables)
 
 
 def scan_snap_sizes(models, times) -> dict:

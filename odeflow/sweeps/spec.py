@@ -381,7 +381,6 @@ class ModelField:
     (:func:`odeflow.sweeps.models.edited_model`)."""
 
     default = None
-    numeric = True
 
     def __init__(self, name: str, models: list):
         self.name, self.models = name, models

@@ -76,10 +76,6 @@ class Parameter:
             raise ValidationError(field, f"must be one of {list(self.choices)}, got {value!r}")
         return value
 
-    @property
-    def numeric(self) -> bool:
-        return self.kind in ("positive", "count", "seed", "fraction", "rate")
-
 
 @dataclass(frozen=True)
 class TaskKind:
