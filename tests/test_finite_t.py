@@ -269,3 +269,32 @@ def test_per_sequence_weights_give_any_minibatch_gradient():
                      (np.full((1, K, N), np.nan), "finite")]:
         with pytest.raises(odeflow.ValidationError, match=f"^weights: .*{why}"):
             field.gradients(np.stack([y, y]), weights=bad)
+
+
+@pytest.mark.parametrize("random_start", [False, True])
+@pytest.mark.parametrize("floor", [None, np.inf])
+def test_blocked_gradient_equals_the_dense_storage_at_any_scale(random_start, floor, monkeypatch):
+    """The per-class blocks (two products, the bound shifts of the features and the
+    softmax) give the dense storage's gradient, lumped (zero start: a decoder row of
+    multiplicity M - K) and un-lumped (random start), for several states at once, from
+    states near the start to logits of size 1e3 (where the bound shifts underflow and the
+    blocks are recomputed at their own maxima); ``floor=inf`` takes that path always."""
+    import odeflow.fields.finite_t as finite_t
+
+    if floor is not None:
+        monkeypatch.setattr(finite_t, "SHIFT_FLOOR", floor)
+    rng = np.random.default_rng(11)
+    data = random_model(rng, M=9, K=3, n_queries=2, support=5, active=8)
+    y0 = rng.uniform(-0.3, 0.3, (9, 9)) if random_start else None
+    options = {"seq_len": 7, "sample_size": 4, "seed": 2, "start": (y0, None)}
+    dense = FiniteTFlow(data, 1.3, 0.7, storage="dense", **options)
+    blocked = FiniteTFlow(data, 1.3, 0.7, storage="blocked", **options)
+    assert blocked.R == (9 if random_start else 4)
+    for scale in (0.3, 30.0, 1e3):
+        states = dense.initial_state() + scale * rng.standard_normal((3, dense.size))
+        want = np.array([dense.gradient(y) for y in states])
+        with np.errstate(all="raise", under="ignore"):
+            got = blocked.gradients(states)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.abs(want).max())
+        np.testing.assert_allclose(blocked.rhs(0.0, states[0]), dense.rhs(0.0, states[0]),
+                                   rtol=0, atol=1e-11 * np.abs(want).max())

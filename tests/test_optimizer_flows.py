@@ -457,7 +457,8 @@ def test_optimizer_trajectory_round_trip(data, tmp_path):
 
 def test_training_start_is_the_draw_of_the_training_seed(data):
     y0, z0 = training_start(data, 3)
-    run = train(data, Protocol(init="uniform", steps=1, batch_size=2, seq_len=4), seeds=[3])
+    run = train(data, **Protocol(init="uniform", steps=1, batch_size=2, seq_len=4).options(),
+                seeds=[3])
     np.testing.assert_array_equal(run.initial_decoder(0), y0[:, data.active_tokens])
     np.testing.assert_array_equal(run.initial_logits(0), z0)
     bound = 1.0 / math.sqrt(data.vocab_size)

@@ -292,7 +292,7 @@ def test_training_start_is_each_runs_own_draw():
     from odeflow.training import Protocol, train, training_start
 
     data = DataModel.preset("syn-medium-1")
-    run = train(data, Protocol(init="uniform", steps=1, batch_size=4, seq_len=4),
+    run = train(data, **Protocol(init="uniform", steps=1, batch_size=4, seq_len=4).options(),
                 seeds=[3, 7, 11])
     for i, s in enumerate(run.seeds):
         y0, z0 = training_start(data, s)

@@ -41,6 +41,10 @@ from odeflow.fields.exact import ExactFlow
 #: Largest work arrays :meth:`FiniteTFlow.gradients` keeps between calls (bytes); above it
 #: (e.g. per-sequence gradients of a whole sample) they are made afresh at each call.
 WORK_BYTES = 64 * 2**20
+#: Smallest sum of exponentials (a softmax's denominator, a feature's squared norm) that
+#: :meth:`FiniteTFlow.gradients` takes at its bound shift; below it the block is shifted
+#: by its own maxima, as the dense storage does (every sum is then at least 1).
+SHIFT_FLOOR = 1e-250
 
 
 def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
@@ -79,6 +83,10 @@ class ClassBlocks:
     log_probs : ndarray, shape (K, N, s)
         ``log(k_l / (T - 1))`` on the class support, ``-inf`` where a sequence
         has no count and on padding (so its feature is exactly 0 there).
+    probs : ndarray, shape (K, N, s)
+        ``k_l / (T - 1)``, 0 where a sequence has no count and on padding.
+    valid : ndarray of bool, shape (K, s)
+        The slots of tokens some sequence of the class drew.
     column : ndarray of int, shape (K, s)
         Column (in the field's active tokens) of each support slot; 0 where the
         slot is padding or a token no sequence drew (its feature is 0 in every
@@ -86,7 +94,7 @@ class ClassBlocks:
     logit : ndarray of int, shape (K, s)
         Position of the slot's logit among the carried logits (0 likewise).
     own : ndarray of int, shape (K,)
-        Each class's decoder row (its next token's).
+        Each class's decoder row (its next token's; multiplicity 1).
     weight : ndarray, shape (K, 1)
         ``pi_k / N``, the weight of each of the class's sequences.
     unit_multiplicity : bool
@@ -97,6 +105,8 @@ class ClassBlocks:
     """
 
     log_probs: np.ndarray
+    probs: np.ndarray
+    valid: np.ndarray
     column: np.ndarray
     logit: np.ndarray
     own: np.ndarray
@@ -136,8 +146,11 @@ def class_blocks(field) -> ClassBlocks:
     to_logits = sparse.csr_matrix((ones, (logit.ravel()[flat], flat)),
                                   shape=(field.n_logits, K * s))
     own = np.asarray(field.own)[::N]
+    if np.any(field.multiplicity[own] != 1.0):
+        raise ValidationError("storage", "'blocked' needs each class's own decoder row to "
+                              "stand for one output (multiplicity 1)")
     weight = (np.asarray(data.weights, dtype=float) / N)[:, None]
-    return ClassBlocks(log_probs, column, logit, own, weight,
+    return ClassBlocks(log_probs, np.exp(log_probs), valid, column, logit, own, weight,
                        bool(np.all(field.multiplicity == 1.0)), to_columns, to_logits)
 
 
@@ -218,11 +231,22 @@ class FiniteTFlow(ExactFlow):
     def gradients(self, states: np.ndarray, weights=None) -> np.ndarray:
         """``grad J_T`` at every row of ``states`` (P, size), per class block.
 
-        The arithmetic of :meth:`rates` at unit rates (log-space features and
-        softmax, Eqns 3-4, 6-7), on the :class:`ClassBlocks` of the sample: the
-        same numbers up to rounding (the zeros off a class's support are left
-        out of the sums), at ``s / C`` of the dense storage's products (2/21 on
-        syn-medium-10). The states share this field's layout and may differ in
+        The gradient of :meth:`rates` at unit rates (Eqns 3-4, 6-7), on the
+        :class:`ClassBlocks` of the sample: the same numbers up to rounding (the
+        zeros off a class's support are left out of the sums). For class ``k``'s
+        sequence ``n`` with features ``f_n`` on the slots ``j`` (:meth:`_features`),
+        logits ``E_nr = f_n . Y_r``, softmax ``alpha_n`` over the outputs ``r``
+        (multiplicities ``m_r``) and residual ``D_n = e_own - alpha_n``, each
+        sequence weighted ``w_n`` (``pi_k / N``):
+
+        - ``dJ/dY_jr = sum_n w_n f_nj D_nr``, one ``(s, N) x (N, R)`` product;
+        - ``dJ/dz_j = sum_n w_n f_nj (G_nj - f_nj c_n)`` with ``G_nj = sum_r m_r D_nr
+          Y_jr`` and ``c_n = f_n . G_n = sum_r m_r D_nr E_nr``, so that
+          ``dJ/dz_j = sum_r m_r Y_jr dJ/dY_jr - sum_n w_n f_nj^2 c_n``: no
+          ``(N, R) x (R, s)`` product for ``G``.
+
+        Two products of ``K N s R`` multiply-adds and ``K N R`` exponentials in all
+        (:meth:`_softmax`). The states share this field's layout and may differ in
         anything else (the members of an ensemble of starts).
 
         ``weights`` (Q, K, N), optional: each sampled sequence's weight in place of
@@ -242,39 +266,73 @@ class FiniteTFlow(ExactFlow):
         P, C, R = Y.shape[0], self.C, self.R
         ny = C * R
         work = self._work_arrays(P)
-        Yt = Y[:, :ny].reshape(P, C, R)
-        Yc = np.take(Yt, b.column, axis=1, out=work["Yc"])  # (P, K, s, R)
-        F = np.add(b.log_probs, Y[:, ny:][:, b.logit][:, :, None, :],
-                   out=work["F"])                            # (P, K, N, s)
-        F -= F.max(axis=-1, keepdims=True)
-        np.exp(F, out=F)
-        F /= np.sqrt(np.einsum("pkns,pkns->pkn", F, F))[..., None]
-        E = np.matmul(F, Yc, out=work["E"])                  # (P, K, N, R)
-        E -= E.max(axis=-1, keepdims=True)
-        np.exp(E, out=E)
-        E *= -1.0 / (E @ self.multiplicity)[..., None]
-        K = b.own.size
-        E[:, np.arange(K), :, b.own] += 1.0
-        D = E                                                # e_own - alpha
-        weighted = (D if b.unit_multiplicity else
-                    np.multiply(D, self.multiplicity, out=work["weighted"]))
-        G = np.matmul(weighted, np.swapaxes(Yc, -1, -2), out=work["G"])  # (P, K, N, s)
-        G -= np.multiply(F, np.einsum("pkns,pkns->pkn", F, G)[..., None], out=work["FG"])
-        G *= F
+        Yc = np.take(Y[:, :ny].reshape(P, C, R), b.column, axis=1, out=work["Yc"])
+        F = self._features(Y[:, ny:], work["F"])             # (P, K, N, s)
+        X, inv, c = self._softmax(F, Yc, work)                # (P, K, N, R), (P, K, N) x2
         if weights is None:
-            dz = G.sum(axis=2) * b.weight                    # (P, K, s)
-            dYc = np.matmul(np.swapaxes(F, -1, -2), D, out=work["dYc"])  # (P, K, s, R)
-            dYc *= b.weight[..., None]
+            per, dYc = b.weight, work["dYc"]                  # (K, 1), (P, K, s, R)
+            own = np.multiply(F.sum(axis=2), b.weight)        # (P, K, s)
         else:
-            per = self._check_weights(weights, P)[..., None]    # (Q, K, N, 1)
-            dz = (G * per).sum(axis=2)                       # (max(P, Q), K, s)
-            dYc = np.swapaxes(F, -1, -2) @ (D * per)
-            P = dz.shape[0]
+            per, dYc = self._check_weights(weights, P), None  # (Q, K, N)
+            own = np.matmul(per[..., None, :], F)[..., 0, :]  # (max(P, Q), K, s)
+        dYc = np.matmul(np.swapaxes(F * (inv * per)[..., None], -1, -2), X, out=dYc)
+        np.negative(dYc, out=dYc)                             # -sum_n w_n f_nj alpha_nr
+        dYc[:, np.arange(own.shape[1]), :, b.own] += np.swapaxes(own, 0, 1)
+        Ym = Yc if b.unit_multiplicity else Yc * self.multiplicity
+        dz = np.matmul(Ym[..., None, :], dYc[..., :, None])[..., 0, 0]  # (P', K, s)
+        dz -= np.matmul((per * c)[..., None, :], F * F)[..., 0, :]
+        P = dz.shape[0]
         out = np.empty((P, Y.shape[1]))
         dY = b.to_columns @ np.moveaxis(dYc.reshape(P, -1, R), 1, 0).reshape(-1, P * R)
         out[:, :ny] = np.moveaxis(dY.reshape(C, P, R), 1, 0).reshape(P, ny)
         out[:, ny:] = (b.to_logits @ dz.reshape(P, -1).T).T
         return out
+
+    def _features(self, z: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The features ``f_n`` of every sampled sequence on its class's slots, ``(P, K,
+        N, s)``, into ``out``: ``k_l e^{z_l}`` over its Euclidean norm (Eqn 6 on the
+        counts), each class's logits shifted by their largest (``e^{z_l - max z}``,
+        ``K s`` exponentials); a sequence whose norm falls below :data:`SHIFT_FLOOR`
+        at that shift has the whole block recomputed in log space at each
+        sequence's own largest ``log k_l + z_l``. ``z`` (P, n_logits): the carried
+        logits."""
+        b = self._blocks
+        zs = np.where(b.valid, z[:, b.logit], -np.inf)       # (P, K, s)
+        zs -= zs.max(axis=-1, keepdims=True)
+        F = np.multiply(b.probs, np.exp(zs)[:, :, None, :], out=out)
+        norm2 = np.einsum("pkns,pkns->pkn", F, F)
+        if norm2.min() < SHIFT_FLOOR:
+            np.add(b.log_probs, z[:, b.logit][:, :, None, :], out=F)
+            F -= F.max(axis=-1, keepdims=True)
+            np.exp(F, out=F)
+            norm2 = np.einsum("pkns,pkns->pkn", F, F)
+        F /= np.sqrt(norm2)[..., None]
+        return F
+
+    def _softmax(self, F: np.ndarray, Yc: np.ndarray, work: dict) -> tuple:
+        """``(X, 1 / sum_r m_r X_nr, c)`` of the logits ``E_nr = f_n . Y_r`` (Eqn 3-4):
+        ``X = exp(E - s_n)`` for a shift ``s_n``, so ``alpha = X / sum_r m_r X_r``,
+        and ``c_n = sum_r m_r (e_own - alpha_n)_r E_nr`` (:meth:`gradients`).
+
+        The shift is the bound ``s_n = f_n . q`` with ``q_j = max_r Y_jr`` (``f >= 0``:
+        every exponent is at most 0), subtracted from the ``s R`` decoder entries of the
+        block rather than from its ``N R`` logits; a block whose sum falls below
+        :data:`SHIFT_FLOOR` is shifted by each row's maximum instead. ``c`` does not
+        depend on the shift (``sum_r m_r (e_own - alpha)_r = 0``)."""
+        b = self._blocks
+        Ys = np.subtract(Yc, Yc.max(axis=-1, keepdims=True), out=work["Ys"])
+        E = np.matmul(F, Ys, out=work["E"])                   # E - f . q <= 0
+        X = np.exp(E, out=work["X"])
+        total = X @ self.multiplicity
+        if total.min() < SHIFT_FLOOR:
+            E -= E.max(axis=-1, keepdims=True)
+            np.exp(E, out=X)
+            total = X @ self.multiplicity
+        inv = 1.0 / total
+        mX = X if b.unit_multiplicity else X * self.multiplicity
+        c = np.take_along_axis(E, b.own[None, :, None, None], axis=-1)[..., 0]
+        c -= np.matmul(mX[..., None, :], E[..., :, None])[..., 0, 0] * inv
+        return X, inv, c
 
     def _work_arrays(self, P: int) -> dict:
         """Work arrays of :meth:`gradients` for ``P`` states, kept for the next call with the
@@ -286,9 +344,8 @@ class FiniteTFlow(ExactFlow):
         b = self._blocks
         K, N, s = b.log_probs.shape
         R = self.R
-        shapes = {"Yc": (P, K, s, R), "F": (P, K, N, s), "E": (P, K, N, R),
-                  "weighted": (P, K, N, R) if not b.unit_multiplicity else (0,),
-                  "G": (P, K, N, s), "FG": (P, K, N, s), "dYc": (P, K, s, R)}
+        shapes = {"Yc": (P, K, s, R), "Ys": (P, K, s, R), "F": (P, K, N, s),
+                  "E": (P, K, N, R), "X": (P, K, N, R), "dYc": (P, K, s, R)}
         work = {name: np.empty(shape) for name, shape in shapes.items()}
         if sum(a.nbytes for a in work.values()) <= WORK_BYTES:
             self._work = (P, work)
