@@ -128,3 +128,30 @@ def test_ensemble_copies_adams_exact_steps_as_solve_does():
         assert traj.stats["exact_until"] == 3.0
         np.testing.assert_allclose(traj.z_active[:4], one.z_active[:4], rtol=0, atol=1e-15)
         np.testing.assert_allclose(traj.z_active, one.z_active, rtol=0, atol=1e-6)
+
+
+def test_ensemble_of_a_level_in_other_coordinates_follows_each_members_flow():
+    """The induction levels' solver state holds ``ln|c|``, not the parameters: the stack
+    evaluates each member's own right-hand side (``rate_vector * gradient`` on that state
+    would ascend the loss)."""
+    data = odeflow.InductionData.preset("ih-point")
+    starts = [None, solve(data, t_span=(0.0, 1.0), progress=False).parameters(-1)]
+    t_eval = np.array([0.0, 1.0, 4.0])
+    together = solve_ensemble(data, starts, t_span=(0.0, 4.0), t_eval=t_eval, progress=False)
+    for start, member in zip(starts, together, strict=True):
+        alone = solve(data, start=start, t_span=(0.0, 4.0), t_eval=t_eval, method="RK45",
+                      progress=False)
+        np.testing.assert_allclose(member.loss, alone.loss, rtol=1e-5)
+        assert member.loss[-1] < member.loss[0]
+
+
+def test_old_positional_rates_warn_and_mean_the_keywords():
+    data = odeflow.DataModel.preset("syn-small")
+    kw = {"t_span": (0.0, 5.0), "t_eval": [0.0, 5.0], "progress": False}
+    with pytest.warns(odeflow.RenamedWarning, match="eta_y=, eta_z="):
+        old = solve_ensemble(data, [(None, None)], "exact", 2.0, 0.5, **kw)
+    new = solve_ensemble(data, [(None, None)], "exact", eta_y=2.0, eta_z=0.5, **kw)
+    np.testing.assert_array_equal(old[0].z_carried, new[0].z_carried)
+    assert old[0].meta["eta_y"] == 2.0 and old[0].meta["eta_z"] == 0.5
+    with pytest.raises(ValidationError, match="^eta_y: "):
+        solve_ensemble(data, [(None, None)], "exact", 2.0, eta_y=1.0, **kw)

@@ -1,11 +1,13 @@
-"""Stacked solves over the integrator of :func:`odeflow.solve`: many points as one state.
+"""Stacked solves over the integrator of :func:`odeflow.solve`: many members as one state.
 
-:func:`solve_batch` stacks Scan and Snap's learning-rate points
-(:class:`~odeflow.fields.stacked.StackedField`), :func:`solve_ensemble` the starts of
-any parameter-level flow (:class:`~odeflow.fields.ensemble.StartEnsemble`), with an
-optimiser flow around the stack where asked. One ``solve_ivp`` call integrates the
-stack; each member's result is the one :func:`odeflow.solve` returns, within the
-tolerance.
+:func:`solve_batch` stacks one flow at many sets of options (learning rates, a
+sample's seed, a sequence length, any option the flow's field takes),
+:func:`solve_ensemble` one flow from many starts; both build one field per member
+with the family's defaults, stack them
+(:class:`~odeflow.fields.stacked.StackedField`,
+:class:`~odeflow.fields.ensemble.StartEnsemble`), wrap the stack in an optimiser
+flow where asked, and integrate it by one ``solve_ivp`` call. Each member's result
+is the one :func:`odeflow.solve` returns, within the tolerance.
 """
 
 from __future__ import annotations
@@ -13,78 +15,95 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import re
+import warnings
+from collections.abc import Mapping
 
 import numpy as np
 
-from odeflow.errors import ValidationError
+from odeflow.errors import RenamedWarning, ValidationError, renamed
 from odeflow.families import family_of
 from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.integrate import SOLVE_BLAS_THREADS, integrate_field, run_from
 from odeflow.solver.options import (
+    DEFAULT_SPAN,
     FAMILY_DEFAULT,
     IMPLICIT,
     METHODS,
     check_common_exact_steps,
     check_flow_options,
     check_run,
-    default_t_eval,
     prepare,
 )
 from odeflow.solver.single import new_option_names
 
-#: What ``method="auto"`` is for :func:`solve_ensemble`'s stack (it has no Jacobian, so
-#: an explicit method).
+#: What ``method="auto"`` is for :func:`solve_ensemble`'s stack and for a stack under
+#: an optimiser flow: an explicit method (their stacks pass no Jacobian).
 ENSEMBLE_AUTO_METHOD = "RK45"
+#: :func:`solve_ensemble`'s positional arguments after ``flow``, after the flow's own
+#: learning rates (its field's ``rate_options``: Scan and Snap's ``eta_y, eta_z``).
+ENSEMBLE_POSITIONS = ("t_span", "t_eval", "method", "rtol", "atol", "optimizer", "progress",
+                      "blas_threads", "max_nfev")
 
 
-def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=None,
+def solve_batch(data, params, flow: str = FAMILY_DEFAULT, t_span=DEFAULT_SPAN, t_eval=None,
                 method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10,
                 progress: bool | None = None, blas_threads: int | None = 1,
-                max_nfev: int | None = None, **flow_options) -> list:
-    """Integrate one flow of one data model at many learning-rate points as one state.
+                max_nfev: int | None = None, optimizer=None, **flow_options) -> list:
+    """Integrate one flow of one data model at many sets of options as one state.
 
-    The ``P`` points are stacked into one state
+    Each member is the flow's field built with the family's defaults, then
+    ``flow_options``, then the member's own options; the members are stacked
     (:class:`~odeflow.fields.stacked.StackedField`) and integrated by one
-    ``solve_ivp`` call whose right-hand side evaluates every point in one
-    vectorised call: a sweep over ``(eta_Y, eta_Z)`` pays numpy's and scipy's
-    per-call overhead once per step, not once per point.
+    ``solve_ivp`` call. Members that differ only in their learning rates (and start)
+    are evaluated in one vectorised call where the field offers one (Scan and Snap's
+    levels: a sweep over ``(eta_Y, eta_Z)`` pays numpy's and scipy's per-call
+    overhead once per step, not once per point); any others one by one in the same
+    state.
 
     Parameters
     ----------
-    data : DataModel
-    params : sequence of (eta_y, eta_z)
-        The learning-rate points, finite and positive.
-    flow, t_span, t_eval, method, progress, **flow_options
-        As for :func:`solve` (``start=(y0, z0)`` among the options); ``method="auto"``
-        sees the stacked state (so large batches get an explicit method,
-        :func:`choose_method`).
-        Implicit methods get the block-diagonal analytic Jacobian as a sparse
-        matrix.
+    data : a data model of any family
+    params : sequence of mappings
+        One mapping per member of the flow's options that vary across the batch,
+        e.g. ``{"eta_y": 1.0, "eta_z": 0.1}``, ``{"rates": {"c": 2.0}}``,
+        ``{"seed": 3}`` or ``{"seq_len": 64}``. A member may also be a tuple of the
+        field's learning rates in order (its ``rate_options``: Scan and Snap's
+        ``(eta_y, eta_z)`` pairs).
+    flow, t_span, t_eval, progress, max_nfev, **flow_options
+        As for :func:`solve`; ``flow_options`` are shared by every member.
+    method : str, default "auto"
+        As for :func:`solve`, on the stacked state (so large batches get an explicit
+        method, :func:`choose_method`); implicit methods get the block-diagonal
+        analytic Jacobian as a sparse matrix where the field has one. With an
+        ``optimizer``, an explicit method (``"auto"``: RK45), as :func:`solve_ensemble`.
     rtol, atol : float
-        Tolerances *per point*. ``solve_ivp`` controls the RMS norm of the
-        error over the whole stacked state, in which one point's error would
-        count ``1/sqrt(P)``; the stacked solve therefore runs at ``rtol /
-        sqrt(P)`` and ``atol / sqrt(P)`` so that each point's own RMS error
-        stays within ``rtol, atol``.
-    max_nfev : int, optional
-        Budget of right-hand-side evaluations of the stacked solve, as for
-        :func:`solve`.
+        Tolerances *per member*. ``solve_ivp`` controls the RMS norm of the error
+        over the whole stacked state, in which one member's error would count
+        ``1/sqrt(P)``; the stacked solve therefore runs at ``rtol / sqrt(P)`` and
+        ``atol / sqrt(P)`` so that each member's own RMS error stays within them.
     blas_threads : int or None, default 1
-        BLAS threads during the solve (:func:`blas_controller`);
-        None keeps the library's default. The stacked products are many tiny
-        matrices, for which threads cost more than they give
-        (``benchmarks/bench_batch.py`` measures both).
+        BLAS threads during the solve (:func:`blas_controller`); None keeps the
+        library's default. The stacked products are many tiny matrices, for which
+        threads cost more than they give (``benchmarks/bench_batch.py``).
+    optimizer : odeflow.Momentum or odeflow.Adam, optional
+        Every member's optimiser flow in step time, as :func:`solve` (and
+        :func:`solve_ensemble`) do: the stack of the members' parameter levels wrapped
+        in one optimiser flow.
 
     Returns
     -------
-    list of Trajectory
-        One per point, in order, each with the batch's ``stats`` (plus
-        ``batch_size``) and its own ``eta_y``, ``eta_z`` in ``meta``.
+    list
+        One result per member, in order, each as :func:`solve` returns it, with the
+        batch's ``stats`` (plus ``batch_size``) and the member's options, as given in
+        ``params`` (pairs as mappings), in ``meta["batch_options"]``.
 
     Raises
     ------
     ValidationError
-        For invalid input, naming the field (``params`` for the points).
+        For invalid input, naming the field: ``params`` (not a non-empty sequence of
+        mappings), ``params[i]`` (a member that is no mapping), ``params[i].NAME`` (an
+        option the flow does not take, or an invalid value).
     SolveError
         When the stacked solve fails.
     """
@@ -92,27 +111,25 @@ def solve_batch(data, params, flow: str = "exact", t_span=(0.0, 1e4), t_eval=Non
 
     flow_options = new_option_names(data, flow, flow_options)
     _refuse_single_solve_options("solve_batch", flow_options)
-    field_class = family_of(data).field_class(flow)
-    points = _rate_points(field_class, flow, params)
-    t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
-    check_flow_options(flow, field_class, flow_options)
-    field = StackedField([field_class(data, ey, ez, **flow_options) for ey, ez in points])
-    t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
-    scale = math.sqrt(field.P)
-    sol, stats = integrate_field(field, t0, t_end, t_eval, method, rtol / scale, atol / scale,
-                            kwargs, max_nfev, f"{flow} flow x {field.P} ({method})", progress,
-                            blas_threads)
-    stats.update({"rtol": rtol, "atol": atol, "batch_size": field.P, "n_state": field.n})
-    out = field.trajectory(sol.t, sol.y.T, stats)
-    for traj in out:
-        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
-                          "atol": atol})
+    family = family_of(data)
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
+    field_class = family.field_class(flow)
+    points = batch_points(field_class, params)
+    run = check_run(t_span, t_eval, rtol, atol, max_nfev)
+    if optimizer is not None:
+        method = _explicit_method(method)
+    members = _members(data, flow, field_class, {**family.solve_defaults, **flow_options},
+                       points, "params", optimizer)
+    stack = StackedField(members, varying=varying_options(points))
+    out = _solve_stack(stack, members, optimizer, method, run, progress, blas_threads,
+                       f"{flow} flow x {stack.P}", "batch_size")
+    for traj, point in zip(out, points, strict=True):
+        traj.meta["batch_options"] = dict(point)
     return out
 
 
-def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
-                   eta_z: float = FAMILY_DEFAULT,
-                   t_span=(0.0, 1e4), t_eval=None, method: str = "auto", rtol: float = 1e-8,
+def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
+                   t_span=DEFAULT_SPAN, t_eval=None, method: str = "auto", rtol: float = 1e-8,
                    atol: float = 1e-10, optimizer=None, progress: bool | None = None,
                    blas_threads: int | None = SOLVE_BLAS_THREADS, max_nfev: int | None = None,
                    **flow_options) -> list:
@@ -121,10 +138,11 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
     The ``P`` members (one field per start, the same rates and options; for Level T the
     same sample) are stacked (:class:`~odeflow.fields.ensemble.StartEnsemble`) and
     integrated by one ``solve_ivp`` call whose right-hand side evaluates every member in
-    one vectorised call (per class block for Level T,
-    :meth:`~odeflow.fields.finite_t.FiniteTFlow.gradients`); ``optimizer`` wraps the
-    stack in step time, as in :func:`solve`. Each result is the one :func:`solve` returns
-    for that start (same layout, series and meta), up to the solver's tolerance.
+    one vectorised call where the field has a batched ``gradients`` (per class block for
+    Level T, :meth:`~odeflow.fields.finite_t.FiniteTFlow.gradients`), else member by
+    member; ``optimizer`` wraps the stack in step time, as in :func:`solve`. Each result
+    is the one :func:`solve` returns for that start (same layout, series and meta), up
+    to the solver's tolerance.
 
     Parameters
     ----------
@@ -134,13 +152,19 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
         (:meth:`~odeflow.fields.base.Field.start_options`): for Scan and Snap a
         ``(y0, z0)`` pair (initial decoder and logits; either may be None:
         zero), for the other families the value of ``solve(..., start=...)``.
-    flow, eta_y, eta_z, t_span, t_eval, optimizer, progress, max_nfev, **flow_options
+    flow, t_span, t_eval, optimizer, progress, max_nfev, **flow_options
         As for :func:`solve` (any flow whose state is its parameters: a field with
-        ``gradient`` and ``rate_vector``; a batched ``gradients``, as Levels E and T
-        have, evaluates every member in one call).
+        ``gradient`` and ``rate_vector``); the family's learning rates among
+        ``flow_options`` (e.g. ``eta_y=``, ``eta_z=``; ``rates=``), its
+        ``solve_defaults`` where not given.
+    *positional
+        The old positional form, taken for one release with a
+        :class:`~odeflow.errors.RenamedWarning`: the flow's learning rates in the order
+        of its field's ``rate_options`` (Scan and Snap: ``eta_y, eta_z``), then
+        :data:`ENSEMBLE_POSITIONS` (``t_span, t_eval, method, ...``).
     method : str, default "auto"
-        ``"auto"`` (as :func:`solve`'s default; for a stack, which has no Jacobian, it
-        is RK45) or an explicit method of ``solve_ivp``.
+        ``"auto"`` (for this stack, which passes no Jacobian, RK45) or an explicit
+        method of ``solve_ivp``.
     rtol, atol : float
         Tolerances *per member*: the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
         sqrt(P)`` (as :func:`solve_batch`), since ``solve_ivp`` controls the RMS error of
@@ -151,43 +175,136 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, eta_y: float = FAMI
 
     Returns
     -------
-    list of Trajectory
-        One per start, in order, each with the ensemble's ``stats`` (plus
+    list
+        One result per start, in order, each with the ensemble's ``stats`` (plus
         ``ensemble_size``).
 
     Raises
     ------
     ValidationError
-        For invalid input, naming the field (``starts`` for the starts,
-        ``method`` for an implicit method).
+        For invalid input, naming the field (``starts`` for the starts, ``starts[i].NAME``
+        for an invalid start, ``method`` for an implicit method, ``members`` for a flow
+        whose state is not its parameters).
     SolveError
         When the stacked solve fails.
     """
     from odeflow.fields.ensemble import StartEnsemble
 
-    flow_options = new_option_names(data, flow, flow_options)
-    _refuse_single_solve_options("solve_ensemble", flow_options)
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
-    method = _explicit_method(method)
-    t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
-    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
-    members = _members(data, family.field_class(flow), flow, starts,
-                       {**family.solve_defaults, **given, **flow_options}, optimizer)
+    field_class = family.field_class(flow)
+    run_options = {"t_span": t_span, "t_eval": t_eval, "method": method, "rtol": rtol,
+                   "atol": atol, "optimizer": optimizer, "progress": progress,
+                   "blas_threads": blas_threads, "max_nfev": max_nfev}
+    _take_positional(field_class, positional, flow_options, run_options)
+    flow_options = new_option_names(data, flow, flow_options)
+    _refuse_single_solve_options("solve_ensemble", flow_options)
+    method = _explicit_method(run_options["method"])
+    run = check_run(*(run_options[k] for k in ("t_span", "t_eval", "rtol", "atol",
+                                               "max_nfev")))
+    try:
+        points = [field_class.start_options(s) for s in starts]
+    except TypeError:
+        points = None
+    if not points:
+        raise ValidationError("starts", "must be a non-empty sequence of starts")
+    optimizer = run_options["optimizer"]
+    members = _members(data, flow, field_class, {**family.solve_defaults, **flow_options},
+                       points, "starts", optimizer)
     stack = StartEnsemble(members)
-    field, wrapped, t0, t_eval = _wrap_ensemble(stack, members, optimizer, t0, t_end, t_eval)
-    scale = math.sqrt(stack.P)
-    run = functools.partial(integrate_field, field, method=method, rtol=rtol / scale,
-                            atol=atol / scale, kwargs={}, max_nfev=max_nfev,
-                            what=f"{flow} flow from {stack.P} starts ({method})",
-                            progress=progress, blas_threads=blas_threads)
-    sol, stats = run_from(field, t0, t_end, t_eval, run)
-    stats.update({"rtol": rtol, "atol": atol, "ensemble_size": stack.P, "n_state": stack.n})
-    out = _ensemble_results(stack, field, wrapped, sol, stats)
-    for traj in out:
-        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
-                          "atol": atol})
-    return out
+    return _solve_stack(stack, members, optimizer, method, run, run_options["progress"],
+                        run_options["blas_threads"], f"{flow} flow from {stack.P} starts",
+                        "ensemble_size")
+
+
+def batch_points(field_class, params) -> list:
+    """``params`` of :func:`solve_batch` as one dict of options per member (old option
+    names translated, warning :class:`~odeflow.errors.RenamedWarning`); a tuple member
+    names the field's ``rate_options`` in order. A ValidationError names ``params`` or
+    ``params[i]``."""
+    keys = tuple(field_class.rate_options)
+    pair = (f", or a tuple {'(' + ', '.join(keys) + ')'} of its learning rates"
+            if keys else "")
+    if isinstance(params, (Mapping, str, bytes)):
+        raise ValidationError("params", f"must be a sequence of mappings of the flow's "
+                              f"options{pair}, one per member, got {params!r:.80}")
+    try:
+        params = list(params)
+    except TypeError:
+        raise ValidationError("params", f"must be a sequence of mappings of the flow's "
+                              f"options{pair}, got {params!r:.80}") from None
+    if not params:
+        raise ValidationError("params", "must be a non-empty sequence (one member each), "
+                              "got an empty one")
+    renames = getattr(field_class.__init__, "renamed", {})
+    points = []
+    for i, p in enumerate(params):
+        if isinstance(p, Mapping) and all(isinstance(k, str) for k in p):
+            point = dict(p)
+        elif keys and not isinstance(p, (str, bytes, Mapping)) and _length(p) == len(keys):
+            point = dict(zip(keys, p, strict=True))
+        else:
+            raise ValidationError(f"params[{i}]", f"must be a mapping of the flow's option "
+                                  f"names to values{pair}, got {p!r:.80}")
+        points.append(renamed(point, renames, stacklevel=4))
+    return points
+
+
+def varying_options(points: list) -> set:
+    """The option names whose values are not the same for every member of ``points``
+    (given for some members only, or not equal; values that cannot be compared count
+    as different)."""
+    keys = set().union(*points)
+    first = points[0]
+    return {k for k in keys
+            if any(k not in p or k not in first or not _same(p[k], first[k]) for p in points)}
+
+
+def _same(a, b) -> bool:
+    """Whether two option values are equal (False when it cannot tell)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _length(value) -> int | None:
+    try:
+        return len(value)
+    except TypeError:
+        return None
+
+
+def _take_positional(field_class, positional: tuple, flow_options: dict,
+                     run_options: dict) -> None:
+    """Move :func:`solve_ensemble`'s positional arguments after ``flow`` into
+    ``flow_options`` (the field's ``rate_options``, in order) and ``run_options``
+    (:data:`ENSEMBLE_POSITIONS`), in place, warning
+    :class:`~odeflow.errors.RenamedWarning` (they are keywords now)."""
+    rates = tuple(field_class.rate_options)
+    names = rates + ENSEMBLE_POSITIONS
+    if len(positional) > len(names):
+        raise ValidationError("solve_ensemble", f"takes at most {3 + len(names)} positional "
+                              f"arguments (data, starts, flow, {', '.join(names)}), got "
+                              f"{3 + len(positional)}")
+    defaults = inspect.signature(solve_ensemble).parameters
+    for name, value in zip(names, positional, strict=False):
+        given = flow_options if name in rates else run_options
+        if name in rates and name in flow_options or name in run_options \
+                and not _same(run_options[name], defaults[name].default):
+            raise ValidationError(name, "given by position and by name")
+        given[name] = value
+    if positional:
+        shown = ", ".join(f"{n}=" for n in names[:len(positional)])
+        warnings.warn(RenamedWarning(f"positional arguments after flow are keywords now: "
+                                     f"solve_ensemble(data, starts, flow, {shown}...)"),
+                      stacklevel=3)
 
 
 def _refuse_single_solve_options(entry: str, options: dict) -> None:
@@ -199,26 +316,9 @@ def _refuse_single_solve_options(entry: str, options: dict) -> None:
                                   "integration); solve each member with odeflow.solve")
 
 
-def _rate_points(field_class, flow, params) -> list:
-    """``params`` as ``(eta_y, eta_z)`` pairs of a flow that takes those rates."""
-    if not {"eta_y", "eta_z"} <= set(inspect.signature(field_class.__init__).parameters):
-        raise ValidationError("flow", f"solve_batch stacks (eta_y, eta_z) points of Scan and "
-                              f"Snap's levels; flow {flow!r} has no such learning rates: "
-                              "solve each point with odeflow.solve (or its starts with "
-                              "solve_ensemble)")
-    try:
-        points = [(p[0], p[1]) for p in params] if len(params[0]) == 2 else None
-    except (TypeError, IndexError, KeyError):
-        points = None
-    if not points:
-        raise ValidationError("params", f"must be a non-empty sequence of (eta_y, eta_z) "
-                              f"pairs, got {params!r:.80}")
-    return points
-
-
 def _explicit_method(method: str) -> str:
     """The stack's method: ``"auto"`` is :data:`ENSEMBLE_AUTO_METHOD`; implicit ones and
-    LSODA are refused by name (the stack has no Jacobian)."""
+    LSODA are refused by name (the stack passes no Jacobian)."""
     method = ENSEMBLE_AUTO_METHOD if method == "auto" else method
     if method not in METHODS or method in IMPLICIT or method == "LSODA":
         raise ValidationError("method", f"must be 'auto' or an explicit method of solve_ivp "
@@ -226,40 +326,66 @@ def _explicit_method(method: str) -> str:
     return method
 
 
-def _members(data, field_class, flow, starts, options: dict, optimizer) -> list:
-    """One field per start (:meth:`~odeflow.fields.base.Field.start_options`), in
-    parameter coordinates when an optimiser steps them."""
-    try:
-        starts = [field_class.start_options(s) for s in starts]
-    except TypeError:
-        starts = None
-    if not starts:
-        raise ValidationError("starts", "must be a non-empty sequence of starts")
-    check_flow_options(flow, field_class, {**options, **starts[0]})
-    members = [field_class(data, **options, **start) for start in starts]
-    return [m.parameter_level() for m in members] if optimizer is not None else members
+def _members(data, flow, field_class, shared: dict, points: list, name: str,
+             optimizer) -> list:
+    """One field per member: the ``shared`` options, then the member's ``points[i]``,
+    each checked by name (``{name}[i].OPTION`` for the member's own); in parameter
+    coordinates when an optimiser steps them."""
+    members = []
+    for i, point in enumerate(points):
+        options = {**shared, **point}
+        try:
+            check_flow_options(flow, field_class, options)
+            member = field_class(data, **options)
+        except ValidationError as err:
+            root = re.split(r"[.\[]", err.field, maxsplit=1)[0]
+            if root not in point:
+                raise
+            raise ValidationError(f"{name}[{i}].{err.field}", err.reason) from None
+        members.append(member.parameter_level() if optimizer is not None else member)
+    return members
 
 
-def _wrap_ensemble(stack, members, optimizer, t0: float, t_end: float, t_eval) -> tuple:
-    """``(field, wrapped, t0, t_eval)`` of :func:`solve_ensemble`: the stack, or with
-    ``optimizer`` its optimiser flow in step time and each member's own (``wrapped``, to
-    read the results), and the output times (by default the flow's whole steps, or
-    :func:`default_t_eval` sized to the stack)."""
-    field, wrapped = stack, None
-    if optimizer is not None:
-        field = optimizer_flow(stack, optimizer, t0)
-        wrapped = [optimizer_flow(m, optimizer, t0) for m in members]
-        check_common_exact_steps(optimizer, wrapped)
-        if t_eval is None:
-            t_eval = field.default_steps(t0, t_end)
-        t0 = field.start_step
+def _solve_stack(stack, members: list, optimizer, method: str, run: tuple, progress,
+                 blas_threads, what: str, size_key: str) -> list:
+    """One result per member of ``stack`` (wrapped in ``optimizer``'s flow where given),
+    integrated by one :func:`integrate_field` at the per-member tolerances of ``run``
+    (:func:`check_run`'s tuple) divided by ``sqrt(P)``."""
+    t0, t_end, t_eval, rtol, atol, max_nfev = run
+    field, wrapped, t0, t_eval = _wrap(stack, members, optimizer, t0, t_end, t_eval)
+    t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
+    scale = math.sqrt(stack.P)
+    go = functools.partial(integrate_field, field, method=method, rtol=rtol / scale,
+                           atol=atol / scale, kwargs=kwargs, max_nfev=max_nfev,
+                           what=f"{what} ({method})", progress=progress,
+                           blas_threads=blas_threads)
+    sol, stats = run_from(field, t0, t_end, t_eval, go)
+    stats.update({"rtol": rtol, "atol": atol, size_key: stack.P})
+    out = _results(stack, field, wrapped, sol, stats)
+    for i, traj in enumerate(out):
+        traj.stats["n_state"] = int(stack.offsets[i + 1] - stack.offsets[i])
+        traj.meta.update({"t_span": [t0, t_end], "method": method, "rtol": rtol,
+                          "atol": atol})
+    return out
+
+
+def _wrap(stack, members: list, optimizer, t0: float, t_end: float, t_eval) -> tuple:
+    """``(field, wrapped, t0, t_eval)``: the stack, or with ``optimizer`` its optimiser
+    flow in step time and each member's own (``wrapped``, to read the results; a member
+    whose state is not its parameters is refused there, naming ``optimizer``), started
+    at the flow's start step, with the flow's whole steps as default output times."""
+    if optimizer is None:
+        return stack, None, t0, t_eval
+    wrapped = [optimizer_flow(m, optimizer, t0) for m in members]
+    field = optimizer_flow(stack, optimizer, t0)
+    check_common_exact_steps(optimizer, wrapped)
     if t_eval is None:
-        t_eval = default_t_eval(t0, t_end, state_size=stack.n)
-    return field, wrapped, t0, t_eval
+        t_eval = field.default_steps(t0, t_end)
+    return field, wrapped, field.start_step, t_eval
 
 
-def _ensemble_results(stack, field, wrapped, sol, stats) -> list:
-    """One trajectory per member of a stacked solve ``sol``: the stack's own split, or with
+def _results(stack, field, wrapped, sol, stats) -> list:
+    """One result per member of a stacked solve ``sol``: the stack's own split, or with
     an optimiser each member's blocks (theta, then the optimiser's state) of the stacked
     layout read by its own flow."""
     if wrapped is None:
