@@ -196,7 +196,8 @@ def _check_logistic(settings, name: str) -> list:
 
 
 CHECKS = CheckFamily("linear2", {"CF-LIN1": ("u(t) = w1 w2", "u' = 2u(a - u)")},
-                     context=lambda settings: settings, run=_check_logistic, position=9)
+                     context=lambda settings: settings, run=_check_logistic, position=9,
+                     grid="t in [0.01, 10] (60 log-spaced points)")
 
 
 def _loss_outputs(result, times, sizes) -> dict:

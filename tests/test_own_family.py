@@ -274,9 +274,18 @@ def test_figure_draws_the_loss(monkeypatch):
 
 
 def test_verify_runs_the_family_check():
+    """The check runs, and the closing line names the family's own times (its CheckFamily's
+    ``grid``), beside the run's grid that Scan and Snap's checks use."""
     report = odeflow.verify(checks=["CF-LIN1"])
     (row,) = report.rows
     assert report.passed and row.check == "CF-LIN1" and row.max_rel_error < 1e-8
+    assert report.summary().endswith("; t in [0.01, 10] (60 log-spaced points); "
+                                     f"{report.wall_time:.1f} s")
+    both = odeflow.verify(checks=["CF-LIN1", "CF3"], t_max=1e3)
+    assert both.settings["grids"] == {"scan_snap": "t in [0.001, 1000] (121 log-spaced points)",
+                                      "linear2": "t in [0.01, 10] (60 log-spaced points)"}
+    assert "; scan_snap: t in [0.001, 1000] (121 log-spaced points); linear2: t in [0.01, " \
+        "10]" in both.summary()
 
 
 def test_config_file_and_command_line(tmp_path, capsys):

@@ -224,6 +224,17 @@ def test_summary_ranks_rows_by_their_own_tolerance():
     assert "max rel error" not in summary
 
 
+def test_summary_names_each_familys_times():
+    """The closing line shows the families' grids (``settings["grids"]``): one shared by
+    every family alone, else each led by the families that use it."""
+    report = _report([(1e-8, 1e-7)])
+    assert "; t in [0.001, 1e+09] (241 log-spaced points); " in report.summary()
+    report.settings["grids"] = {"a": "t in [0, 1]", "b": "t in [0, 1]"}
+    assert "atol=1e-30; t in [0, 1]; " in report.summary()
+    report.settings["grids"] = {"a": "t in [0, 1]", "b": "t in [1, 2]", "c": "t in [0, 1]"}
+    assert "atol=1e-30; a, c: t in [0, 1]; b: t in [1, 2]; " in report.summary()
+
+
 def test_summary_names_failing_rows_and_a_row_without_error():
     report = _report([(1e-3, 1e-2), (3e-7, 1e-7), (float("nan"), 1e-7)])
     summary = report.summary()

@@ -27,6 +27,7 @@ __all__ = [
     "CheckSettings",
     "VerificationReport",
     "check_titles",
+    "grids",
     "registered_checks",
     "relative_error",
     "run_checks",
@@ -98,7 +99,9 @@ class VerificationReport:
     ----------
     rows : list of CheckResult
     settings : dict
-        ``rtol, atol, method, tolerance, t_min, t_max, points, seed``.
+        ``rtol, atol, method, tolerance, t_min, t_max, points, seed``, ``checks`` and
+        ``grids``: each family's times, ``{family: text}`` (:meth:`CheckFamily.grid_text`;
+        without it the summary shows the ``t_min`` to ``t_max`` grid).
     wall_time : float
         Seconds taken by :func:`~odeflow.analysis.verification.verify`.
     """
@@ -180,9 +183,15 @@ class VerificationReport:
                 share = f"{ratio:.2g} of" if ratio <= 1 else f"{ratio:.3g} x"
                 text += (f"worst error {share} its tolerance: {what} "
                          f"({r.max_rel_error:.2e}, tol {r.tolerance:.0e}); ")
-        text += (f"{s['method']} rtol={s['rtol']:g} atol={s['atol']:g}; t in "
-                 f"[{s['t_min']:g}, {s['t_max']:g}] ({s['points']} log-spaced points); "
-                 f"{self.wall_time:.1f} s")
+        grid = s.get("grids") or {"": f"t in [{s['t_min']:g}, {s['t_max']:g}] "
+                                      f"({s['points']} log-spaced points)"}
+        shared: dict[str, list] = {}   # families of one grid named together
+        for family, span in grid.items():
+            shared.setdefault(span, []).append(family)
+        times = "; ".join(span if len(shared) == 1 else f"{', '.join(names)}: {span}"
+                          for span, names in shared.items())
+        text += f"{s['method']} rtol={s['rtol']:g} atol={s['atol']:g}; {times}; " \
+            f"{self.wall_time:.1f} s"
         return text
 
     def _cells(self, r: CheckResult) -> tuple[str, str, str, str]:
@@ -298,8 +307,9 @@ def relative_error(numeric, closed, floor=0.0) -> float:
 class CheckSettings:
     """The settings of one ``odeflow verify`` run, handed to every family's checks.
 
-    ``t_min``, ``t_max``, ``points_per_decade`` and ``seed`` are those of the
-    Scan-and-Snap grid; a family may use its own time ranges.
+    ``t_min``, ``t_max`` and ``points_per_decade`` are the run's log-spaced grid
+    (``--t-max``) and ``seed`` the seed of a random data model; a family whose
+    checks compare on other times says which with :attr:`CheckFamily.grid`.
     """
 
     rtol: float
@@ -331,6 +341,12 @@ class CheckFamily:
     position : int, default 0
         Place of the family in the table (lower first; ties in registration
         order), so the table does not depend on which module was imported first.
+    grid : str or callable, optional
+        The times the family's checks compare on, one phrase for the closing
+        line of ``odeflow verify`` (e.g. ``"t in [0.01, 10] (60 log-spaced
+        points)"``), or ``grid(settings)`` returning it. None: the checks use the
+        run's grid, ``t_min`` to ``t_max`` at ``points_per_decade``
+        (:func:`~odeflow.analysis.verification.time_grid`).
     """
 
     family: str
@@ -338,6 +354,13 @@ class CheckFamily:
     context: Callable[[CheckSettings], object]
     run: Callable[[object, str], list[CheckResult]]
     position: int = 0
+    grid: str | Callable[[CheckSettings], str] | None = None
+
+    def grid_text(self, settings: CheckSettings, default: str) -> str:
+        """:attr:`grid` as text for ``settings`` (``default``, the run's grid, when None)."""
+        if self.grid is None:
+            return default
+        return self.grid(settings) if callable(self.grid) else str(self.grid)
 
 
 def _families() -> list[CheckFamily]:
@@ -346,6 +369,13 @@ def _families() -> list[CheckFamily]:
 
     found = [family.check_family() for family in families().values()]
     return sorted((f for f in found if f is not None), key=lambda fam: fam.position)
+
+
+def grids(selected, settings: CheckSettings, default: str) -> dict[str, str]:
+    """``{family: its grid text}`` (:meth:`CheckFamily.grid_text`) of each family with a
+    check in ``selected``, in table order."""
+    return {fam.family: fam.grid_text(settings, default) for fam in _families()
+            if any(name in selected for name in fam.titles)}
 
 
 def registered_checks() -> tuple[str, ...]:

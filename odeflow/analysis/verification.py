@@ -7,9 +7,11 @@ registers its own: CF1-CF6 of Scan and Snap in
 induction-head family in :mod:`odeflow.analysis.induction.verify`) and returns
 their rows as a :class:`~odeflow.analysis.check_registry.VerificationReport`.
 Every check integrates an ODE with :func:`scipy.integrate.solve_ivp` and
-measures its largest relative difference from a closed form over a log-spaced
-grid of times (:func:`time_grid`). The defaults here are those of
-``odeflow verify``.
+measures its largest relative difference from a closed form over a grid of
+times: the run's log-spaced grid (:func:`time_grid`, ``t_min`` to ``t_max``), or
+the family's own, which its :class:`~odeflow.analysis.check_registry.CheckFamily`
+names (``grid``); the report's closing line says each family's. The defaults
+here are those of ``odeflow verify``.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 from odeflow.analysis.check_registry import (
     CheckSettings,
     VerificationReport,
+    grids,
     registered_checks,
     run_checks,
 )
@@ -79,7 +82,8 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
         Checks to run, from :func:`~odeflow.analysis.check_registry.registered_checks`
         (CF1-CF6 of Scan and Snap, CF-IH1, CF-IH2, I_S of the induction family); all by default.
     t_min, t_max : float
-        Range of the log-spaced comparison grid.
+        Range of the run's log-spaced comparison grid (the checks of a family that
+        declares its own times, ``CheckFamily.grid``, keep those).
     points_per_decade : int
         Grid density.
     seed : int
@@ -114,10 +118,12 @@ def verify(rtol: float = DEFAULT_RTOL, atol: float = DEFAULT_ATOL,
     report = _stderr_line if progress is True else (progress or None)
     rows = run_checks(selected, settings, (SolveError, ValueError, ArithmeticError), report)
     grid = time_grid(settings.t_min, settings.t_max, points_per_decade)
+    run_grid = f"t in [{settings.t_min:g}, {settings.t_max:g}] ({grid.size} log-spaced points)"
     report_settings = {"rtol": settings.rtol, "atol": settings.atol, "method": method,
                        "tolerance": settings.tolerance, "t_min": settings.t_min,
                        "t_max": settings.t_max, "points": int(grid.size),
-                       "seed": settings.seed, "checks": [c for c in available if c in selected]}
+                       "seed": settings.seed, "checks": [c for c in available if c in selected],
+                       "grids": grids(selected, settings, run_grid)}
     return VerificationReport(rows, report_settings, time.perf_counter() - start)
 
 
