@@ -111,9 +111,7 @@ def solve_batch(data, params, flow: str = FAMILY_DEFAULT, t_span=DEFAULT_SPAN, t
 
     flow_options = new_option_names(data, flow, flow_options)
     _refuse_single_solve_options("solve_batch", flow_options)
-    family = family_of(data)
-    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
-    field_class = family.field_class(flow)
+    family, flow, field_class = _flow_of(data, flow)
     points = batch_points(field_class, params)
     run = check_run(t_span, t_eval, rtol, atol, max_nfev)
     if optimizer is not None:
@@ -190,9 +188,7 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
     """
     from odeflow.fields.ensemble import StartEnsemble
 
-    family = family_of(data)
-    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
-    field_class = family.field_class(flow)
+    family, flow, field_class = _flow_of(data, flow)
     run_options = {"t_span": t_span, "t_eval": t_eval, "method": method, "rtol": rtol,
                    "atol": atol, "optimizer": optimizer, "progress": progress,
                    "blas_threads": blas_threads, "max_nfev": max_nfev}
@@ -202,19 +198,34 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
     method = _explicit_method(run_options["method"])
     run = check_run(*(run_options[k] for k in ("t_span", "t_eval", "rtol", "atol",
                                                "max_nfev")))
+    optimizer = run_options["optimizer"]
+    members = _members(data, flow, field_class, {**family.solve_defaults, **flow_options},
+                       _start_points(field_class, starts), "starts", optimizer)
+    stack = StartEnsemble(members)
+    return _solve_stack(stack, members, optimizer, method, run, run_options["progress"],
+                        run_options["blas_threads"], f"{flow} flow from {stack.P} starts",
+                        "ensemble_size")
+
+
+def _flow_of(data, flow) -> tuple:
+    """``(family, flow, field class)`` of ``data``'s family (``flow`` its default when
+    :data:`FAMILY_DEFAULT`); a ValidationError names ``data`` or ``flow``."""
+    family = family_of(data)
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
+    return family, flow, family.field_class(flow)
+
+
+def _start_points(field_class, starts) -> list:
+    """Each start of :func:`solve_ensemble` as the field's options
+    (:meth:`~odeflow.fields.base.Field.start_options`); a ValidationError names
+    ``starts``."""
     try:
         points = [field_class.start_options(s) for s in starts]
     except TypeError:
         points = None
     if not points:
         raise ValidationError("starts", "must be a non-empty sequence of starts")
-    optimizer = run_options["optimizer"]
-    members = _members(data, flow, field_class, {**family.solve_defaults, **flow_options},
-                       points, "starts", optimizer)
-    stack = StartEnsemble(members)
-    return _solve_stack(stack, members, optimizer, method, run, run_options["progress"],
-                        run_options["blas_threads"], f"{flow} flow from {stack.P} starts",
-                        "ensemble_size")
+    return points
 
 
 def batch_points(field_class, params) -> list:
