@@ -14,10 +14,10 @@ import json
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.io import readable_file
+from odeflow.io import atomic_write_npz, provenance, readable_file
 
 __all__ = ["REQUIRED_ARRAYS", "SERIES_PREFIX", "jsonable", "read_result_file", "series_arrays",
-           "stored_data_model", "stored_series"]
+           "stored_data_model", "stored_series", "write_result_file"]
 
 #: Arrays every file of a kind holds (besides ``metadata``), by kind.
 REQUIRED_ARRAYS = {"odeflow-trajectory": ("t", "z_base")}
@@ -71,6 +71,24 @@ def jsonable(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     return value
+
+
+def write_result_file(path, file_format: str, result, arrays: dict, data, field: str = "path",
+                      seeds: dict | None = None, **entries):
+    """Write ``arrays`` and the ``metadata`` record of ``result`` to ``path`` (``.npz``)
+    through :func:`odeflow.io.atomic_write_npz` (``field`` names the path in errors).
+
+    The record holds ``file_format``, ``data`` (a data model's dict, ``{}`` or ``None``),
+    the other ``entries``, and ``result.stats`` and ``result.meta`` as JSON, the meta with
+    ``provenance`` (:func:`odeflow.io.provenance` of ``seeds``: versions, UTC time,
+    command line, seeds) unless it carries one (a loaded file keeps its origin).
+    """
+    meta = {**result.meta}
+    meta.setdefault("provenance", provenance(seeds))
+    record = {"format": file_format, "data": data, **entries, "stats": jsonable(result.stats),
+              "meta": jsonable(meta)}
+    return atomic_write_npz(path, {**arrays, "metadata": np.array(json.dumps(record))},
+                            field=field)
 
 
 def read_result_file(path, file_format: str) -> tuple[dict, dict]:

@@ -9,21 +9,18 @@ file like every odeflow result.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from odeflow.data.induction import InductionData
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz, provenance
 from odeflow.numerics import log_magnitude, log_magnitude_mismatches
 from odeflow.results.files import (
     SERIES_PREFIX,
-    jsonable,
     read_result_file,
     series_arrays,
     stored_data_model,
     stored_series,
+    write_result_file,
 )
 from odeflow.results.solution import SolverOutput
 
@@ -137,24 +134,16 @@ class InductionTrajectory(SolverOutput):
 
     # ------------------------------------------------------------------ files
     def save(self, path, field: str = "path"):
-        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename).
-
-        ``meta["provenance"]`` (:func:`odeflow.io.provenance`) is added unless
-        the result already carries one. ``field`` names the path in errors.
-        """
-        meta = {**self.meta}
-        meta.setdefault("provenance", provenance())
+        """Write ``.npz`` (series + JSON metadata): :func:`.files.write_result_file`."""
         arrays = {"t": self.t, "a": self.a, "c": self.c, "subset_weights": self.subset_weights,
                   "loss": self.loss}
         if self.copier_logits is not None:
             arrays["copier_logits"] = self.copier_logits
         arrays["log_c"] = np.where(np.isneginf(self.log_c), ZERO_LOG_C, self.log_c)
         arrays.update(series_arrays(self.series))
-        arrays["metadata"] = np.array(json.dumps({
-            "format": INDUCTION_FORMAT, "stats": jsonable(self.stats), "meta": jsonable(meta),
-            "subsets": [list(s) for s in self.subsets],
-            "data": {} if self.data is None else self.data.to_dict()}))
-        return atomic_write_npz(path, arrays, field=field)
+        return write_result_file(path, INDUCTION_FORMAT, self, arrays,
+                                 {} if self.data is None else self.data.to_dict(), field,
+                                 subsets=[list(s) for s in self.subsets])
 
     @classmethod
     def load(cls, path) -> InductionTrajectory:

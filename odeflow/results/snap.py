@@ -7,7 +7,6 @@ statistics and parameters; ``gamma`` (Eqn 9) and ``xi`` are derived from them.
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
@@ -15,8 +14,7 @@ from scipy.special import expit
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz, provenance
-from odeflow.results.files import jsonable, read_result_file, stored_data_model
+from odeflow.results.files import read_result_file, stored_data_model, write_result_file
 from odeflow.results.solution import SolverOutput
 
 #: Format tag written into saved snap results.
@@ -66,21 +64,12 @@ class SnapResult(SolverOutput):
         return "snap"
 
     def save(self, path, field: str = "path"):
-        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename).
-
-        ``meta["provenance"]`` (:func:`odeflow.io.provenance`) is added unless
-        the result already carries one (a loaded file keeps its origin).
-        ``field`` names the path in errors (``"out"`` for the CLI flag).
-        """
-        meta = {**self.meta}
-        meta.setdefault("provenance", provenance())
+        """Write ``.npz`` (series + JSON metadata): :func:`.files.write_result_file` (``field``:
+        ``"out"`` for the CLI flag)."""
         arrays = {"t": self.t, "margin": self.margin, "common_logit": self.common_logit,
-                  "B": self.B, "gamma_integral": self.gamma_integral,
-                  "metadata": np.array(json.dumps({
-                      "format": SNAP_FORMAT, "stats": jsonable(self.stats),
-                      "meta": jsonable(meta),
-                      "data": None if self.data is None else self.data.to_dict()}))}
-        return atomic_write_npz(path, arrays, field=field)
+                  "B": self.B, "gamma_integral": self.gamma_integral}
+        return write_result_file(path, SNAP_FORMAT, self, arrays,
+                                 None if self.data is None else self.data.to_dict(), field)
 
     @classmethod
     def load(cls, path) -> SnapResult:

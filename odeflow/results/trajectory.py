@@ -30,13 +30,12 @@ import numpy as np
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz
 from odeflow.numerics import normalised_features
 from odeflow.results.decoder import DECODER_BYTES_LIMIT, DecoderSeries, check_layout
 from odeflow.results.files import read_result_file
 from odeflow.results.reduced import REDUCED_SERIES, ReducedSeries
 from odeflow.results.solution import SolverOutput
-from odeflow.results.trajectory_file import read_trajectory, trajectory_arrays
+from odeflow.results.trajectory_file import read_trajectory, write_trajectory
 
 __all__ = ["DECODER_BYTES_LIMIT", "KINDS", "ReducedTrajectory", "Trajectory", "read_result_file"]
 
@@ -336,7 +335,7 @@ class Trajectory(DecoderSeries, SolverOutput):
         versions, UTC time, command line, seeds) is added unless the trajectory
         already carries one.
         """
-        return atomic_write_npz(path, trajectory_arrays(self), field=field)
+        return write_trajectory(path, self, field)
 
     @classmethod
     def load(cls, path) -> Trajectory:

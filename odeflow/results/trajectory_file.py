@@ -16,36 +16,27 @@ Files of this format written by earlier versions load unchanged
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from odeflow.data import DataModel
 from odeflow.errors import ValidationError
-from odeflow.io import provenance
 from odeflow.results.decoder import DECODER_LAYOUTS
 from odeflow.results.files import (
     SERIES_PREFIX,
-    jsonable,
     read_result_file,
     series_arrays,
     stored_data_model,
     stored_series,
+    write_result_file,
 )
 
 #: Format tag written into saved files.
 FILE_FORMAT = "odeflow-trajectory/1"
 
 
-def trajectory_arrays(traj) -> dict:
-    """The arrays (``metadata`` among them) that store ``traj`` in this layout.
-
-    ``meta["provenance"]`` (:func:`odeflow.io.provenance`: versions, UTC time,
-    command line, seeds) is added unless the trajectory already carries one.
-    """
-    meta = {**traj.meta}
-    seeds = {k: v for k, v in meta.items() if "seed" in k}
-    meta.setdefault("provenance", provenance(seeds))
+def write_trajectory(path, traj, field: str = "path"):
+    """Write ``traj`` to ``path`` in this layout (:func:`.files.write_result_file`; the
+    provenance's seeds are the meta entries named ``*seed*``)."""
     arrays = {"t": traj.t, "z_base": traj.z_base}
     if traj._z_dense is not None:
         arrays["z_active"] = traj._z_dense
@@ -57,11 +48,9 @@ def trajectory_arrays(traj) -> dict:
     arrays.update(series_arrays(traj.series))
     if traj.decoder_base is not None:
         arrays["decoder_base"] = traj.decoder_base
-    metadata = {"format": FILE_FORMAT, "data": traj.data.to_dict(),
-                "decoder_layout": traj.decoder_layout,
-                "stats": jsonable(traj.stats), "meta": jsonable(meta)}
-    arrays["metadata"] = np.array(json.dumps(metadata))
-    return arrays
+    return write_result_file(path, FILE_FORMAT, traj, arrays, traj.data.to_dict(), field,
+                             {k: v for k, v in traj.meta.items() if "seed" in k},
+                             decoder_layout=traj.decoder_layout)
 
 
 def read_trajectory(path) -> tuple[tuple, dict]:

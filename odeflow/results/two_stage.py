@@ -9,21 +9,18 @@ statistics and the run's metadata; saved and loaded as an ``.npz`` file.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 
 from odeflow.data.checks import check_count
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
-from odeflow.io import atomic_write_npz, provenance
 from odeflow.results.files import (
     SERIES_PREFIX,
-    jsonable,
     read_result_file,
     series_arrays,
     stored_data_model,
     stored_series,
+    write_result_file,
 )
 from odeflow.results.solution import SolverOutput
 
@@ -180,15 +177,11 @@ class TwoStageTrajectory(SolverOutput):
 
     # ------------------------------------------------------------------ files
     def save(self, path, field: str = "path"):
-        """Write ``.npz`` (series + JSON metadata), atomically (temp file + rename)."""
-        meta = {**self.meta}
-        meta.setdefault("provenance", provenance())
+        """Write ``.npz`` (series + JSON metadata): :func:`.files.write_result_file`."""
         arrays = {"t": self.t, "W_P": self.W_P, "W_Q": self.W_Q,
                   **{k: getattr(self, k) for k in SERIES}, **series_arrays(self.series)}
-        arrays["metadata"] = np.array(json.dumps({
-            "format": TWO_STAGE_FORMAT, "stats": jsonable(self.stats), "meta": jsonable(meta),
-            "data": {} if self.data is None else self.data.to_dict()}))
-        return atomic_write_npz(path, arrays, field=field)
+        return write_result_file(path, TWO_STAGE_FORMAT, self, arrays,
+                                 {} if self.data is None else self.data.to_dict(), field)
 
     @classmethod
     def load(cls, path, scorer=None) -> TwoStageTrajectory:
