@@ -298,3 +298,25 @@ def test_blocked_gradient_equals_the_dense_storage_at_any_scale(random_start, fl
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-11 * np.abs(want).max())
         np.testing.assert_allclose(blocked.rhs(0.0, states[0]), dense.rhs(0.0, states[0]),
                                    rtol=0, atol=1e-11 * np.abs(want).max())
+
+
+def test_fields_of_one_sample_share_its_table():
+    """Level T fields of the same data model, T, N and seed (an ensemble of starts, a
+    sweep of rates) reuse the sample and its table; another seed or size draws anew, and
+    the shared table gives the same field as a fresh one."""
+    import odeflow.fields.finite_t as finite_t
+
+    data = odeflow.DataModel.preset("syn-small")
+    a = FiniteTFlow(data, 1.0, 0.5, seq_len=8, sample_size=3, seed=1)
+    b = FiniteTFlow(data, 2.0, 0.1, seq_len=8, sample_size=3, seed=1,
+                    start=(np.full((data.vocab_size,) * 2, 0.1), None))
+    assert b.table is a.table and b.sample is a.sample
+    for other in ({"seed": 2}, {"sample_size": 4}, {"seq_len": 9}):
+        c = FiniteTFlow(data, 1.0, 0.5, **{"seq_len": 8, "sample_size": 3, "seed": 1,
+                                           **other})
+        assert c.table is not a.table
+    finite_t._LAST_SAMPLE[0] = None
+    fresh = FiniteTFlow(data, 1.0, 0.5, seq_len=8, sample_size=3, seed=1)
+    assert fresh.table is not a.table
+    y = np.random.default_rng(0).normal(size=a.size)
+    np.testing.assert_array_equal(fresh.rhs(0.0, y), a.rhs(0.0, y))

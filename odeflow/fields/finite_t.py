@@ -27,6 +27,7 @@ As ``T -> inf``, ``k / (T - 1) -> c_{.|n}`` and Level T tends to Level E.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,8 @@ WORK_BYTES = 64 * 2**20
 #: :meth:`FiniteTFlow.gradients` takes at its bound shift; below it the block is shifted
 #: by its own maxima, as the dense storage does (every sum is then at least 1).
 SHIFT_FLOOR = 1e-250
+#: The last ``(data model, sample, table)`` of :func:`sampled_table` (the model weakly).
+_LAST_SAMPLE: list = [None]
 
 
 def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
@@ -66,6 +69,27 @@ def sample_table(data: DataModel, sample: CountSample) -> ClassTable:
     weight = np.repeat(np.asarray(data.weights, dtype=float) / N, N)
     return ClassTable.from_entries(data.vocab_size, next_token, query_token, weight, supports,
                                    log_probs, next_tokens=data.next_tokens)
+
+
+def sampled_table(data: DataModel, seq_len, sample_size, seed) -> tuple:
+    """``(sample, table)``: :func:`odeflow.data.sample_counts` and :func:`sample_table`.
+
+    The last pair is reused for the same data model (the same object) and the same
+    ``T``, ``N`` and seed, given as integers: the sample's counts are read-only and
+    the table is only read, so the fields of one ensemble of starts or of a sweep
+    over learning rates share them instead of drawing and tabulating the same
+    sample again for each.
+    """
+    last = _LAST_SAMPLE[0]
+    key = (seq_len, sample_size, seed)
+    if (last is not None and last[0]() is data
+            and all(type(v) is int for v in key)
+            and key == (last[1].seq_len, last[1].sample_size, last[1].seed)):
+        return last[1], last[2]
+    sample = sample_counts(data, seq_len, sample_size, seed)
+    table = sample_table(data, sample)
+    _LAST_SAMPLE[0] = (weakref.ref(data), sample, table)
+    return sample, table
 
 
 @dataclass(frozen=True)
@@ -202,9 +226,9 @@ class FiniteTFlow(ExactFlow):
         if storage not in ("auto", "dense", "sparse", "blocked"):
             raise ValidationError("storage", "must be 'auto', 'dense', 'sparse' or 'blocked', "
                                   f"got {storage!r:.80}")
-        sample = sample_counts(data, seq_len, sample_size, seed)
+        sample, table = sampled_table(data, seq_len, sample_size, seed)
         self.blocked = storage == "blocked"
-        super().__init__(data, eta_y, eta_z, start=start, table=sample_table(data, sample),
+        super().__init__(data, eta_y, eta_z, start=start, table=table,
                          storage="auto" if self.blocked else storage)
         self.sample = sample
         self._blocks = None  # ClassBlocks of gradients(), made at its first call

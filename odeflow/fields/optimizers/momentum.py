@@ -156,7 +156,12 @@ class Momentum(Optimizer):
         """``theta' = u``, ``u' = a F(theta) - b u`` (:meth:`coefficients`)."""
         (u,) = state
         a, b = self.coefficients()
-        return np.concatenate([u, a * inner.rhs(s, theta) - b * u])
+        n = u.size
+        out = np.empty(2 * n)
+        out[:n] = u
+        force = np.multiply(inner.rhs(s, theta), a, out=out[n:])
+        force -= b * u
+        return out
 
     def ode_jacobian(self, s, theta, state, inner, rate, dF) -> np.ndarray:
         """``[[0, I], [a dF, -b I]]``, dense."""
