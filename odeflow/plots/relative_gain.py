@@ -131,25 +131,13 @@ def plot_relative_gain(data: DataModel | None = None, next_token: int | None = N
 
     Parameters
     ----------
-    data : DataModel, optional
-        ``syn-small`` by default.
-    next_token : int, optional
-        The class ``n``; the first class by default.
+    data, next_token, flows, eta_y, eta_z, t_end, points, axes
+        As for :func:`~odeflow.plots.attention.plot_attention_map`.
     pairs : sequence of (int, int), optional
         Distinct tokens ``(l, l')`` of ``n``; :func:`default_token_pairs` by default.
-    flows : sequence of {"reduced", "exact"}
-        One panel per flow.
-    eta_y, eta_z : float
-        Learning rates.
-    t_end : float
-        End time.
-    points : int
-        Log-spaced output times.
     rtol : float
         Relative tolerance of the solves (``atol = 1e-3 rtol``); the Level R
         difference sits at about this level.
-    axes : sequence of matplotlib Axes, optional
-        One per flow.
 
     Returns
     -------

@@ -382,31 +382,9 @@ def replay(ds, records) -> None:
 
 
 def check_zarr_target(path, field: str = "store") -> Path:
-    """Refuse a path where a zarr (directory) store cannot be created or continued.
-
-    :func:`odeflow.io.writable_folder`, checked before zarr touches the path
-    (zarr creates the store folder itself and fails with a raw
-    ``FileExistsError`` or ``PermissionError`` otherwise): a dangling symlink,
-    an existing path that is not a folder, a folder above the store that is a
-    file or cannot be written.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The zarr store (it may not exist yet).
-    field : str
-        Name used in the error (``"out"`` for ``--out``, ``"store"`` otherwise).
-
-    Returns
-    -------
-    Path
-        ``path`` as a :class:`~pathlib.Path`.
-
-    Raises
-    ------
-    ValidationError
-        Naming ``field`` and the path.
-    """
+    """As for :func:`odeflow.io.writable_folder` (``field``: ``"out"`` for ``--out``), for
+    a zarr store, checked before zarr touches the path (zarr creates the store folder
+    itself and fails with a raw ``FileExistsError`` or ``PermissionError`` otherwise)."""
     return writable_folder(path, field, what="a zarr store",
                            hint=" (a .nc name writes netCDF)")
 
