@@ -39,9 +39,8 @@ from odeflow.plots.style import (
 #: Attributes a trajectory-like object must have.
 FIELDS = ("t", "a", "subsets", "subset_weights", "copier_logits", "loss")
 
-#: Defaults of the figures drawn from a data model alone: ``ih-point`` (exact, and its
-#: flow takes about a second; ``--preset ih-paper`` solves 256 sampled kernels, minutes
-#: on a busy machine).
+#: Defaults of the figures drawn from a data model alone: ``ih-point`` (exact, and quick
+#: to solve; ``docs/induction.md``).
 DEFAULT_PRESET = "ih-point"
 DEFAULT_T_END = 1e4
 

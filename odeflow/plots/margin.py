@@ -34,7 +34,7 @@ BELOW = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.17)}
 
 
 #: Most visits of the Lemma 5 recursion drawn by :func:`plot_margin` (and accepted by
-#: :func:`lemma5_margin`): about half a second of Python steps.
+#: :func:`lemma5_margin`).
 LEMMA5_MAX_VISITS = 10**6
 #: Colours of the closed form, Lemma 5's recursion and the early and late asymptotes.
 EXACT_COLOUR, RECURSION_COLOUR = OKABE_ITO["sky_blue"], OKABE_ITO["vermillion"]

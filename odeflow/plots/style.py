@@ -137,10 +137,8 @@ LEGEND_FRAME = {"fontsize": "small", "frameon": True, "framealpha": 1.0, "faceco
 
 #: Largest figure odeflow renders, in pixels (about 400 MB of RGBA).
 MAX_PIXELS = 10**8
-#: Smallest resolution. FreeType refuses a glyph smaller than one pixel ("invalid ppem"):
-#: measured, the x-small mathtext labels failed at dpi 12 (``plot all --dpi 12``; the
-#: thorough fuzz run found ``plot margin --dpi 10``) and rendered from 13 on; 20 keeps
-#: every font size of the figures (xx-small, 5.8 pt) above 1.6 pixels.
+#: Smallest resolution: FreeType refuses a glyph smaller than one pixel ("invalid ppem");
+#: 20 keeps every font size of the figures (xx-small, 5.8 pt) above 1.6 pixels.
 MIN_DPI = 20
 
 

@@ -39,9 +39,8 @@ MAX_CONTEXTS = 1024
 MAX_CHAIN_ENTRIES = 2**24
 #: Most kernels ``N_pi`` in a Dirichlet sample (each is stored with its window laws).
 MAX_KERNELS = 100_000
-#: Kernels drawn for the ``ih-paper`` preset: the smallest sample size whose halving
-#: changes the loss by about 0.01 at most (``benchmarks/bench_induction.py``). The
-#: population flow's cost grows linearly in it.
+#: Kernels drawn for the ``ih-paper`` preset (``docs/induction.md``); the population
+#: flow's cost grows linearly in it.
 PAPER_NUM_KERNELS = 256
 #: Seed of the ``ih-paper`` kernel sample.
 PAPER_SEED = 2024
