@@ -1,13 +1,13 @@
 """Hypothesis strategies of valid inputs, for property tests of claims built on odeflow.
 
-The strategies draw data models of both families and the arguments of their
-flows: for the Scan and Snap family, :class:`~odeflow.data.DataModel` objects
-with a controlled token structure (:func:`data_models`), their tables
+For the Scan and Snap family: :class:`~odeflow.data.DataModel` objects with a
+controlled token structure (:func:`data_models`), their tables
 (:func:`model_tables`), learning rates spread over decades, initial logits and
-flat states of a vector field; for the induction-head family,
+flat states of a vector field; for the induction heads:
 :class:`~odeflow.data.induction.InductionData` objects (:func:`induction_models`),
-transition kernels, flat parameters ``(c, w, a)`` and group learning rates of
-its flows. Users test their own claims with them, e.g.::
+transition kernels, flat parameters ``(c, w, a)`` and group rates of its flows;
+for every registered family, :func:`family_data_models` (:data:`DATA_MODELS`: the
+hook of those two). Users test their own claims with them, e.g.::
 
     from hypothesis import given
     from odeflow.testing import data_models, learning_rates
@@ -16,11 +16,9 @@ its flows. Users test their own claims with them, e.g.::
     def test_my_claim(data, eta):
         ...
 
-Hypothesis is a test extra (``pip install odeflow[test]``); importing this
-module without it raises :class:`ImportError`. Sizes are small by default
-(vocabularies of at most 16 tokens, at most 3 classes; induction models with at
-most 3 tokens and 2 heads) so that every example solves in milliseconds. The
-guide is ``docs/testing.md``.
+Hypothesis is a test extra (``pip install odeflow[test]``; without it, importing
+this module raises :class:`ImportError`). Sizes are small by default, so that every
+example solves in milliseconds; the guide is ``docs/testing.md``.
 """
 
 from __future__ import annotations
@@ -39,14 +37,14 @@ except ModuleNotFoundError as exc:  # pragma: no cover
 from odeflow.data import DataModel, SequenceClass
 from odeflow.data import induction as ih
 from odeflow.data.induction import InductionData
+from odeflow.families import data_model_strategies
 
-__all__ = ["data_models", "induction_kernels", "induction_models", "induction_parameters",
-           "induction_rates", "initial_logits", "learning_rate_pairs", "learning_rates",
-           "model_tables", "models_and_logits", "probability_vectors", "relabel_tokens",
-           "state_vectors"]
+__all__ = ["data_models", "family_data_models", "induction_kernels", "induction_models",
+           "induction_parameters", "induction_rates", "initial_logits", "learning_rate_pairs",
+           "learning_rates", "model_tables", "models_and_logits", "probability_vectors",
+           "relabel_tokens", "state_vectors"]
 
 
-# --------------------------------------------------------------------- valid inputs
 def probability_vectors(size: int, min_ratio: float = 0.05, ties: bool = True):
     """Strictly positive probability vectors of a given length.
 
@@ -171,10 +169,8 @@ def data_models(draw, *, min_classes: int = 1, max_classes: int = 3, max_queries
     if common == "single":
         groups = [list(range(K))]
     elif common == "any" and K >= 2:
-        n_common = draw(st.integers(0, max_common))
-        for _ in range(n_common):
-            members = draw(st.sets(st.integers(0, K - 1), min_size=2, max_size=K))
-            groups.append(sorted(members))
+        for _ in range(draw(st.integers(0, max_common))):
+            groups.append(sorted(draw(st.sets(st.integers(0, K - 1), min_size=2, max_size=K))))
     covered = {k for g in groups for k in g}
     n_distinct = [d if (d > 0 or k in covered) else 1 for k, d in enumerate(n_distinct)]
     n_context = sum(n_distinct) + len(groups)
@@ -183,30 +179,23 @@ def data_models(draw, *, min_classes: int = 1, max_classes: int = 3, max_queries
     context_ids = draw(st.permutations(range(M)))[:n_context]
     next_ids = draw(st.permutations(range(M)))[:K]
     query_ids = draw(st.permutations(range(M)))[:q]
-    supports: list[list[int]] = [[] for _ in range(K)]
-    pos = 0
-    for k, d in enumerate(n_distinct):
-        supports[k].extend(context_ids[pos:pos + d])
-        pos += d
-    for g in groups:
+    ends = np.cumsum([0, *n_distinct])      # class k's distinct tokens, then the common ones
+    supports = [list(context_ids[ends[k]:ends[k + 1]]) for k in range(K)]
+    for pos, g in enumerate(groups, start=int(ends[-1])):
         for k in g:
             supports[k].append(context_ids[pos])
-        pos += 1
     classes = []
     for k in range(K):
         p = draw(probability_vectors(len(supports[k]), min_ratio))
-        as_dense = draw(st.booleans()) if dense is None else dense
-        if as_dense:
+        if draw(st.booleans()) if dense is None else dense:
             probs = np.zeros(M)
             probs[supports[k]] = p
         else:
             probs = dict(zip(supports[k], p.tolist(), strict=True))
         classes.append(SequenceClass(next_ids[k], query_ids[query_of[k]], probs))
-    uniform = draw(st.booleans()) if uniform_weights is None else uniform_weights
     weights = None
-    if not uniform:
-        w = draw(probability_vectors(K, min_ratio=0.3, ties=False))
-        weights = w.tolist()
+    if not (draw(st.booleans()) if uniform_weights is None else uniform_weights):
+        weights = draw(probability_vectors(K, min_ratio=0.3, ties=False)).tolist()
         if draw(st.booleans()):
             weights = dict(zip(next_ids, weights, strict=True))
     return DataModel(M, classes, weights)
@@ -251,9 +240,7 @@ def models_and_logits(draw, models=None, scale: float = 2.0):
     SearchStrategy[tuple[DataModel, numpy.ndarray | None]]
     """
     data = draw(models if models is not None else data_models())
-    if scale == 0:
-        return data, None
-    return data, draw(initial_logits(data, scale))
+    return data, (None if scale == 0 else draw(initial_logits(data, scale)))
 
 
 def state_vectors(size: int, scale: float = 2.0):
@@ -346,8 +333,6 @@ def model_tables(draw, models=None):
     return {"vocab_size": data.vocab_size, "classes": classes}, data
 
 
-
-# ---------------------------------------------------------- induction-head family
 def induction_kernels(vocab_size: int, n_gram: int, min_ratio: float = 0.05):
     """Transition kernels of an n-gram chain (the ``kernel=`` of a point-mass prior).
 
@@ -493,3 +478,22 @@ def induction_rates(groups: Sequence[str] = ("c", "w", "a"), min_value: float = 
     return st.lists(st.sampled_from(groups), min_size=1, max_size=len(groups),
                     unique=True).flatmap(lambda keys: st.fixed_dictionaries(
                         {k: learning_rates(min_value, max_value) for k in sorted(keys)}))
+
+
+#: The hook of the families whose strategies these are (``Family.data_models``).
+DATA_MODELS = {"scan_snap": data_models, "induction": induction_models}
+
+
+def family_data_models(names: Sequence[str] | None = None):
+    """Data models of the families ``names`` (:func:`odeflow.families.data_model_strategies`).
+
+    Parameters
+    ----------
+    names : sequence of str, optional
+        The families (default: every one whose ``strategies`` module has a hook).
+
+    Returns
+    -------
+    SearchStrategy
+    """
+    return st.one_of(*data_model_strategies(names))

@@ -244,6 +244,24 @@ def plot_loss(*, data=None, t_end: float = 20.0, flow: str = "population"):
     return fig
 
 
+def linear_models():
+    """A hypothesis strategy of valid :class:`LinearData`: teachers of 1-3 rows and columns
+    with entries in ``[-2, 2]``, hidden width 1-3, ``init_scale`` in ``[0.01, 1]``, any seed
+    (the family's hook, :data:`DATA_MODELS`)."""
+    from hypothesis import strategies as st
+
+    rows = st.lists(st.floats(-2.0, 2.0), min_size=1, max_size=3)
+    teachers = rows.flatmap(lambda row: st.lists(
+        st.lists(st.floats(-2.0, 2.0), min_size=len(row), max_size=len(row)),
+        min_size=0, max_size=2).map(lambda more: [row, *more]))
+    return st.builds(LinearData, teachers, st.integers(1, 3), st.floats(0.01, 1.0),
+                     st.integers(0, 2**32 - 1))
+
+
+#: The family's strategies (``Family.strategies`` names this module): name -> strategy.
+DATA_MODELS = {"linear2": linear_models}
+
+
 class Linear2(Family):
     """Two-layer linear network on Gaussian data with a linear teacher."""
 
@@ -260,4 +278,5 @@ class Linear2(Family):
                 ("data", "t_end", "flow")),)
     sweep_tasks = f"{__name__}:TASK_KINDS"
     exports = {"LinearData": f"{__name__}:LinearData"}
+    strategies = __name__
     docs = "families.md"

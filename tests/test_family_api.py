@@ -1,14 +1,35 @@
 """The family API and the one solve path (issue 30): options compose across families or are
 refused by name, and the two-stage family is served through its declaration alone."""
 
+import re
+from pathlib import Path
+
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import odeflow
 from odeflow.families import families, family_named, family_of
 from odeflow.fields.induction import Schedule
 
 IH = odeflow.InductionData.preset("ih-point")
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+
+
+def family_page_problems(family) -> list:
+    """What is amiss with the docs page ``family`` declares (``docs``): missing, not in a
+    toctree of ``docs/index.md``, or not named by ``odeflow --help``."""
+    from odeflow.cli import build_parser
+
+    blocks = re.findall(r"```\{toctree\}\n(.*?)```", (DOCS / "index.md").read_text(), re.S)
+    listed = {line.strip() for block in blocks for line in block.splitlines()
+              if line.strip() and not line.startswith(":")}
+    shown = " ".join(build_parser().format_help().split())
+    return [problem for problem, wrong in (
+        ("no page", not (family.docs and (DOCS / family.docs).is_file())),
+        ("not in the toctree", family.docs.removesuffix(".md") not in listed),
+        ("not in odeflow --help", f"docs: docs/{family.docs}" not in shown)) if wrong]
 
 
 def test_every_family_is_found_from_its_data_and_declares_its_presets():
@@ -145,3 +166,27 @@ def test_a_two_stage_optimiser_flow_keeps_its_series_through_a_file(tmp_path):
     assert loaded.optimizer["kind"] == "momentum"
     np.testing.assert_array_equal(loaded.velocity, traj.velocity)
     np.testing.assert_array_equal(loaded.W_Q, traj.W_Q)
+
+
+def test_every_family_page_exists_is_in_the_toctree_and_in_the_help():
+    assert {name: family_page_problems(f) for name, f in families().items()} == \
+        dict.fromkeys(families(), [])
+    lost = type("Lost", (odeflow.families.Family,), {"name": "lost", "docs": "lost.md"})()
+    assert family_page_problems(lost) == ["no page", "not in the toctree",
+                                          "not in odeflow --help"]
+
+
+@given(st.data())
+def test_every_family_hook_draws_its_own_data_models(data):
+    """A family whose ``strategies`` module has a hook (``DATA_MODELS``) draws its own data
+    models; ``odeflow.testing.family_data_models`` draws from every such family."""
+    from odeflow.testing import family_data_models
+
+    hooked = [f for f in families().values() if f.data_models() is not None]
+    assert {"scan_snap", "induction"} <= {f.name for f in hooked}
+    assert all(f.data_models() is not None for f in families().values() if f.strategies)
+    for family in hooked:
+        assert family_of(data.draw(family.data_models())) is family
+    assert family_of(data.draw(family_data_models())) in hooked
+    with pytest.raises(odeflow.ValidationError, match=r"^names: .*\['no_such'\]"):
+        family_data_models(["scan_snap", "no_such"])

@@ -71,6 +71,24 @@ def test_an_entry_point_registers_the_family(monkeypatch):
     assert family_of(LinearData(((1.0,),))).name == "linear2"
 
 
+def test_strategy_hook_and_docs_page():
+    """The family's hook (``DATA_MODELS`` of its ``strategies`` module) serves
+    ``odeflow.testing.family_data_models``; its docs page is in the toctree and the help."""
+    from hypothesis import given
+
+    from odeflow.testing import family_data_models
+    from tests.test_family_api import family_page_problems
+
+    assert family_page_problems(family_named("linear2")) == []
+
+    @given(family_data_models(["linear2"]))
+    def round_trips(data):
+        assert isinstance(data, LinearData)
+        assert LinearData.from_toml_string(data.to_toml_string()) == data
+
+    round_trips()
+
+
 def test_data_type_is_checked_and_round_trips_through_toml(small):
     assert LinearData.from_toml_string(small.to_toml_string()) == small
     with pytest.raises(ValidationError) as info:

@@ -51,13 +51,15 @@ def preset_names() -> list[str]:
 
 
 def families_text(width: int = 78) -> str:
-    """The model families for ``odeflow --help``: title, flows (default first), presets."""
+    """The model families for ``odeflow --help``: title, flows (default first), presets and
+    the family's docs page."""
     import textwrap
 
     lines = []
     for family in families().values():
         flows = [family.default_flow, *(f for f in family.flows if f != family.default_flow)]
         text = f"flows: {', '.join(flows)}; presets: {', '.join(family.preset_list())}"
+        text += f"; docs: docs/{family.docs}" if family.docs else ""
         lines += [f"  {family.title}", *textwrap.wrap(text, width, initial_indent="    ",
                                                       subsequent_indent="      ",
                                                       break_on_hyphens=False)]

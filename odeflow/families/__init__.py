@@ -113,6 +113,24 @@ def run_options() -> dict[str, list[tuple[Family, RunOption]]]:
     return table
 
 
+def data_model_strategies(names=None) -> list:
+    """Hypothesis strategies of the data models of the families ``names`` (default: every
+    registered family whose ``strategies`` module has a hook, :meth:`Family.data_models`).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``names`` when one of them is not registered or has no hook.
+    """
+    table = families()
+    found = {name: table[name].data_models() if name in table else None
+             for name in (table if names is None else names)}
+    missing = [name for name, strategy in found.items() if strategy is None]
+    if names is not None and missing:
+        raise ValidationError("names", f"no data-model strategy for the families {missing}")
+    return [strategy for strategy in found.values() if strategy is not None]
+
+
 class Presets(Mapping):
     """Every registered family's built-in data models: name -> factory (read-only).
 
@@ -145,6 +163,6 @@ class Presets(Mapping):
 PRESETS = Presets()
 
 __all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "FAMILIES", "PRESETS", "SHARED_RUN_OPTIONS",
-           "Family", "Presets", "RunOption", "families", "family_named", "family_of",
-           "find_preset", "load", "preset_names", "register_family", "run_options",
-           "unregister_family"]
+           "Family", "Presets", "RunOption", "data_model_strategies", "families",
+           "family_named", "family_of", "find_preset", "load", "preset_names",
+           "register_family", "run_options", "unregister_family"]

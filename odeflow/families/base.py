@@ -130,9 +130,14 @@ class Family:
         resolved options, e.g. ``t_end``); without it the option is passed to
         ``solve`` under its own name. See :meth:`Family.run_option_table`.
     strategies : str
-        Module of the family's hypothesis strategies (valid inputs), or ``""``.
+        Module of the family's hypothesis strategies (valid inputs), or ``""``. Its
+        hook ``DATA_MODELS`` maps the family's name to a function whose call (no
+        arguments) returns a strategy of the family's valid data models
+        (:meth:`data_models`; :func:`odeflow.testing.family_data_models` draws
+        from every family's).
     docs : str
-        The family's page under ``docs/``.
+        The family's page under ``docs/`` (in the docs' table of contents;
+        ``odeflow --help`` names it).
 
     Notes
     -----
@@ -236,6 +241,15 @@ class Family:
             table[name] = RunOption(name, kind, None if flows is None else tuple(flows),
                                     text, convert[0] if convert else "")
         return table
+
+    def data_models(self):
+        """A hypothesis strategy of the family's valid data models: ``DATA_MODELS[name]()``
+        of its :attr:`strategies` module, or None when it declares no such module or the
+        module has no entry for the family."""
+        if not self.strategies:
+            return None
+        factory = getattr(load(self.strategies), "DATA_MODELS", {}).get(self.name)
+        return None if factory is None else factory()
 
     def check_family(self):
         """The family's checks for ``odeflow verify``, or None."""
