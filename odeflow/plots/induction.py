@@ -24,6 +24,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from odeflow.data.induction import subset_label
 from odeflow.errors import ValidationError
 from odeflow.plots.style import (
     HEATMAP_CMAP,
@@ -43,11 +44,6 @@ FIELDS = ("t", "a", "subsets", "subset_weights", "copier_logits", "loss")
 #: to solve; ``docs/induction.md``).
 DEFAULT_PRESET = "ih-point"
 DEFAULT_T_END = 1e4
-
-
-def subset_label(subset) -> str:
-    """``{1,2}`` style label of a subset of heads (``{}`` for the empty set)."""
-    return "{" + ",".join(str(h) for h in subset) + "}"
 
 
 def check_trajectory(traj, field: str = "trajectory"):

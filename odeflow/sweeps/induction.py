@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from odeflow.data.induction import subset_label
 from odeflow.errors import ValidationError
 from odeflow.families import family_named
 from odeflow.fields.induction import LOSSES
@@ -70,11 +71,6 @@ INDUCTION_ATTRS = {
 }
 
 
-def subset_label(subset) -> str:
-    """``"{1,2}"`` for the subset of heads ``(1, 2)`` (``"{}"`` for the empty one)."""
-    return "{" + ",".join(str(int(h)) for h in subset) + "}"
-
-
 def induction_sizes(models, times) -> dict:
     """Sizes of the induction outputs; the models must share their heads and subsets."""
     first = models[0]
@@ -88,7 +84,8 @@ def induction_sizes(models, times) -> dict:
 
 
 def induction_coords(models, sizes) -> dict:
-    """``subset`` labels (:func:`subset_label`), ``head`` 1..H, ``offset`` 0..H-1."""
+    """``subset`` labels (:func:`~odeflow.data.induction.subset_label`), ``head`` 1..H,
+    ``offset`` 0..H-1."""
     return {"subset": np.array([subset_label(s) for s in models[0].subsets], dtype=str),
             "head": np.arange(1, sizes["head"] + 1), "offset": np.arange(sizes["offset"])}
 

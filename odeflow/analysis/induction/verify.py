@@ -52,7 +52,7 @@ from odeflow.analysis.induction.references import (
     window_sum_loss_of_kernel,
     window_sum_prediction,
 )
-from odeflow.data.induction import InductionData, markov
+from odeflow.data.induction import InductionData, markov, subset_label
 from odeflow.solver import solve
 
 __all__ = ["INDUCTION_CHECKS", "PRESETS", "integrate_classifier", "integrate_replicator",
@@ -126,16 +126,12 @@ def _check_information(ctx: _Context) -> list[CheckResult]:
                 "I_S", f"{symbol}, every |S| <= D", "stage 1, docs/derivations.md",
                 f"{name}, loss={loss}", relative_error(numeric, closed, scale),
                 ctx.settings.tolerance, floor="max|I|",
-                note=f"{name} {symbol}: " + ", ".join(f"{_subset(s)} {table[s]:.4g}"
+                note=f"{name} {symbol}: " + ", ".join(f"{subset_label(s)} {table[s]:.4g}"
                                                       for s in keys)
-                     + f"; argmax {_subset(best)}",
-                details={"table": {_subset(s): table[s] for s in keys},
+                     + f"; argmax {subset_label(best)}",
+                details={"table": {subset_label(s): table[s] for s in keys},
                          "argmax": list(best)}))
     return rows
-
-
-def _subset(s) -> str:
-    return "{" + ",".join(str(h) for h in s) + "}"
 
 
 def _check_replicator(ctx: _Context) -> list[CheckResult]:
@@ -167,7 +163,7 @@ def _check_replicator(ctx: _Context) -> list[CheckResult]:
             f"{name}, eta_c={REPLICATOR_ETA_C:g}, a(t)={REPLICATOR_A0:g}(1+sin/2), p(0) uniform",
             relative_error(p_num, closed, 1e-12), s.tolerance, floor="1e-12",
             note=f"{name}: kappa to {k[-1]:.3g} (kappa * spread of I = {k[-1] * spread:.3g}); "
-                 f"p_S* {_subset(list(table)[best])} from {p_num[0, best]:.3f} to "
+                 f"p_S* {subset_label(list(table)[best])} from {p_num[0, best]:.3f} to "
                  f"{p_num[-1, best]:.6f}",
             details={"kappa_end": float(k[-1]), "p_best_end": float(p_num[-1, best]),
                      "integral_rel_error": relative_error(integral[1:], exact_integral[1:]),
@@ -215,10 +211,10 @@ def _check_population_first_order(ctx: _Context, name: str) -> CheckResult:
         errors[0], FIRST_ORDER_A[0], floor="abs",
         conditions_met=bool(low <= ratio <= high and max(drifts) < 1e-8),
         note=f"{name} population: I_S at w(0) = " + ", ".join(
-            f"{_subset(k)} {v:.4g}" for k, v in table.items() if k)
+            f"{subset_label(k)} {v:.4g}" for k, v in table.items() if k)
              + f"; max_t |p - p_CF| = {errors[0]:.3e} at a = {FIRST_ORDER_A[0]:g}, "
              f"{errors[1]:.3e} at a = {FIRST_ORDER_A[1]:g} (ratio {ratio:.4f}); U drift "
-             f"{max(drifts):.1e}; selects {_subset(best)}",
+             f"{max(drifts):.1e}; selects {subset_label(best)}",
         details={"errors": errors, "ratio": ratio, "u_drift": drifts,
                  "solver": {k: stats.get(k) for k in ("method", "nfev", "wall_time")}})
 
@@ -267,7 +263,7 @@ def _check_first_order(ctx: _Context, name: str, table: dict) -> CheckResult:
         note=f"{name}: max_t |p_flow - p_CF| = {errors[0]:.3e} at a = {FIRST_ORDER_A[0]:g}, "
              f"{errors[1]:.3e} at a = {FIRST_ORDER_A[1]:g} (ratio {ratio:.4f}, must lie in "
              f"[{low}, {high}]: O(a)); U drift {max(drifts):.1e}; p_S* "
-             f"{_subset(list(table)[best])} -> {closed[best]:.4f}",
+             f"{subset_label(list(table)[best])} -> {closed[best]:.4f}",
         details={"errors": errors, "ratio": ratio, "u_drift": drifts, "solver": stats})
 
 
@@ -290,7 +286,7 @@ def _check_classifier(ctx: _Context) -> list[CheckResult]:
             err = max(err, relative_error(direct, mixture[:, index]))
         rows.append(CheckResult(
             "CF-IH2", "y(z_q): mixture vs window sum", "stage 3, docs/derivations.md",
-            f"{name}, S*={_subset(subset)}, a in {list(MIXTURE_A)}", err, s.tolerance,
+            f"{name}, S*={subset_label(subset)}, a in {list(MIXTURE_A)}", err, s.tolerance,
             note=f"{name}: every query window of every kernel ({len(laws)})"))
         # (2) analytic loss'(a) vs complex step of the window-sum loss
         h = 1e-30
@@ -302,7 +298,7 @@ def _check_classifier(ctx: _Context) -> list[CheckResult]:
         direct = np.array([np.mean(window_sum_loss(laws, subset, a).real) for a in grid])
         rows.append(CheckResult(
             "CF-IH2", "loss(a), loss'(a) vs window sum", "stage 3, docs/derivations.md",
-            f"{name}, S*={_subset(subset)}, a in {grid}",
+            f"{name}, S*={subset_label(subset)}, a in {grid}",
             max(relative_error(analytic, stepped), relative_error(value, direct)), s.tolerance,
             note=f"{name}: loss' by complex step (h = 1e-30) of the window-sum loss; "
                  f"loss from {value[0]:.4f} to {value[-1]:.4f}"))
@@ -333,7 +329,7 @@ def _check_stage3_flows(ctx: _Context) -> list[CheckResult]:
         traj = _solve_flow(data, flow, {"a": CLASSIFIER_ETA_A}, start, t_eval, s)
         rows.append(CheckResult(
             "CF-IH2", "a(t): flow vs 1-D ODE", "stage 3, docs/derivations.md",
-            f"{name}, {label}, p=delta_{_subset(subset)}, only a moves",
+            f"{name}, {label}, p=delta_{subset_label(subset)}, only a moves",
             relative_error(traj.a, one_d), s.tolerance,
             note=f"{name} {flow}: a from {one_d[0]:.3g} to {one_d[-1]:.4g} by t = "
                  f"{STAGE3_T_END:g}; loss {traj.loss[0]:.4f} -> {traj.loss[-1]:.4f}",
@@ -363,12 +359,12 @@ def _check_asymptote(ctx: _Context) -> CheckResult:
     paper_slope = np.diff(paper_a[1:]) / np.diff(np.log(paper_t[1:]))
     return CheckResult(
         "CF-IH2", "a(t) asymptote of the 1-D ODE", "stage 3, docs/derivations.md",
-        f"ih-point, S*={_subset(subset)}, eta_a={CLASSIFIER_ETA_A:g}, a0={CLASSIFIER_A0:g}, "
+        f"ih-point, S*={subset_label(subset)}, eta_a={CLASSIFIER_ETA_A:g}, a0={CLASSIFIER_A0:g}, "
         f"t to {CLASSIFIER_T_END:g}", error, ASYMPTOTE_TOLERANCE,
         note=f"ih-point: C = {constant:.4g}, loss_inf = {limit:.4g}; at t = "
              f"{CLASSIFIER_T_END:g}: a = {a[-1]:.3f} (asymptote {float(asymptote):.3f}), "
              f"-L'(a) e^(2a)/(2C) = {float(ratio):.6f}, slope da/dln t = {slopes[-1]:.5f}; "
-             f"ih-paper ({_subset(paper_subset)}) 1-D ODE slope per decade t = 1..1e4: "
+             f"ih-paper ({subset_label(paper_subset)}) 1-D ODE slope per decade t = 1..1e4: "
              + ", ".join(f"{x:.3f}" for x in paper_slope),
         details={"C": constant, "loss_inf": limit, "a_end": float(a[-1]),
                  "ratio": float(ratio), "slope_end": float(slopes[-1]),

@@ -61,6 +61,11 @@ def subsets(H: int, D: int) -> list[tuple]:
     return [s for k in range(int(D) + 1) for s in itertools.combinations(range(1, int(H) + 1), k)]
 
 
+def subset_label(subset) -> str:
+    """``"{1,2}"`` for the subset of heads ``(1, 2)`` (``"{}"`` for the empty one)."""
+    return "{" + ",".join(str(int(h)) for h in subset) + "}"
+
+
 def check_kernel(kernel, vocab_size: int, n_gram: int, field_name: str = "kernel") -> np.ndarray:
     """A transition kernel as a float array of shape (d**(n-1), d), checked, not renormalised.
 
@@ -350,5 +355,6 @@ def point_preset() -> InductionData:
 PRESETS = {"ih-paper": paper_preset, "ih-point": point_preset}
 
 __all__ = ["InductionData", "MAX_CHAIN_ENTRIES", "MAX_CONTEXTS", "MAX_KERNELS", "MAX_LAW_ENTRIES",
-           "MAX_WINDOWS", "POINT_KERNEL", "PRESETS", "check_kernel", "markov", "subsets"]
+           "MAX_WINDOWS", "POINT_KERNEL", "PRESETS", "check_kernel", "markov", "subset_label",
+           "subsets"]
 
