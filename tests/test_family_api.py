@@ -190,3 +190,20 @@ def test_every_family_hook_draws_its_own_data_models(data):
     assert family_of(data.draw(family_data_models())) in hooked
     with pytest.raises(odeflow.ValidationError, match=r"^names: .*\['no_such'\]"):
         family_data_models(["scan_snap", "no_such"])
+
+
+@pytest.mark.parametrize("name, entry, why", [
+    ("speed", (complex, None, "x"), "type must be"),
+    ("speed", (float, ("nope",), "x"), "flows must be"),
+    ("speed", (float, None), "must be (type, flows, help)"),
+    ("speed", (float, None, 3), "help and convert must be strings"),
+    ("t_end", (float, None, "x"), "shared options"),
+])
+def test_a_bad_run_option_is_refused_naming_it(name, entry, why):
+    from odeflow.families import as_family
+
+    bad = type("Bad", (type(family_named("scan_snap")),),
+               {"name": "bad", "run_options": {name: entry}})
+    with pytest.raises(odeflow.ValidationError, match=re.escape(why)) as info:
+        as_family(bad)
+    assert info.value.field == f"family.run_options.{name}"
