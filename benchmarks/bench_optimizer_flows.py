@@ -110,7 +110,7 @@ def training_seconds(data, kind: str, horizons, train_max: float) -> dict:
     for horizon in sorted(horizons):
         if horizon <= train_max:
             t = CLOCK['now']()
-            train(data, protocol.replace(steps=int(horizon), **RATES), seeds=[0],
+            train(data, **protocol.replace(steps=int(horizon), **RATES).options(), seeds=[0],
                   progress=False)
             out[horizon] = (CLOCK['now']() - t, False)
             per_step = out[horizon][0] / horizon

@@ -438,9 +438,9 @@ optimiser flows on the step axis ({{doc}}`which_level`). Built by
 ```python
 import odeflow
 
-run = odeflow.train(odeflow.DataModel.preset("syn-small"),
-                    odeflow.Protocol(optimizer="sgd", momentum=0.9, eta_y=1, eta_z=1),
-                    seeds=10)          # 10 seeds in one array operation per step
+run = odeflow.train(odeflow.DataModel.preset("syn-small"), steps=100, seeds=10,
+                    optimizer=odeflow.Momentum(0.9), eta_y=1, eta_z=1)
+                                       # 10 seeds in one array operation per step
 run.loss[:, 0]                         # ln 34 for every seed
 run.t                                  # flow time t_k (warm-up map) of the recorded steps
 odeflow.analysis.measures.distinct_entropy(run.data, run.z_active)   # (seeds, steps + 1)

@@ -16,7 +16,7 @@ import odeflow
 from odeflow.data.induction import InductionData
 from odeflow.errors import RenamedWarning, ValidationError
 from odeflow.fields.induction import EmpiricalInduction, FiniteLengthFlow
-from odeflow.training.induction import initial_parameters, joint, sample_for, train
+from odeflow.training.induction import initial_parameters, joint, sample_for, train_sample
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +71,7 @@ def test_gradient_descent_converges_to_the_flow_at_order_one(data):
     model = field.model
     errors = []
     for steps in (50, 100, 200):
-        run = train(model, field.start, joint(steps, t_end / steps), progress=False)
+        run = train_sample(model, field.start, joint(steps, t_end / steps), progress=False)
         errors.append(np.abs(run.theta[-1] - flow.parameters(-1)).max())
     ratios = [errors[0] / errors[1], errors[1] / errors[2]]
     assert all(1.8 < r < 2.2 for r in ratios), (errors, ratios)

@@ -17,7 +17,7 @@ from odeflow.training.induction import (  # noqa: E402
     initial_parameters,
     joint,
     sample_sequences,
-    train,
+    train_sample,
 )
 from tests.cli_helpers import cli, one_error_line  # noqa: E402
 
@@ -27,7 +27,7 @@ def small_run():
     subsets = [s for k in range(3) for s in itertools.combinations(range(1, 4), k)]
     seqs = sample_sequences(200, 40, vocab_size=3, n_gram=3, alpha=0.1, seed=0)
     model = EmpiricalInduction(seqs, 3, subsets, loss="code")
-    return train(model, initial_parameters(model), joint(30))
+    return train_sample(model, initial_parameters(model), joint(30))
 
 
 def test_figures_draw_a_run(small_run):

@@ -250,6 +250,7 @@ SHARED_MODULES = {
     "odeflow.fields.optimizers", *(f"odeflow.fields.optimizers.{m}" for m in
                                    ("base", "gradient", "momentum", "adam", "flow")),
     "odeflow.analysis", "odeflow.analysis.check_registry", "odeflow.training",
+    "odeflow.training.api",
 }
 #: Layers whose every module is shared (the solver, sweeps and front ends).
 SHARED_LAYERS = {"solver", "sweeps", "cli"}

@@ -123,7 +123,7 @@ def test_recursion_twin_and_flow_exact_steps_take_the_optimizers_step(monkeypatc
 def test_protocol_trainer_takes_the_optimizers_step(monkeypatch, data, protocol, cls):
     calls = spy(monkeypatch, cls)
     assert type(protocol.update_rule()) is cls
-    train(data, protocol, seeds=2, progress=False)
+    train(data, **protocol.options(), seeds=2, progress=False)
     assert calls == [(cls.__name__, k) for k in (1, 2, 3) for _ in ("Y", "Z")]
 
 
@@ -145,7 +145,7 @@ def test_protocol_run_equals_the_steps_taken_by_hand(data):
     from odeflow.training.counts import counts_loss_and_gradient, sample_counts
 
     p = Protocol(optimizer="adam", eta_y=0.5, eta_z=0.2, steps=4, batch_size=8, seq_len=16)
-    run = train(data, p, seeds=[7], progress=False)
+    run = train(data, **p.options(), seeds=[7], progress=False)
     layout, rngs = LumpedLayout(data), [np.random.default_rng(7)]
     Y, Z = np.zeros((1, layout.R, layout.L)), np.zeros((1, layout.q, layout.L))
     rule = Adam(p.betas, p.eps)

@@ -62,7 +62,7 @@ def test_adam_sweep_equals_the_trainer_called_directly():
         for seed in (3, 4):
             protocol = Protocol(optimizer="adam", eta_y=1.0, eta_z=eta_z, batch_size=8,
                                 seq_len=8, steps=60)
-            run = train(DATA, protocol, seeds=[seed], record_every=every, progress=False)
+            run = train(DATA, **protocol.options(), seeds=[seed], record=every, progress=False)
             point = ds.sel(eta_z=eta_z, seed=seed)
             np.testing.assert_array_equal(ds.time.values, run.steps)
             np.testing.assert_array_equal(point.entropy.values,
@@ -88,7 +88,7 @@ def test_adam_parameters_are_swept_and_reach_the_optimiser():
                settings={**RUN, "eps": 1e-6, "eta_z": 2.0}, backend="serial")
     protocol = Protocol(optimizer="adam", eta_y=1.0, eta_z=2.0, betas=(0.5, 0.99), eps=1e-6,
                         batch_size=8, seq_len=8, steps=60)
-    run = train(DATA, protocol, seeds=[0], record_every=1, progress=False)
+    run = train(DATA, **protocol.options(), seeds=[0], record=1, progress=False)
     np.testing.assert_array_equal(ds.entropy.sel(beta1=0.5, beta2=0.99).values,
                                   distinct_entropy(DATA, run.z_active[0]))
     assert not np.array_equal(ds.entropy.sel(beta1=0.5).values,

@@ -78,7 +78,8 @@ def _bounded(value: int, name: str) -> int:
 
 
 def _steps(args) -> int:
-    from odeflow.training.common import check_count
+    from odeflow.fields.optimizers import Momentum
+    from odeflow.training.common import check_count, check_fraction
 
     if args.steps is not None:
         return _bounded(check_count(args.steps, "steps"), "steps")
@@ -118,7 +119,8 @@ def run(args) -> int:
     import numpy as np
 
     from odeflow.analysis.compare import compare_runs, format_gap_table, gap_table
-    from odeflow.training.common import check_count
+    from odeflow.fields.optimizers import Momentum
+    from odeflow.training.common import check_count, check_fraction
 
     rows_shown = check_rows(args.rows)
     for key in ("seq_lens", "batch_sizes"):
@@ -160,9 +162,11 @@ def run(args) -> int:
                    f"{steps} steps, {seeds} seeds per cell", width_of(args)))
         print(format_gap_table(rows))
         return 0
-    cmp = compare_runs(data, eta_y, eta_z, steps, run=args.run, batch_size=batch_size,
-                       seq_len=seq_len, seeds=seeds, momentum=args.momentum, dt=args.dt,
-                       record_every=args.record_every, progress=progress)
+    mu = check_fraction(args.momentum, "momentum")
+    cmp = compare_runs(data, eta_y=eta_y, eta_z=eta_z, steps=steps, run=args.run,
+                       batch_size=batch_size, seq_len=seq_len, seeds=seeds,
+                       optimizer=Momentum(mu) if mu else None, dt=args.dt,
+                       record=args.record_every, progress=progress)
     figures = {"data": label, **cmp.summary()}
     _save(args, figures)
     if args.json:

@@ -42,11 +42,12 @@ def _fixed_start(data_, init, rng):
 
 t0 = time.perf_counter()
 protocol.initial_state = _fixed_start
-run = protocol.train(data, p, seeds=list(range(R)), record_every=1, progress=False)
+run = protocol.train(data, **p.options(), seeds=list(range(R)), record=1, progress=False)
 protocol.initial_state = _orig
 t_train = time.perf_counter() - t0
 if B == 128:   # seed 0 must be the project's own seed-0 run
-    ref = protocol.train(data, p, seeds=[START_SEED], record_every=p.steps, progress=False)
+    ref = protocol.train(data, **p.options(), seeds=[START_SEED], record=p.steps,
+                         progress=False)
     assert np.array_equal(ref.z_active[0, -1], run.z_active[START_SEED, -1]), "seed-0 mismatch"
 assert np.allclose(run.z_active[:, 0], run.z_active[0, 0])     # one start for all
 
