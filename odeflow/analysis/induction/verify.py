@@ -88,21 +88,16 @@ TITLES = {"I_S": ("I_S, J_S (first order in a)", "stage 1, docs/derivations.md")
           "CF-IH2": ("y, loss'(a), a(t) (stage 3)", "stage 3, docs/derivations.md")}
 
 
-def _load_preset(name: str):
-    return InductionData.preset(name)
-
-
 class _Context:
     """Settings and preset data models shared by the induction checks of one run."""
 
-    def __init__(self, settings: CheckSettings, loader=_load_preset):
+    def __init__(self, settings: CheckSettings):
         self.settings = settings
-        self._loader = loader
         self._models: dict = {}
 
     def model(self, name: str):
         if name not in self._models:
-            self._models[name] = self._loader(name)
+            self._models[name] = InductionData.preset(name)
         return self._models[name]
 
 
