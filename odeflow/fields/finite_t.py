@@ -119,6 +119,9 @@ class ClassBlocks:
         Position of the slot's logit among the carried logits (0 likewise).
     own : ndarray of int, shape (K,)
         Each class's decoder row (its next token's; multiplicity 1).
+    own_logit : ndarray of int, shape (K, N)
+        Position of each sequence's own logit (row ``own``) in a flat ``(K, N, R)``
+        block of logits.
     weight : ndarray, shape (K, 1)
         ``pi_k / N``, the weight of each of the class's sequences.
     unit_multiplicity : bool
@@ -134,6 +137,7 @@ class ClassBlocks:
     column: np.ndarray
     logit: np.ndarray
     own: np.ndarray
+    own_logit: np.ndarray
     weight: np.ndarray
     unit_multiplicity: bool
     to_columns: sparse.csr_matrix
@@ -174,7 +178,9 @@ def class_blocks(field) -> ClassBlocks:
         raise ValidationError("storage", "'blocked' needs each class's own decoder row to "
                               "stand for one output (multiplicity 1)")
     weight = (np.asarray(data.weights, dtype=float) / N)[:, None]
-    return ClassBlocks(log_probs, np.exp(log_probs), valid, column, logit, own, weight,
+    own_logit = (np.arange(K * N).reshape(K, N) * field.R + own[:, None])
+    return ClassBlocks(log_probs, np.exp(log_probs), valid, column, logit, own, own_logit,
+                       weight,
                        bool(np.all(field.multiplicity == 1.0)), to_columns, to_logits)
 
 
@@ -269,6 +275,10 @@ class FiniteTFlow(ExactFlow):
           ``dJ/dz_j = sum_r m_r Y_jr dJ/dY_jr - sum_n w_n f_nj^2 c_n``: no
           ``(N, R) x (R, s)`` product for ``G``.
 
+        Both sums are unchanged by a shift ``Y_jr - q_j`` (``sum_r m_r D_nr = 0``, the
+        own row having multiplicity 1), and so is the softmax; the blocks read the
+        decoder shifted by each column's largest entry, ``q_j = max_r Y_jr``.
+
         Two products of ``K N s R`` multiply-adds and ``K N R`` exponentials in all
         (:meth:`_softmax`). The states share this field's layout and may differ in
         anything else (the members of an ensemble of starts).
@@ -290,7 +300,10 @@ class FiniteTFlow(ExactFlow):
         P, C, R = Y.shape[0], self.C, self.R
         ny = C * R
         work = self._work_arrays(P)
-        Yc = np.take(Y[:, :ny].reshape(P, C, R), b.column, axis=1, out=work["Yc"])
+        Yt = Y[:, :ny].reshape(P, C, R)
+        Yt = np.subtract(Yt, Yt.max(axis=-1, keepdims=True), out=work["Yt"])  # q_j = 0
+        # (P, K, s, R), <= 0; every column index is in range ("clip": an unbuffered take)
+        Yc = np.take(Yt, b.column, axis=1, out=work["Yc"], mode="clip")
         F = self._features(Y[:, ny:], work["F"])             # (P, K, N, s)
         X, inv, c = self._softmax(F, Yc, work)                # (P, K, N, R), (P, K, N) x2
         if weights is None:
@@ -338,14 +351,15 @@ class FiniteTFlow(ExactFlow):
         ``X = exp(E - s_n)`` for a shift ``s_n``, so ``alpha = X / sum_r m_r X_r``,
         and ``c_n = sum_r m_r (e_own - alpha_n)_r E_nr`` (:meth:`gradients`).
 
-        The shift is the bound ``s_n = f_n . q`` with ``q_j = max_r Y_jr`` (``f >= 0``:
-        every exponent is at most 0), subtracted from the ``s R`` decoder entries of the
-        block rather than from its ``N R`` logits; a block whose sum falls below
-        :data:`SHIFT_FLOOR` is shifted by each row's maximum instead. ``c`` does not
-        depend on the shift (``sum_r m_r (e_own - alpha)_r = 0``)."""
+        ``Yc`` is the decoder on the slots shifted by each column's largest entry
+        (``Yc <= 0``), so that the shift is the bound ``s_n = f_n . q``, ``q_j = max_r
+        Y_jr`` (``f >= 0``: every exponent is at most 0), with no maximum over the ``N
+        R`` logits; a block whose sum falls below :data:`SHIFT_FLOOR` is shifted by
+        each row's maximum instead. ``c`` does not depend on the shift (``sum_r m_r
+        (e_own - alpha)_r = 0``)."""
         b = self._blocks
-        Ys = np.subtract(Yc, Yc.max(axis=-1, keepdims=True), out=work["Ys"])
-        E = np.matmul(F, Ys, out=work["E"])                   # E - f . q <= 0
+        P = Yc.shape[0]
+        E = np.matmul(F, Yc, out=work["E"])                   # E - f . q <= 0
         X = np.exp(E, out=work["X"])
         total = X @ self.multiplicity
         if total.min() < SHIFT_FLOOR:
@@ -354,7 +368,7 @@ class FiniteTFlow(ExactFlow):
             total = X @ self.multiplicity
         inv = 1.0 / total
         mX = X if b.unit_multiplicity else X * self.multiplicity
-        c = np.take_along_axis(E, b.own[None, :, None, None], axis=-1)[..., 0]
+        c = E.reshape(P, -1)[:, b.own_logit]                  # (P, K, N)
         c -= np.matmul(mX[..., None, :], E[..., :, None])[..., 0, 0] * inv
         return X, inv, c
 
@@ -368,7 +382,7 @@ class FiniteTFlow(ExactFlow):
         b = self._blocks
         K, N, s = b.log_probs.shape
         R = self.R
-        shapes = {"Yc": (P, K, s, R), "Ys": (P, K, s, R), "F": (P, K, N, s),
+        shapes = {"Yt": (P, self.C, R), "Yc": (P, K, s, R), "F": (P, K, N, s),
                   "E": (P, K, N, R), "X": (P, K, N, R), "dYc": (P, K, s, R)}
         work = {name: np.empty(shape) for name, shape in shapes.items()}
         if sum(a.nbytes for a in work.values()) <= WORK_BYTES:
