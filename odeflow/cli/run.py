@@ -40,11 +40,12 @@ def solve(*args, **kwargs):
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="solve the dynamics and save the trajectory",
-                       description="Solve the exact population gradient flow (Level E) or "
-                                   "another flow on a data model (default: the syn-small "
-                                   "preset), print a table over time and write the result. "
-                                   "The induction-head presets (ih-paper, ih-point) solve "
-                                   "that family's flows.")
+                       description="Solve a flow of a data model's family (default: the "
+                                   "syn-small preset and its exact population gradient "
+                                   "flow, Level E), print a table over time and write the "
+                                   "result. Every family's presets and configs are taken "
+                                   "(odeflow --help lists the families); a family's own "
+                                   "options below apply to its flows only.")
     add_data_arguments(p, any_family=True)
     flows = "; ".join(f"{', '.join((f.default_flow, *(n for n in f.flows if n != f.default_flow)))}"
                       f" for {f.title.split(' (')[0]}" for f in families().values())
