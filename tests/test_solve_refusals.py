@@ -38,7 +38,7 @@ def refusals():
                                                   t_span=(0, 1))),
         ("members", lambda: odeflow.solve_ensemble(SCAN_SNAP, [(None, None)], flow="reduced",
                                                    t_span=(0, 1))),
-        ("flow", lambda: odeflow.solve_batch(INDUCTION, [(1.0, 1.0)], flow="population",
+        ("params[0]", lambda: odeflow.solve_batch(INDUCTION, [(1.0, 1.0)], flow="population",
                                              t_span=(0, 1))),
     ]
 

@@ -105,10 +105,12 @@ def jacobian_options(field: Field, method: str) -> dict:
 
     A field whose ``jacobian`` is sparse (``sparse_jacobian``) gives it to Radau
     and BDF at any size. Otherwise the analytic dense Jacobian while it fits
-    :data:`DENSE_MEMORY_LIMIT`;
-    above it, Radau and BDF get the field's sparsity pattern (a sparse
-    matrix, finite differences on its columns) when it has one, and anything
-    else would build a dense ``size^2`` matrix, so it is refused.
+    :data:`DENSE_MEMORY_LIMIT`. A field without an analytic Jacobian (at any
+    size), or one above the limit, gives Radau and BDF its sparsity pattern
+    (a sparse matrix: finite differences on groups of columns, e.g. one
+    group per member's column for a stack) when it has one; a field without
+    either is differenced column by column below the limit, and above it
+    would build a dense ``size^2`` matrix, so it is refused.
 
     Raises
     ------
@@ -120,11 +122,13 @@ def jacobian_options(field: Field, method: str) -> dict:
     need = dense_jacobian_bytes(field.size)
     if getattr(field, "sparse_jacobian", False) and method != "LSODA":
         return {"jac": field.jacobian}
-    if need <= DENSE_MEMORY_LIMIT:
-        return {"jac": field.jacobian} if field.has_jacobian else {}
+    if need <= DENSE_MEMORY_LIMIT and field.has_jacobian:
+        return {"jac": field.jacobian}
     pattern = field.jac_sparsity() if method != "LSODA" else None
     if pattern is not None:
         return {"jac_sparsity": pattern}
+    if need <= DENSE_MEMORY_LIMIT:
+        return {}
     raise ValidationError("method", f"{method} would form a dense {field.size} x "
                           f"{field.size} Jacobian ({need} bytes, limit "
                           f"{DENSE_MEMORY_LIMIT}) and this flow has no sparsity pattern "
@@ -230,16 +234,13 @@ def prepare(field, t0, t_end, t_eval, method) -> tuple:
 
 
 #: Arguments of :func:`solve` itself that reach the Scan and Snap fields.
-_SOLVE_ARGUMENTS = ("eta_y", "eta_z")
-
-
 def check_flow_options(flow: str, field_class, options: dict) -> None:
     """Reject keyword options the flow's vector field does not take, naming them."""
     params = inspect.signature(field_class.__init__).parameters
     allowed = [p for p in params if p not in ("self", "data")]
     for key in options:
         if key not in allowed:
-            shown = [p for p in allowed if p not in _SOLVE_ARGUMENTS]
+            shown = [p for p in allowed if p not in field_class.rate_options]
             raise ValidationError(key, f"unknown option for flow {flow!r}; it takes "
                                   f"{shown if shown else 'no options'}")
 
