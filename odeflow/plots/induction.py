@@ -32,6 +32,7 @@ from odeflow.plots.style import (
     LEGEND_FRAME,
     REFERENCE_COLOUR,
     finish_axes,
+    new_figure,
     panel_axes,
     series_colour,
     single_axes,
@@ -269,12 +270,7 @@ def plot_run_beside_flow(run, flow, *, run_label: str = "finite-L GD run",
     if list(map(tuple, run.subsets)) != list(map(tuple, flow.subsets)):
         raise ValidationError("run", f"subsets {run.subsets} differ from the flow's "
                               f"{flow.subsets}")
-    if axes is None:
-        from odeflow.plots.style import new_figure
-
-        fig, axes = new_figure(3, 2)
-    else:
-        fig, axes = panel_axes(axes, 6)
+    fig, axes = new_figure(3, 2) if axes is None else panel_axes(axes, 6)
     pair = {flow_label: flow, run_label: run}
     lines = {flow_label: flow, **{k: check_trajectory(v, k) for k, v in (others or {}).items()},
              run_label: run}

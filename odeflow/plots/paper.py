@@ -16,6 +16,7 @@ from odeflow.plots.style import (
     LEGEND_FRAME,
     finish_axes,
     label_log_ticks,
+    new_figure,
     panel_axes,
     series_colour,
 )
@@ -219,20 +220,15 @@ def plot_fig6(rows, axes=None):
     One column per vocabulary size; rows: the runs (mean and sd over seeds),
     Level E and Level R at the mapped flow time.
     """
-    import matplotlib.pyplot as plt
-
     presets = list(dict.fromkeys(r["preset"] for r in rows))
     start = "zero start" if rows[0].get("levels_from", "zero") == "zero" else "runs' starts"
     sources = [("sgd_mean", "runs (SGD, uniform start)")] + [
         (k, f"Level {k[6:]} ({start}, warm-up map)") for k in rows[0] if k.startswith("level_")]
     sources += [(k, OPTFLOW_TITLES[k]) for k in OPTFLOW_TITLES if k in rows[0]]
     if axes is None:
-        fig, axes = plt.subplots(len(sources), len(presets),
-                                 figsize=(3.6 * len(presets), 3.0 * len(sources)),
-                                 squeeze=False, constrained_layout=True)
-    else:
-        axes = np.asarray(axes).reshape(len(sources), len(presets))
-        fig = axes[0, 0].figure
+        _, axes = new_figure(len(presets), len(sources), (3.6, 3.0))
+    axes = np.asarray(axes).reshape(len(sources), len(presets))
+    fig = axes[0, 0].figure
     ratios = sorted({r["ratio"] for r in rows})
     for col, preset in enumerate(presets):
         cells = [r for r in rows if r["preset"] == preset]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.errors import ValidationError
-from odeflow.plots.style import HEATMAP_CMAP, finish_axes, new_figure, series_colour
+from odeflow.plots.style import HEATMAP_CMAP, finish_axes, new_figure, series_colour, single_axes
 
 #: Dims averaged away before drawing.
 AVERAGED = ("seed", "class")
@@ -250,10 +250,7 @@ def _axes_parameters(ds, x, y, hue) -> tuple:
 def _heat_maps(da, x: str, y: str, hue, title: str, label: str, ax):
     """One heat map of ``da`` over ``(x, y)`` per value of ``hue``, one shared colour scale."""
     panels = [None] if hue is None else list(da[hue].values)
-    if ax is not None:
-        fig, axes = ax.figure, [ax]
-    else:
-        fig, axes = new_figure(ncols=len(panels))
+    fig, axes = (ax.figure, [ax]) if ax is not None else new_figure(ncols=len(panels))
     if len(axes) < len(panels):
         raise ValidationError("hue", "one Axes given for several panels")
     finite = da.values[np.isfinite(da.values)]
@@ -272,11 +269,7 @@ def _heat_maps(da, x: str, y: str, hue, title: str, label: str, ax):
 
 def _lines(da, x: str, hue, title: str, label: str, ax):
     """``da`` over ``x``, one line per value of ``hue``."""
-    if ax is not None:
-        fig, axes = ax.figure, [ax]
-    else:
-        fig, axes = new_figure()
-    a = axes[0]
+    fig, a = single_axes(ax)
     for i, value in enumerate([None] if hue is None else list(da[hue].values)):
         part = da if value is None else da.sel({hue: value})
         a.plot(_positions(da[x].values), part.values, marker="o", color=series_colour(i),
