@@ -370,4 +370,6 @@ _CHECKS = {"I_S": _check_information, "CF-IH1": _check_replicator, "CF-IH2": _ch
 
 #: The induction family's checks in the registry of ``odeflow verify``.
 INDUCTION_CHECKS = CheckFamily(
-    "induction", TITLES, _Context, lambda ctx, name: _CHECKS[name](ctx), position=1)
+    "induction", TITLES, _Context, lambda ctx, name: _CHECKS[name](ctx), position=1,
+    grid=f"each stage on its own times (stage 1 linear to its end; stage 3 log-spaced "
+         f"in [0.01, {STAGE3_T_END:g}] and [1, {CLASSIFIER_T_END:g}])")

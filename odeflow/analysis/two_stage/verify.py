@@ -112,4 +112,6 @@ _CHECKS = {"CF-TS1": check_skew_normal, "CF-TS2": check_stage_forms}
 
 #: The two-stage family's checks in the registry of ``odeflow verify``.
 TWO_STAGE_CHECKS = CheckFamily("two_stage", TITLES, lambda settings: settings,
-                               lambda settings, name: _CHECKS[name](settings), position=2)
+                               lambda settings, name: _CHECKS[name](settings), position=2,
+                               grid=f"t in [{TIMES[0]:g}, {TIMES[-1]:g}] ({TIMES.size} "
+                                    "log-spaced points)")
