@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
 
 from odeflow.cli.common import add_mkdir_argument, check_rows, typed_path_folder
 from odeflow.cli.tables import WIDTH, add_wide_argument, blocks, width_of, wrap
 from odeflow.errors import ValidationError
-
-if TYPE_CHECKING:
-    import numpy as np
 
 
 def register(sub) -> None:
@@ -173,11 +169,13 @@ def summary_table(ds, rows: int = 20, width: int | None = WIDTH) -> str:
     block led by the parameters, failure lines wrap (None: one block, unwrapped)."""
     import numpy as np
 
+    from odeflow.sweeps.reading import at_end
+
     dims = [d for d in ds["computed"].dims]
     flat = {d: np.broadcast_to(ds[d].values.reshape([-1 if e == d else 1 for e in dims]),
                                ds["computed"].shape).ravel() for d in dims}
     series = [name for name in ds.data_vars if ds[name].dims == (*dims, "time")]
-    final = {name: _last(ds[name]) for name in series}
+    final = {name: at_end(ds[name]).values.ravel() for name in series}
     t0 = None
     if "t0" in ds.data_vars:
         t0 = ds["t0"].mean("class", skipna=True).values.ravel() if ds.sizes["class"] \
@@ -204,19 +202,6 @@ def summary_table(ds, rows: int = 20, width: int | None = WIDTH) -> str:
     if failed.size > 10:
         lines.append(f"... {failed.size - 10} more failed points")
     return "\n".join(lines)
-
-
-def _last(var) -> np.ndarray:
-    """The last non-NaN value over time at every point (the point's own horizon)."""
-    import numpy as np
-
-    values = var.values.reshape(-1, var.sizes["time"])
-    out = np.full(values.shape[0], np.nan)
-    for i, row in enumerate(values):
-        ok = np.flatnonzero(~np.isnan(row))
-        if ok.size:
-            out[i] = row[ok[-1]]
-    return out
 
 
 def _cell(value) -> str:

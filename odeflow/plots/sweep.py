@@ -13,6 +13,7 @@ import numpy as np
 
 from odeflow.errors import ValidationError
 from odeflow.plots.style import HEATMAP_CMAP, finish_axes, new_figure, series_colour, single_axes
+from odeflow.sweeps.reading import at_end
 
 #: Dims averaged away before drawing.
 AVERAGED = ("seed", "class")
@@ -115,7 +116,7 @@ def sweep_values(ds, var: str, axes_dims: tuple, time=None, select=None):
         da = da.sel({key: _coord_value(da, key, value)})
     if "time" in da.dims:
         da = da.sel(time=_stored_time(da, time), method="nearest") if time is not None \
-            else _at_end(da)
+            else at_end(da)
     da = da.where(da != -1) if da.dtype.kind in "iu" else da
     for dim in AVERAGED:
         if dim in da.dims and dim not in axes_dims:
@@ -147,17 +148,6 @@ def _coord_value(da, key, value):
     if value not in coord:
         raise ValidationError("select", f"{key}={value!r} is not in {coord.tolist()}")
     return value
-
-
-def _at_end(da):
-    """The last stored (finite) value along ``time`` at every point (its own horizon)."""
-    values = np.moveaxis(da.values, da.get_axis_num("time"), -1)
-    finite = np.isfinite(values)
-    last = np.where(finite.any(-1), values.shape[-1] - 1 - np.argmax(finite[..., ::-1], -1), 0)
-    picked = np.take_along_axis(values, last[..., None], -1)[..., 0]
-    picked = np.where(finite.any(-1), picked, np.nan)
-    dims = [d for d in da.dims if d != "time"]
-    return da.isel(time=0, drop=True).copy(data=picked).transpose(*dims)
 
 
 def _log_axis(values) -> bool:

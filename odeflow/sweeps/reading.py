@@ -223,3 +223,15 @@ def check_records(path: Path, spec: SweepSpec, records) -> None:
             if not ok:
                 raise refuse(path, f"is damaged: {where} has an output {name!r} that does "
                              "not fit the store (name, shape or type)")
+
+
+def at_end(da):
+    """The last stored (finite) value of the store variable ``da`` along ``time`` at every
+    point (its own horizon; NaN where none), as a DataArray without ``time``."""
+    values = np.moveaxis(da.values, da.get_axis_num("time"), -1)
+    finite = np.isfinite(values)
+    last = np.where(finite.any(-1), values.shape[-1] - 1 - np.argmax(finite[..., ::-1], -1), 0)
+    picked = np.take_along_axis(values, last[..., None], -1)[..., 0]
+    picked = np.where(finite.any(-1), picked, np.nan)
+    dims = [d for d in da.dims if d != "time"]
+    return da.isel(time=0, drop=True).copy(data=picked).transpose(*dims)
