@@ -78,8 +78,7 @@ def _bounded(value: int, name: str) -> int:
 
 
 def _steps(args) -> int:
-    from odeflow.fields.optimizers import Momentum
-    from odeflow.training.common import check_count, check_fraction
+    from odeflow.training.common import check_count
 
     if args.steps is not None:
         return _bounded(check_count(args.steps, "steps"), "steps")

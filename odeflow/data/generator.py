@@ -25,22 +25,12 @@ Classes are visited uniformly (``pi_n = 1/K``).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
-from odeflow.data.checks import as_real_number
+from odeflow.data.checks import as_real_number, check_count
 from odeflow.data.model import DataModel, SequenceClass
 from odeflow.errors import ValidationError
-
-
-def _count(value, field_name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise ValidationError(field_name, f"must be an integer, got {value!r:.80}")
-    value = int(value)
-    if value < minimum:
-        raise ValidationError(field_name, f"must be >= {minimum}, got {value}")
-    return value
 
 
 def sequence_classes(num_last: int, num_next_per_last: int, num_common: int,
@@ -77,11 +67,11 @@ def sequence_classes(num_last: int, num_next_per_last: int, num_common: int,
         Naming the field, for a count that is not an integer or below its
         minimum, or a weight range that is not ``0 < unique_min <= unique_max``.
     """
-    num_last = _count(num_last, "num_last", 1)
-    num_next_per_last = _count(num_next_per_last, "num_next_per_last", 1)
-    num_common = _count(num_common, "num_common", 0)
-    num_common_per_last = _count(num_common_per_last, "num_common_per_last", 0)
-    num_unique_per_next = _count(num_unique_per_next, "num_unique_per_next", 1)
+    num_last = check_count(num_last, "num_last", 1)
+    num_next_per_last = check_count(num_next_per_last, "num_next_per_last", 1)
+    num_common = check_count(num_common, "num_common", 0)
+    num_common_per_last = check_count(num_common_per_last, "num_common_per_last", 0)
+    num_unique_per_next = check_count(num_unique_per_next, "num_unique_per_next", 1)
     lo = as_real_number(unique_min, "unique_min", "finite and > 0")
     hi = as_real_number(unique_max, "unique_max", "finite and > 0")
     if not (math.isfinite(lo) and lo > 0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from odeflow.data import DataModel, validate_positive
+from odeflow.data.checks import check_count
 from odeflow.errors import ValidationError
 from odeflow.plots.style import finish_axes, log_times, series_colour, single_axes
 from odeflow.solver import solve
@@ -99,7 +100,7 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
     m = int(data.query_tokens[0]) if query_token is None else int(query_token)
     data.query_index(m)
     tokens = _check_tokens(data, m, tokens)
-    _check_steps(steps)
+    steps = _check_steps(steps)
     t_end = float(steps)
     validate_positive(eta_y, "eta_y")
     validate_positive(eta_z, "eta_z")
@@ -139,13 +140,13 @@ def _check_tokens(data: DataModel, query_token: int, tokens) -> list[int]:
     return tokens
 
 
-def _check_steps(steps) -> None:
+def _check_steps(steps) -> int:
     """``steps`` an integer in ``[1, MAX_STEPS]`` (SGD steps; the flows' ``t_end``)."""
-    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise ValidationError("steps", f"must be an integer >= 1, got {steps!r}")
+    steps = check_count(steps, "steps")
     if steps > MAX_STEPS:
         raise ValidationError("steps", f"must be <= {MAX_STEPS:,} (SGD steps, from t_end), "
                               f"got {steps:,}")
+    return steps
 
 
 def _legend_entries(ax, data: DataModel, tokens: list[int], runs: dict, sgd_note: str) -> None:

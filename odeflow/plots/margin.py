@@ -19,6 +19,7 @@ from odeflow.analysis.closed_forms import (
     transition_time,
 )
 from odeflow.data import validate_positive
+from odeflow.data.checks import check_count
 from odeflow.errors import ValidationError
 from odeflow.plots.style import (
     OKABE_ITO,
@@ -63,26 +64,17 @@ def lemma5_margin(eta_y: float, vocab_size: int, visits: int) -> np.ndarray:
     numpy.ndarray, shape (visits + 1,)
     """
     eta_y = validate_positive(eta_y, "eta_y")
-    M = _vocab(vocab_size)
-    if isinstance(visits, bool) or not isinstance(visits, (int, np.integer)) or visits < 1:
-        raise ValidationError("visits", f"must be an integer >= 1, got {visits!r}")
+    M, visits = check_count(vocab_size, "vocab_size", 2), check_count(visits, "visits")
     if visits > LEMMA5_MAX_VISITS:
         raise ValidationError("visits", f"must be <= {LEMMA5_MAX_VISITS:,} (a Python loop of "
                               f"one step per visit), got {visits:,}")
-    h = np.empty(int(visits) + 1)
+    h = np.empty(visits + 1)
     h[0] = value = 0.0
     for k in range(1, h.size):
         decay = math.exp(-value)  # eta M / (e^h + M - 1) without overflow
         value += eta_y * M * decay / (1.0 + (M - 1) * decay)
         h[k] = value
     return h
-
-
-def _vocab(vocab_size) -> int:
-    if isinstance(vocab_size, bool) or not isinstance(vocab_size, (int, np.integer)) \
-            or vocab_size < 2:
-        raise ValidationError("vocab_size", f"must be an integer >= 2, got {vocab_size!r}")
-    return int(vocab_size)
 
 
 def plot_margin(eta_y: float = 1.0, vocab_size: int = 34, pi: float = 0.5,
@@ -119,7 +111,7 @@ def plot_margin(eta_y: float = 1.0, vocab_size: int = 34, pi: float = 0.5,
     matplotlib.figure.Figure
     """
     eta_y = validate_positive(eta_y, "eta_y")
-    M = _vocab(vocab_size)
+    M = check_count(vocab_size, "vocab_size", 2)
     pi = validate_positive(pi, "pi")
     if pi > 1:
         raise ValidationError("pi", f"must be <= 1, got {pi!r}")
@@ -194,7 +186,6 @@ def _speed_panel(ax_g, curves: dict, M, eta_y: float, pi: float) -> None:
     peak = float(np.max(speed_control(t, M, eta_y, pi)))
     g_end = float(speed_control(curves["t_end"], M, eta_y, pi))
     g_start = float(speed_control_early(curves["t_start"], M, eta_y, pi))
-    ax_g.set_ylim(min(g_end, g_start) / 3.0,
-                  peak * 5.0)
+    ax_g.set_ylim(min(g_end, g_start) / 3.0, peak * 5.0)
     finish_axes(ax_g, "time $t$", r"speed control $\gamma(t)$",
                 "Theorem 1(b): two stages of $\\gamma$ (CF2)", **BELOW)
