@@ -23,6 +23,7 @@ import numpy as np
 
 from odeflow.data.checks import (  # noqa: F401 (parse_toml, validate_positive: data.config's)
     as_real_array,
+    check_count,
     parse_toml,
     validate_positive,
 )
@@ -198,12 +199,7 @@ class DataModel(TomlForm):
     family = "scan_snap"
 
     def __init__(self, vocab_size, classes, weights=None, normalize: bool = False):
-        if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral):
-            if not (isinstance(vocab_size, float) and vocab_size.is_integer()):
-                raise ValidationError("vocab_size", f"must be an integer, got {vocab_size!r}")
-        vocab_size = int(vocab_size)
-        if vocab_size < 2:
-            raise ValidationError("vocab_size", f"must be >= 2, got {vocab_size}")
+        vocab_size = check_count(vocab_size, "vocab_size", 2)
         if vocab_size > MAX_VOCAB_SIZE:
             raise ValidationError("vocab_size", f"must be <= {MAX_VOCAB_SIZE} (Z(0) holds "
                                   f"rows of length M), got {vocab_size}")
