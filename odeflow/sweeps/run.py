@@ -26,6 +26,7 @@ from odeflow.sweeps.store import (
     open_store,
     partial_path,
     remove_partial,
+    requires_netcdf,
     requires_xarray,
     store_lock,
     write_netcdf,
@@ -245,15 +246,6 @@ def _write_cause(exc: OSError) -> str:
     """What :class:`SweepStopped` says of a store that cannot be written."""
     return f"cannot write the store ({exc.strerror or exc})"
 
-
-def requires_netcdf() -> None:
-    """Import h5netcdf and h5py (netCDF output), or a :class:`ValidationError` naming ``format``."""
-    try:
-        import h5netcdf  # noqa: F401
-        import h5py  # noqa: F401  (h5netcdf's writer; an extra of h5netcdf since 1.4)
-    except ImportError:
-        raise ValidationError("format", "netCDF output needs h5netcdf and h5py: "
-                              "pip install 'odeflow[sweep]'") from None
 
 
 def add_missing_outputs(arrays, missing) -> list:

@@ -413,6 +413,16 @@ def partial_path(path: Path) -> Path:
     return path.with_name(path.name + ".partial.zarr")
 
 
+def requires_netcdf() -> None:
+    """Import h5netcdf and h5py (netCDF output), or a :class:`ValidationError` naming ``format``."""
+    try:
+        import h5netcdf  # noqa: F401
+        import h5py  # noqa: F401  (h5netcdf's writer; an extra of h5netcdf since 1.4)
+    except ImportError:
+        raise ValidationError("format", "netCDF output needs h5netcdf and h5py: "
+                              "pip install 'odeflow[sweep]'") from None
+
+
 def write_netcdf(ds, path: Path) -> Path:
     """Write ``ds`` to ``path`` (netCDF-4 via h5netcdf) atomically.
 
@@ -421,12 +431,7 @@ def write_netcdf(ds, path: Path) -> Path:
     giving other numbers; the text variable ``error`` has none (HDF5 filters
     do not apply to variable-length strings).
     """
-    try:
-        import h5netcdf  # noqa: F401
-        import h5py  # noqa: F401  (h5netcdf's writer; an extra of h5netcdf since 1.4)
-    except ImportError:  # pragma: no cover
-        raise ValidationError("format", "netCDF output needs h5netcdf and h5py: "
-                              "pip install 'odeflow[sweep]'") from None
+    requires_netcdf()
     out = ds.copy()
     out["error"] = out["error"].astype(str)
     encoding = {name: {"fletcher32": True} for name in out.variables
