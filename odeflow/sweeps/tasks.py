@@ -30,10 +30,6 @@ from odeflow.solver import METHODS
 from odeflow.sweeps.outputs import SCAN_SNAP, OutputSet
 from odeflow.training.common import check_count, check_fraction, check_seed
 
-#: How a parameter's values are checked and stored (the dtype of its coordinate).
-KINDS = ("positive", "count", "fraction", "rate", "method", "text")
-
-
 @dataclass(frozen=True)
 class Parameter:
     """A parameter of a task kind: its name, default and kind of value.
@@ -61,8 +57,6 @@ class Parameter:
         if self.kind == "fraction":
             return check_fraction(value, field)
         if self.kind == "rate":
-            if isinstance(value, bool) or not isinstance(value, (int, float)):
-                raise ValidationError(field, f"must be a number, got {value!r:.80}")
             rate = validate_finite(value, field)
             if rate < 0:
                 raise ValidationError(field, f"must be >= 0 (0 freezes), got {rate!r}")
