@@ -123,12 +123,8 @@ def integrate_selector(data, a: float, eta_c: float, c0, t_eval, rtol, atol, met
         losses = window_sum_loss_of_kernel(laws, np.tensordot(p, matches, 1), a).mean(axis=-1)
         return -eta_c * losses.imag / step
 
-    start = time.perf_counter()
-    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), np.asarray(c0, float), method=method,
-                    t_eval=t_eval, rtol=rtol, atol=atol)
-    stats = {"method": method, "nfev": int(sol.nfev), "wall_time": time.perf_counter() - start}
-    if not sol.success:
-        raise SolveError(f"stage-1 selector flow with {method}: {sol.message}", stats)
+    sol, stats = _solve(rhs, np.asarray(c0, float), t_eval, rtol, atol, method,
+                        "stage-1 selector flow")
     c = sol.y.T
     u = np.sum(c**2, axis=1)
     return c**2 / u[:, None], u, stats
@@ -151,12 +147,8 @@ def integrate_replicator(p0, info, eta_c, u0, a_of_t, t_eval, rtol, atol, method
         rate = 4.0 * eta_c * a_of_t(t) / u0
         return np.concatenate([rate * p * (info - p @ info), [a_of_t(t)]])
 
-    start = time.perf_counter()
-    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), np.concatenate([p0, [0.0]]), method=method,
-                    t_eval=t_eval, rtol=rtol, atol=atol)
-    stats = {"method": method, "nfev": int(sol.nfev), "wall_time": time.perf_counter() - start}
-    if not sol.success:
-        raise SolveError(f"replicator ODE with {method}: {sol.message}", stats)
+    sol, stats = _solve(rhs, np.concatenate([p0, [0.0]]), t_eval, rtol, atol, method,
+                        "replicator ODE")
     return sol.y[:-1].T, sol.y[-1], stats
 
 
@@ -167,12 +159,19 @@ def integrate_classifier(data, subset, eta_a, a0, t_eval, rtol, atol, method="LS
     def rhs(t, y):
         return [-eta_a * float(curve(y[0])[1])]
 
+    sol, stats = _solve(rhs, [a0], t_eval, rtol, atol, method, "stage-3 classifier ODE")
+    return sol.y[0], stats
+
+
+def _solve(rhs, y0, t_eval, rtol, atol, method, what: str):
+    """``solve_ivp`` from ``t = 0`` to ``t_eval[-1]``; ``(solution, stats)``, or a
+    :class:`~odeflow.errors.SolveError` naming ``what``."""
     start = time.perf_counter()
-    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), [a0], method=method, t_eval=t_eval,
+    sol = solve_ivp(rhs, (0.0, float(t_eval[-1])), y0, method=method, t_eval=t_eval,
                     rtol=rtol, atol=atol)
     stats = {"method": method, "nfev": int(sol.nfev), "wall_time": time.perf_counter() - start}
     if not sol.success:
-        raise SolveError(f"stage-3 classifier ODE with {method}: {sol.message}", stats)
-    return sol.y[0], stats
+        raise SolveError(f"{what} with {method}: {sol.message}", stats)
+    return sol, stats
 
 
