@@ -32,12 +32,8 @@ from odeflow.solver import default_t_eval, solve
 from odeflow.training import sgd_ensemble
 from odeflow.training.common import warmup_time
 
-
-def flow_time(steps, momentum: float = 0.0) -> np.ndarray:
-    """Flow time of ``k`` steps of momentum SGD: the warm-up map
-    ``t_k = [k - mu (1 - mu^k) / (1 - mu)] / (1 - mu)``
-    (:func:`odeflow.training.common.warmup_time`)."""
-    return warmup_time(steps, momentum)
+#: Flow time of ``k`` steps of momentum SGD: the warm-up map (:func:`.common.warmup_time`).
+flow_time = warmup_time
 
 
 def _max_gap(a: np.ndarray, b: np.ndarray) -> np.ndarray:
