@@ -24,15 +24,10 @@ from odeflow.errors import ValidationError
 from odeflow.families import family_of, find_preset
 
 
-def model_family(model) -> str:
-    """The family name of the data model ``model``."""
-    return family_of(model).name
-
-
 def model_to_dict(model) -> dict:
     """``model.to_dict()``, with ``family`` unless the model is Scan and Snap's."""
     out = model.to_dict()
-    family = model_family(model)
+    family = family_of(model).name
     return out if family == DEFAULT_FAMILY else {"family": family, **out}
 
 

@@ -20,7 +20,6 @@ from odeflow.errors import ValidationError
 from odeflow.families import family_of
 from odeflow.sweeps.models import (
     edited_model,
-    model_family,
     model_field_names,
     model_from_dict,
     model_to_dict,
@@ -366,7 +365,7 @@ def _check_models(data_dict, grid, preset, kinds) -> list:
         pairs = [("preset", preset_model(preset))]
     wanted = kinds[0].model_family
     for where, model in pairs:
-        family = model_family(model)
+        family = family_of(model).name
         if family != wanted:
             others = sorted(k.name for k in tasks().values() if k.model_family == family)
             raise ValidationError(where, f"is a {family!r} data model, but task "
