@@ -166,10 +166,7 @@ class InductionData(TomlForm):
         self.prior = prior
         if prior == "dirichlet":
             self.alpha = validate_positive(alpha, "alpha")
-            self.num_kernels = check_count(num_kernels, "num_kernels", 1)
-            if self.num_kernels > MAX_KERNELS:
-                raise ValidationError("num_kernels", f"must be <= {MAX_KERNELS}, got "
-                                      f"{self.num_kernels}")
+            self.num_kernels = check_count(num_kernels, "num_kernels", 1, MAX_KERNELS)
             self.seed = check_count(seed, "seed", 0)
             self.kernel = None
             if kernel is not None:
@@ -323,8 +320,6 @@ class InductionData(TomlForm):
         return (f"InductionData(d={self.vocab_size}, n={self.n_gram}, H={self.heads}, "
                 f"D={self.degree}, prior={prior}, w+={self.w_plus:g}, w-={self.w_minus:g}, "
                 f"c0={self.c0:g}, a0={self.a0:g})")
-
-
 
 
 def _check_keys(table: Mapping, allowed: tuple, prefix: str) -> None:
