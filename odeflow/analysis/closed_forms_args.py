@@ -40,7 +40,6 @@ def guarded(function):
     return wrapper
 
 
-
 def to_array(name: str, value) -> np.ndarray:
     """``value`` as a real float array; ValidationError naming ``name`` otherwise."""
     try:
@@ -110,8 +109,6 @@ def unit_feature(name: str, value) -> np.ndarray:
     arr = positive(name, value)
     require(name, arr, arr <= 1, "<= 1 (an entry of an l2-normalised feature)")
     return arr
-
-
 
 
 def broadcast(**arrays) -> list[np.ndarray]:

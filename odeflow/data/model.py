@@ -465,7 +465,6 @@ class DataModel(TomlForm):
         return PRESETS
 
 
-
 #: Name -> factory of the built-in data models. Filled by :mod:`odeflow.data.presets`
 #: (imported with :mod:`odeflow.data`), so that this module needs nothing above it.
 PRESETS: dict = {}

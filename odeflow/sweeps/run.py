@@ -247,7 +247,6 @@ def _write_cause(exc: OSError) -> str:
     return f"cannot write the store ({exc.strerror or exc})"
 
 
-
 def add_missing_outputs(arrays, missing) -> list:
     """Add to the store of ``arrays`` the outputs ``missing`` it was written without.
 
