@@ -308,13 +308,11 @@ class FiniteTFlow(ExactFlow):
         X, inv, c = self._softmax(F, Yc, work)                # (P, K, N, R), (P, K, N) x2
         if weights is None:
             per, dYc = b.weight, work["dYc"]                  # (K, 1), (P, K, s, R)
-            own = np.multiply(F.sum(axis=2), b.weight)        # (P, K, s)
         else:
             per, dYc = self._check_weights(weights, P), None  # (Q, K, N)
-            own = np.matmul(per[..., None, :], F)[..., 0, :]  # (max(P, Q), K, s)
+        # X = (alpha - e_own) / inv here: sum_n w_n f_nj D_nr in one product
         dYc = np.matmul(np.swapaxes(F * (inv * per)[..., None], -1, -2), X, out=dYc)
-        np.negative(dYc, out=dYc)                             # -sum_n w_n f_nj alpha_nr
-        dYc[:, np.arange(own.shape[1]), :, b.own] += np.swapaxes(own, 0, 1)
+        np.negative(dYc, out=dYc)
         Ym = Yc if b.unit_multiplicity else Yc * self.multiplicity
         dz = np.matmul(Ym[..., None, :], dYc[..., :, None])[..., 0, 0]  # (P', K, s)
         dz -= np.matmul((per * c)[..., None, :], F * F)[..., 0, :]
@@ -347,8 +345,9 @@ class FiniteTFlow(ExactFlow):
         return F
 
     def _softmax(self, F: np.ndarray, Yc: np.ndarray, work: dict) -> tuple:
-        """``(X, 1 / sum_r m_r X_nr, c)`` of the logits ``E_nr = f_n . Y_r`` (Eqn 3-4):
-        ``X = exp(E - s_n)`` for a shift ``s_n``, so ``alpha = X / sum_r m_r X_r``,
+        """``(X, inv, c)`` of the logits ``E_nr = f_n . Y_r`` (Eqn 3-4): with ``x_n =
+        exp(E_n - s_n)`` for a shift ``s_n`` and ``inv_n = 1 / sum_r m_r x_nr`` (so that
+        ``alpha_n = inv_n x_n``), ``X_n = x_n - e_own / inv_n``, i.e. ``-D_n / inv_n``,
         and ``c_n = sum_r m_r (e_own - alpha_n)_r E_nr`` (:meth:`gradients`).
 
         ``Yc`` is the decoder on the slots shifted by each column's largest entry
@@ -370,6 +369,7 @@ class FiniteTFlow(ExactFlow):
         mX = X if b.unit_multiplicity else X * self.multiplicity
         c = E.reshape(P, -1)[:, b.own_logit]                  # (P, K, N)
         c -= np.matmul(mX[..., None, :], E[..., :, None])[..., 0, 0] * inv
+        X.reshape(P, -1)[:, b.own_logit] -= total
         return X, inv, c
 
     def _work_arrays(self, P: int) -> dict:
