@@ -15,8 +15,8 @@ Prints (not a timed test):
 3. From that same run, side by side: the wall time of the ``64 x N`` training
    runs (column ``train_seconds`` of fig6.csv) against that of the Level T
    optimiser-flow ensembles that predict them (``optflow_T_seconds``), and
-   their ratio (issue 20's cost goal: at most 1); written to ``cost.csv`` in
-   ``--out`` for ``docs/make_which_level.py``.
+   their ratio (issue 20's cost goal: at most 1), in all and per preset; written to
+   ``cost.csv`` in ``--out`` for ``docs/make_which_level.py``.
 
 4. A few Fig. 6 cells side by side in this process (``--cells``): the ``N``
    training runs of the cell (as ``reproduce fig6`` trains them) and the Level T
@@ -69,11 +69,11 @@ def ensemble_vs_single(seeds: int) -> None:
         together, alone = [], []
         for _ in range(2):
             t = time.perf_counter()
-            train(data, protocol, seeds=seeds, progress=False)
+            train(data, **protocol.options(), seeds=seeds, progress=False)
             together.append(time.perf_counter() - t)
             t = time.perf_counter()
             for s in range(seeds):
-                train(data, protocol, seeds=[s], progress=False)
+                train(data, **protocol.options(), seeds=[s], progress=False)
             alone.append(time.perf_counter() - t)
         print(f"{'syn-medium-' + str(size):>14} {data.vocab_size:>4} {min(together):>11.2f} "
               f"{min(alone):>10.2f} {min(alone) / min(together):>6.2f}")
@@ -156,7 +156,7 @@ def cell_costs(seeds: int, repeats: int) -> None:
         keys = ("train", "new", "stk", "old")
         best = {k: [np.inf, np.inf] for k in keys}
         for _ in range(repeats):
-            run, *tr = _timed(train, data, p, seeds=seeds, progress=False)
+            run, *tr = _timed(train, data, **p.options(), seeds=seeds, progress=False)
             (H, _), *new = _timed(paper.optflow_ensemble, data, p, run.seeds, steps, levels)
             stk_H, *stk = _timed(stacked_ensemble, data, p, run.seeds, steps)
             old, *per = _timed(dense_per_seed_ensemble, data, p, run.seeds, steps)
@@ -291,6 +291,12 @@ def optflow_cost(out: Path, wall: float) -> None:
           f"first-order levels {total['flow_seconds']:.1f} s")
     ratio = total["optflow_T_seconds"] / total["train_seconds"]
     print(f"cost ratio (Level T optimiser flows / training runs): {ratio:.2f}")
+    for preset in dict.fromkeys(r["preset"] for r in rows):
+        cells = [r for r in rows if r["preset"] == preset]
+        train_s = sum(float(r["train_seconds"]) for r in cells)
+        flow_s = sum(float(r["optflow_T_seconds"]) for r in cells)
+        print(f"  {preset}: training {train_s:.1f} s, Level T flows {flow_s:.1f} s, "
+              f"ratio {flow_s / train_s:.2f}")
     table = [{"what": "training", "seconds": total["train_seconds"]},
              {"what": "optflow_T", "seconds": total["optflow_T_seconds"]},
              {"what": "optflow_E", "seconds": total["optflow_E_seconds"]},
