@@ -52,5 +52,5 @@ class Induction(Family):
                    "--t-end (default: every group jointly at rate 1)",
                    "odeflow.cli.run_induction:staged_schedule"),
     }
-    strategies = "odeflow.testing"
+    strategies = "odeflow.testing.induction"
     docs = "induction.md"

@@ -66,5 +66,5 @@ class ScanSnap(Family):
     compare = "odeflow.analysis.compare:compare_runs"
     run_options = {"eta_y": (float, None, "decoder learning rate eta_Y (1)"),
                    "eta_z": (float, None, "attention learning rate eta_Z (0.1)")}
-    strategies = "odeflow.testing"
+    strategies = "odeflow.testing.scan_snap"
     docs = "model.md"

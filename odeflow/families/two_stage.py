@@ -47,4 +47,5 @@ class TwoStage(Family):
     train = "odeflow.training.two_stage:train"
     compare = "odeflow.training.two_stage:compare"
     run_options = {}   # its flows take the shared options only
+    strategies = "odeflow.testing.two_stage"
     docs = "two_stage.md"
