@@ -221,15 +221,17 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
     progress : bool, optional
         Progress bar of the run.
 
-    Gradient ascent is one deterministic run: it refuses an ``optimizer`` and does not
-    use SGD's ``seeds``, ``seed``, ``batch_size`` or ``seq_len``. Old forms (one
-    release, :class:`~odeflow.errors.RenamedWarning`): ``compare_runs(data, eta_y,
-    eta_z, steps, ...)`` positionally, ``momentum=`` (``optimizer``), ``record_every=``
-    (``record``).
-
     Returns
     -------
     Comparison
+
+    Notes
+    -----
+    Gradient ascent is one deterministic run: it refuses an ``optimizer`` and does not
+    use SGD's ``seeds``, ``seed``, ``batch_size`` or ``seq_len``. Old forms (one
+    release, :class:`~odeflow.errors.RenamedWarning`): ``compare_runs(data, eta_y,
+    eta_z, steps, ...)`` positionally, ``momentum=`` (``optimizer``) and
+    ``record_every=`` (``record``).
     """
     if run not in RUNS:
         raise ValidationError("run", f"unknown run {run!r}; choose one of {list(RUNS)}")

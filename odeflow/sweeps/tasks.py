@@ -30,6 +30,7 @@ from odeflow.solver import METHODS
 from odeflow.sweeps.outputs import SCAN_SNAP, OutputSet
 from odeflow.training.common import check_count, check_fraction, check_seed
 
+
 @dataclass(frozen=True)
 class Parameter:
     """A parameter of a task kind: its name, default and kind of value.

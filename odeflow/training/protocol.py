@@ -367,10 +367,6 @@ def train(data: DataModel, *, steps: int = 100, seeds=1, start=None, optimizer=N
         for ``start="uniform"``, where it is needed); the lumped and un-lumped
         runs from a zero start are the same run (tests check it).
 
-    Old forms (one release, warning :class:`~odeflow.errors.RenamedWarning`):
-    ``train(data, protocol, seeds, record_every, progress, unlumped)``,
-    ``protocol=`` (its :meth:`Protocol.options`) and ``record_every=`` (``record``).
-
     Returns
     -------
     TrainingRun
@@ -381,6 +377,12 @@ def train(data: DataModel, *, steps: int = 100, seeds=1, start=None, optimizer=N
         For invalid input, naming the field.
     SolveError
         When a step leaves the finite numbers.
+
+    Notes
+    -----
+    Old forms (one release, warning :class:`~odeflow.errors.RenamedWarning`):
+    ``train(data, protocol, seeds, record_every, progress, unlumped)``,
+    ``protocol=`` (its :meth:`Protocol.options`) and ``record_every=`` (``record``).
     """
     if not isinstance(data, DataModel):
         raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")

@@ -162,6 +162,8 @@ def compare(data=None, *, seeds=1, steps: int = 100, seq_len: int = PAPER_LENGTH
         population flow's parameters by the finite-``L`` loss on that sample
         (:attr:`Comparison.flow_loss_at_length`).
 
+    Notes
+    -----
     Old forms (one release, :class:`~odeflow.errors.RenamedWarning`): ``seeds``
     positionally, ``count=`` (``sample_size``), ``length=`` (``seq_len``).
     """

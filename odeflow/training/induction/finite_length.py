@@ -293,13 +293,15 @@ def train(data, *, steps: int | None = None, seeds=1, start=None, optimizer=None
         Stages run one after the other, durations in steps, instead of ``rates``.
     loss : {"code", "nll"}
 
-    Old form (one release, :class:`~odeflow.errors.RenamedWarning`):
-    ``train(model, theta0, schedule)`` on one sample, now :func:`train_sample`.
-
     Returns
     -------
     Runs
         One :class:`InductionRun` per seed.
+
+    Notes
+    -----
+    Old form (one release, :class:`~odeflow.errors.RenamedWarning`):
+    ``train(model, theta0, schedule)`` on one sample, now :func:`train_sample`.
     """
     from odeflow.data.induction import InductionData
 
