@@ -200,8 +200,7 @@ def test_a_user_family_is_trained_by_its_declared_trainer_or_refused_by_name():
 
 #: Calls of the families' train/compare by an old form that modules of other work still
 #: make (module, what): each is translated without a warning until it goes.
-PENDING_OLD_CALLS = {("odeflow.analysis.paper", "positional"),
-}
+PENDING_OLD_CALLS: set = set()
 
 
 def test_the_package_calls_train_and_compare_by_the_new_forms_only():

@@ -292,7 +292,7 @@ def experiment(data: DataModel, protocol: Protocol, seeds=10, levels=None,
     costs a large part of a member's solve (``docs/benchmarks.md``).
     """
     start = time.perf_counter()
-    run = train(data, protocol, seeds=seeds, progress=progress)
+    run = train(data, **protocol.options(), seeds=seeds, progress=progress)
     trained = time.perf_counter()
     if same_start and protocol.init != "zero":
         per_seed = []

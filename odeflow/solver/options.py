@@ -233,7 +233,6 @@ def prepare(field, t0, t_end, t_eval, method) -> tuple:
     return t_eval, method, jacobian_options(field, method)
 
 
-#: Arguments of :func:`solve` itself that reach the Scan and Snap fields.
 def check_flow_options(flow: str, field_class, options: dict) -> None:
     """Reject keyword options the flow's vector field does not take, naming them."""
     params = inspect.signature(field_class.__init__).parameters
