@@ -85,3 +85,19 @@ def wrap(text: str, width: int | None = WIDTH, indent: str = "  ") -> str:
     lead = text[:len(text) - len(text.lstrip())]
     return textwrap.fill(text, width=width, initial_indent="", subsequent_indent=lead + indent,
                          break_long_words=False, break_on_hyphens=False)
+
+
+def log_spaced_rows(t, rows: int):
+    """Indices of ``t = 0`` and of about ``rows - 1`` log-spaced times after it (the rows
+    of a result's ``summary_table``).
+
+    At most one row per stored time, however large ``rows`` is; none for
+    ``rows = 0`` and only ``t = 0`` for ``rows = 1``.
+    """
+    import numpy as np
+
+    if rows <= 1:
+        return np.arange(min(max(int(rows), 0), t.size))
+    count = min(int(rows), t.size + 1) - 1
+    targets = np.geomspace(max(t[1], 1e-12), t[-1], count) if t.size > 1 else []
+    return np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))

@@ -96,8 +96,9 @@ class LinearTrajectory(SolverOutput):
         return atomic_write_npz(path, {"t": self.t, "W1": self.W1, "W2": self.W2,
                                        "loss": self.loss, "metadata": np.array(text)}, field)
 
-    def summary_table(self, rows: int = 8) -> str:
-        """``t`` and ``L`` at about ``rows`` evenly spaced outputs (``odeflow run``)."""
+    def summary_table(self, rows: int = 8, width: int | None = None) -> str:
+        """``t`` and ``L`` at about ``rows`` evenly spaced outputs (``odeflow run``; two
+        columns always fit ``width``)."""
         index = np.unique(np.linspace(0, self.t.size - 1, rows).astype(int))
         return "\n".join(f"t = {self.t[i]:<10.4g} L = {self.loss[i]:.6g}" for i in index)
 

@@ -102,12 +102,12 @@ def test_saved_file_mode_follows_umask(tmp_path, capsys):
 
 
 def test_result_is_saved_before_the_table(tmp_path, capsys, monkeypatch):
-    import odeflow.cli.run as run_module
+    from odeflow.results.trajectory import Trajectory
 
     def table_too_large(*args, **kwargs):
         raise MemoryError("a 90 GiB table")
 
-    monkeypatch.setattr(run_module, "summary_table", table_too_large)
+    monkeypatch.setattr(Trajectory, "summary_table", table_too_large)
     out = tmp_path / "r.npz"
     code, stdout, err = cli(capsys, "run", "--t-end", "1", "--no-progress", "--out", str(out))
     assert code == 2 and "more memory" in one_error_line(err)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
 
 from odeflow.cli.catalog import MAX_NFEV, METHODS
 from odeflow.cli.common import (
@@ -16,12 +15,9 @@ from odeflow.cli.common import (
     typed_path_folder,
 )
 from odeflow.cli.parser import any_case
-from odeflow.cli.tables import add_wide_argument, blocks, width_of, wrap
+from odeflow.cli.tables import add_wide_argument, width_of, wrap
 from odeflow.errors import ValidationError
 from odeflow.families import families, run_options
-
-if TYPE_CHECKING:
-    import numpy as np
 
 #: The options of a flow on a fixed sample (``finite_t``, ``finite_l``, ``finite_n``: any
 #: flow whose field takes them, read from its signature), passed to it by name.
@@ -98,78 +94,6 @@ def add_family_flags(parser) -> None:
         typed = {"choices": list(kind)} if isinstance(kind, tuple) else \
             {"type": kind, "metavar": name.upper()}
         parser.add_argument(flag, default=None, help="; ".join(texts), **typed)
-
-
-def log_spaced_rows(t: np.ndarray, rows: int) -> np.ndarray:
-    """Indices of ``t = 0`` and of about ``rows - 1`` log-spaced times after it.
-
-    At most one row per stored time, however large ``rows`` is; none for
-    ``rows = 0`` and only ``t = 0`` for ``rows = 1``.
-    """
-    import numpy as np
-
-    if rows <= 1:
-        return np.arange(min(max(int(rows), 0), t.size))
-    count = min(int(rows), t.size + 1) - 1
-    targets = np.geomspace(max(t[1], 1e-12), t[-1], count) if t.size > 1 else []
-    return np.unique(np.concatenate([[0], np.searchsorted(t, targets).clip(0, t.size - 1)]))
-
-
-def summary_table(traj, rows: int = 8, width: int | None = None) -> str:
-    """Objective and attention at log-spaced times.
-
-    For each class: attention on its top distinct token (largest ``c_{l|n}``)
-    and the total attention on the common tokens. Computed over the active
-    tokens only, so the memory used does not grow with the vocabulary size.
-    ``width``: columns past it continue in a further block led by ``t``
-    (:func:`odeflow.tables.blocks`); None: one block.
-    """
-    import numpy as np
-
-    from odeflow.numerics import normalised_features
-
-    data = traj.data
-    idx = log_spaced_rows(traj.t, rows)
-    active = data.active_tokens
-    common = np.searchsorted(active, data.common_tokens())
-    header = ["t"]
-    has_objective = traj.decoder_lumped is not None
-    if has_objective:
-        header.append("J")
-        J = traj.objective[idx]
-    cols = []
-    for i, n in enumerate(data.next_tokens):
-        f, _ = normalised_features(data.active_log_probs[i],
-                                   traj.z_active[idx][:, data.class_query_index[i], :])
-        distinct = np.searchsorted(active, data.distinct_tokens(n))
-        if distinct.size:
-            top = distinct[np.argmax(data.active_probs[i][distinct])]
-            header.append(f"f[{n}][{active[top]}] top distinct")
-            cols.append(f[:, top])
-        if common.size:
-            header.append(f"f[{n}] common")
-            cols.append(f[:, common].sum(axis=1))
-        if len(cols) >= 6:
-            break
-    body = []
-    for row, i in enumerate(idx):
-        vals = [f"{traj.t[i]:.4g}"]
-        if has_objective:
-            vals.append(f"{J[row]:.6f}")
-        vals += [f"{c[row]:.6f}" for c in cols]
-        body.append(vals)
-    return "\n".join(blocks(header, body, keys=1, width=width))
-
-
-def snap_table(result, rows: int = 8, width: int | None = None) -> str:
-    """``h``, ``gamma``, ``Gamma``, ``z_c`` and ``B`` of the Sec. 6 system at log-spaced times
-    (``width`` as in :func:`summary_table`)."""
-    t = result.t
-    idx = log_spaced_rows(t, rows)
-    cols = {"t": t, "h": result.margin, "gamma": result.gamma, "Gamma": result.gamma_integral,
-            "z_c": result.common_logit, "B": result.B}
-    body = [[f"{v[i]:.6g}" for v in cols.values()] for i in idx]
-    return "\n".join(blocks(list(cols), body, keys=1, width=width))
 
 
 def check_scope(options: dict, family, flow: str, label: str, args) -> None:
@@ -253,10 +177,6 @@ def run(args) -> int:
     print(f"saved {path}{replaced}")
     if rows == 0:
         return 0
-    if hasattr(traj, "summary_table"):  # a result that prints its own table
-        print(traj.summary_table(rows))
-    elif flow == "snap":
-        print(snap_table(traj, rows, width))
-    else:
-        print(summary_table(traj, rows, width))
+    if hasattr(traj, "summary_table"):  # a result that prints a table of itself
+        print(traj.summary_table(rows, width))
     return 0

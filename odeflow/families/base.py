@@ -144,7 +144,8 @@ class Family:
     A flow's result (what its field's ``trajectory(t, states, stats)`` returns)
     derives from :class:`~odeflow.results.solution.SolverOutput` and has ``t``,
     ``stats`` and ``meta``; ``odeflow run`` also calls its ``save(path, field)``
-    and, where it has one, ``summary_table(rows)`` (the printed table).
+    and, where it has one, ``summary_table(rows, width)`` (the printed table, its
+    lines within ``width`` columns when it is not None).
     Check names are upper case (``odeflow verify --only`` upper-cases what it is
     given).
     """

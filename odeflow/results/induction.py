@@ -23,6 +23,7 @@ from odeflow.results.files import (
     write_result_file,
 )
 from odeflow.results.solution import SolverOutput
+from odeflow.tables import blocks
 
 #: Format tag written into saved induction-head results.
 INDUCTION_FORMAT = "odeflow-induction/1"
@@ -124,13 +125,13 @@ class InductionTrajectory(SolverOutput):
                         "{" + ", ".join(map(str, top)) + "}", p])
         return header, out
 
-    def summary_table(self, rows: int = 8) -> str:
-        """:meth:`table_rows` as aligned text."""
+    def summary_table(self, rows: int = 8, width: int | None = None) -> str:
+        """:meth:`table_rows` as aligned text (what ``odeflow run`` prints; ``width`` as in
+        :func:`odeflow.tables.blocks`)."""
         header, body = self.table_rows(rows)
-        lines = ["  ".join(f"{h:>12s}" for h in header)]
-        for t, loss, a, top, p in body:
-            lines.append(f"{t:12.4g}  {loss:12.6f}  {a:12.6g}  {top:>12s}  {p:12.6f}")
-        return "\n".join(lines)
+        cells = [[f"{t:.4g}", f"{loss:.6f}", f"{a:.6g}", top, f"{p:.6f}"]
+                 for t, loss, a, top, p in body]
+        return "\n".join(blocks(header, cells, keys=1, width=width))
 
     # ------------------------------------------------------------------ files
     def save(self, path, field: str = "path"):

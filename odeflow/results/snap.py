@@ -16,6 +16,7 @@ from odeflow.data import DataModel
 from odeflow.errors import ValidationError
 from odeflow.results.files import read_result_file, stored_data_model, write_result_file
 from odeflow.results.solution import SolverOutput
+from odeflow.tables import blocks, log_spaced_rows
 
 #: Format tag written into saved snap results.
 SNAP_FORMAT = "odeflow-snap/1"
@@ -62,6 +63,15 @@ class SnapResult(SolverOutput):
     @property
     def flow(self) -> str:
         return "snap"
+
+    def summary_table(self, rows: int = 8, width: int | None = None) -> str:
+        """``h``, ``gamma``, ``Gamma``, ``z_c`` and ``B`` of the Sec. 6 system at log-spaced
+        times (what ``odeflow run`` prints; ``width`` as in :func:`odeflow.tables.blocks`)."""
+        idx = log_spaced_rows(self.t, rows)
+        cols = {"t": self.t, "h": self.margin, "gamma": self.gamma,
+                "Gamma": self.gamma_integral, "z_c": self.common_logit, "B": self.B}
+        body = [[f"{v[i]:.6g}" for v in cols.values()] for i in idx]
+        return "\n".join(blocks(list(cols), body, keys=1, width=width))
 
     def save(self, path, field: str = "path"):
         """Write ``.npz`` (series + JSON metadata): :func:`.files.write_result_file` (``field``:

@@ -36,6 +36,7 @@ from odeflow.results.files import read_result_file
 from odeflow.results.reduced import REDUCED_SERIES, ReducedSeries
 from odeflow.results.solution import SolverOutput
 from odeflow.results.trajectory_file import read_trajectory, write_trajectory
+from odeflow.tables import blocks, log_spaced_rows
 
 __all__ = ["DECODER_BYTES_LIMIT", "KINDS", "ReducedTrajectory", "Trajectory", "read_result_file"]
 
@@ -325,6 +326,47 @@ class Trajectory(DecoderSeries, SolverOutput):
         return overlaps @ weights
 
     # ---------------------------------------------------------------- files
+    def summary_table(self, rows: int = 8, width: int | None = None) -> str:
+        """Objective and attention at log-spaced times (what ``odeflow run`` prints).
+
+        For each class: attention on its top distinct token (largest ``c_{l|n}``)
+        and the total attention on the common tokens. Computed over the active
+        tokens only, so the memory used does not grow with the vocabulary size.
+        ``width``: columns past it continue in a further block led by ``t``
+        (:func:`odeflow.tables.blocks`); None: one block.
+        """
+        data = self.data
+        idx = log_spaced_rows(self.t, rows)
+        active = data.active_tokens
+        common = np.searchsorted(active, data.common_tokens())
+        header = ["t"]
+        has_objective = self.decoder_lumped is not None
+        if has_objective:
+            header.append("J")
+            J = self.objective[idx]
+        cols = []
+        for i, n in enumerate(data.next_tokens):
+            f, _ = normalised_features(data.active_log_probs[i],
+                                       self.z_active[idx][:, data.class_query_index[i], :])
+            distinct = np.searchsorted(active, data.distinct_tokens(n))
+            if distinct.size:
+                top = distinct[np.argmax(data.active_probs[i][distinct])]
+                header.append(f"f[{n}][{active[top]}] top distinct")
+                cols.append(f[:, top])
+            if common.size:
+                header.append(f"f[{n}] common")
+                cols.append(f[:, common].sum(axis=1))
+            if len(cols) >= 6:
+                break
+        body = []
+        for row, i in enumerate(idx):
+            vals = [f"{self.t[i]:.4g}"]
+            if has_objective:
+                vals.append(f"{J[row]:.6f}")
+            vals += [f"{c[row]:.6f}" for c in cols]
+            body.append(vals)
+        return "\n".join(blocks(header, body, keys=1, width=width))
+
     def save(self, path, field: str = "path") -> Path:
         """Write ``.npz`` (arrays + JSON metadata) through :func:`odeflow.io.atomic_write_npz`.
 

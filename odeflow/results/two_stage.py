@@ -23,6 +23,7 @@ from odeflow.results.files import (
     write_result_file,
 )
 from odeflow.results.solution import SolverOutput
+from odeflow.tables import blocks
 
 #: Format tag written into saved two-stage results.
 TWO_STAGE_FORMAT = "odeflow-two-stage/1"
@@ -162,13 +163,12 @@ class TwoStageTrajectory(SolverOutput):
                 for i in idx]
         return header, body
 
-    def summary_table(self, rows: int = 8) -> str:
-        """:meth:`table_rows` as aligned text (what ``odeflow run`` prints)."""
+    def summary_table(self, rows: int = 8, width: int | None = None) -> str:
+        """:meth:`table_rows` as aligned text (what ``odeflow run`` prints; ``width`` as in
+        :func:`odeflow.tables.blocks`)."""
         header, body = self.table_rows(rows)
-        lines = ["  ".join(f"{h:>10s}" for h in header)]
-        lines += ["  ".join([f"{row[0]:10.4g}"] + [f"{v:10.6f}" for v in row[1:]])
-                  for row in body]
-        return "\n".join(lines)
+        cells = [[f"{row[0]:.4g}"] + [f"{v:.6f}" for v in row[1:]] for row in body]
+        return "\n".join(blocks(header, cells, keys=1, width=width))
 
     def __repr__(self) -> str:
         return (f"TwoStageTrajectory(flow={self.flow!r}, n={self.t.size}, t=[{self.t[0]:g}, "
