@@ -1,4 +1,5 @@
-"""Options shared by the commands: where the data model comes from, learning rates."""
+"""Options shared by the commands: where the data model comes from, the end time, and (for
+the commands of sequence classes) Scan and Snap's learning rates."""
 
 from __future__ import annotations
 
@@ -9,21 +10,27 @@ import sys
 from odeflow.cli.catalog import DEFAULT_PRESET, preset_names, scan_snap_presets
 from odeflow.errors import ValidationError
 
-#: Learning rates and end time used when neither a flag nor a config's [run] table sets them.
-DATA_DEFAULTS = {"eta_y": 1.0, "eta_z": 0.1, "t_end": 1e4}
+#: End time used when neither a flag nor a config's [run] table sets it.
+DATA_DEFAULTS = {"t_end": 1e4}
+#: The learning rates of the commands that take sequence classes only (``compare``,
+#: ``compare-levels``); a command of every family takes each family's own options.
+RATE_DEFAULTS = {"eta_y": 1.0, "eta_z": 0.1}
 
 
 def add_data_arguments(parser: argparse.ArgumentParser, defaults: dict | None = None,
                        t_end_help: str = "end time", any_family: bool = False) -> None:
-    """``--preset | --config``, ``--eta-y``, ``--eta-z``, ``--t-end``.
+    """``--preset | --config``, ``--t-end`` and, for sequence classes only, ``--eta-y``,
+    ``--eta-z``.
 
-    ``defaults`` (merged over :data:`DATA_DEFAULTS`) are the values the command
-    really uses, shown in the help; pass the same dict to :func:`resolve`.
-    ``any_family``: ``--preset`` takes the presets of every model family
-    (:func:`odeflow.fields.preset_names`), not only the sequence-class ones.
-    The names come from :mod:`odeflow.cli.catalog` (nothing heavy is imported).
+    ``defaults`` (merged over :data:`DATA_DEFAULTS` and, without ``any_family``,
+    :data:`RATE_DEFAULTS`) are the values the command really uses, shown in the help;
+    pass the same dict to :func:`resolve`. ``any_family``: ``--preset`` takes the
+    presets of every model family (:func:`odeflow.families.preset_names`), not only
+    the sequence-class ones, and the command adds each family's own options itself
+    (``odeflow run``: :func:`odeflow.families.run_options`). The names come from
+    :mod:`odeflow.cli.catalog` (nothing heavy is imported).
     """
-    shown = {**DATA_DEFAULTS, **(defaults or {})}
+    shown = {**DATA_DEFAULTS, **({} if any_family else RATE_DEFAULTS), **(defaults or {})}
     names = preset_names() if any_family else scan_snap_presets()
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--preset", metavar="NAME", choices=preset_names(),
@@ -31,10 +38,11 @@ def add_data_arguments(parser: argparse.ArgumentParser, defaults: dict | None = 
                              f"default {DEFAULT_PRESET}")
     source.add_argument("--config", metavar="FILE.toml",
                         help="data model (and optional [run] table) in TOML")
-    parser.add_argument("--eta-y", type=float, metavar="X",
-                        help=f"decoder learning rate ({shown['eta_y']:g})")
-    parser.add_argument("--eta-z", type=float, metavar="X",
-                        help=f"attention learning rate ({shown['eta_z']:g})")
+    if not any_family:
+        parser.add_argument("--eta-y", type=float, metavar="X",
+                            help=f"decoder learning rate ({shown['eta_y']:g})")
+        parser.add_argument("--eta-z", type=float, metavar="X",
+                            help=f"attention learning rate ({shown['eta_z']:g})")
     t_end = "" if shown["t_end"] is None else f" ({shown['t_end']:g})"
     parser.add_argument("--t-end", type=float, metavar="T", help=f"{t_end_help}{t_end}")
 
@@ -46,14 +54,15 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
     ``defaults``. ``any_family``: a preset or a config's data model may be of any
     model family (:func:`odeflow.fields.find_preset`); otherwise only a
     sequence-class model is taken (a config of another family is refused, naming
-    ``config``). A learning rate the data model's family does not take is left
-    out of ``options`` unless a flag or the config gives it (then the solve
-    refuses it by name, rather than dropping it silently).
+    ``config``), with the learning rates of :data:`RATE_DEFAULTS`. With
+    ``any_family``, the defaults of the family's own options
+    (``Family.run_options``) are its ``solve_defaults``; a flag of them is the
+    command's to read.
     """
     from odeflow.data import DataModel, load_config, make_preset
     from odeflow.families import family_of, find_preset
 
-    options = {**DATA_DEFAULTS, **(defaults or {})}
+    options = {**DATA_DEFAULTS, **({} if any_family else RATE_DEFAULTS), **(defaults or {})}
     given = set()
     if args.config:
         data, from_file = config_with_notes(args.config, load_config)
@@ -72,15 +81,16 @@ def resolve(args, defaults: dict | None = None, any_family: bool = False):
                                   "this command takes sequence classes only (odeflow run "
                                   "takes every family)")
         data = find_preset(label) if any_family else make_preset(label)
-    for key in ("eta_y", "eta_z", "t_end"):
+    for key in ("t_end",) if any_family else ("eta_y", "eta_z", "t_end"):
         value = getattr(args, key, None)
         if value is not None:
             options[key] = value
             given.add(key)
-    family = family_of(data)
-    for key in ("eta_y", "eta_z"):
-        if key not in family.solve_defaults and key not in given:
-            options.pop(key, None)
+    if any_family:
+        family = family_of(data)
+        for key in family.run_options:
+            if key not in given and key in family.solve_defaults:
+                options[key] = family.solve_defaults[key]
     return data, options, label
 
 

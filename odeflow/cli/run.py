@@ -80,8 +80,7 @@ def register(sub) -> None:
 def add_family_flags(parser) -> None:
     """A flag for each family's own option of ``odeflow run`` (every registered family's
     ``run_options``, :func:`odeflow.families.run_options`), its help naming the family and
-    the flows that take it. An option that already has its flag (``--eta-y``, ``--eta-z`` of
-    :func:`~odeflow.cli.common.add_data_arguments`) keeps it."""
+    the flows that take it."""
     for name, pairs in run_options().items():
         flag = f"--{name.replace('_', '-')}"
         if flag in parser._option_string_actions:
