@@ -50,9 +50,9 @@ it the model is a :class:`~odeflow.data.DataModel`, as before families existed.
 
 from __future__ import annotations
 
-from odeflow.data.checks import check_seed
+from odeflow.data.checks import check_seed, parse_toml, validate_positive
 from odeflow.data.forms import TomlForm, data_type, data_types
-from odeflow.data.model import DataModel, parse_toml, validate_positive
+from odeflow.data.model import DataModel
 from odeflow.errors import ValidationError, renamed
 from odeflow.families import SHARED_RUN_OPTIONS
 from odeflow.io import read_text
@@ -66,10 +66,8 @@ RUN_RENAMED = {"length": "seq_len", "sequences": "sample_size", "sample_seed": "
 #: The family of a config without a ``family`` key.
 DEFAULT_FAMILY = DataModel.family
 
-#: Top-level keys of a data model written at the top of a config file.
-DATA_MODEL_KEYS = DataModel.toml_keys
 #: Top-level keys of a config without a ``[data]`` table (the data model's own keys + run).
-TOP_LEVEL = ("classes", "normalize", "run", "vocab_size")  # DATA_MODEL_KEYS and run, sorted
+TOP_LEVEL = ("classes", "normalize", "run", "vocab_size")  # DataModel.toml_keys and run
 #: Top-level keys of a config whose data model sits in a ``[data]`` table.
 TOP_LEVEL_WITH_DATA = ("data", "run")
 

@@ -21,12 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
-from odeflow.data.checks import (  # noqa: F401 (parse_toml, validate_positive: data.config's)
-    as_real_array,
-    check_count,
-    parse_toml,
-    validate_positive,
-)
+from odeflow.data.checks import as_real_array, check_count
 from odeflow.data.forms import TomlForm
 from odeflow.errors import ValidationError
 
