@@ -51,7 +51,7 @@ def test_sgd_comparison_summary_is_json(small):
 
 
 def test_attention_tv_is_the_largest_total_variation(small):
-    run = gradient_ascent(small, ETA_Y, ETA_Z, 30, record_every=10)
+    run = gradient_ascent(small, ETA_Y, ETA_Z, 30, record=10)
     flow = flow_at(small, ETA_Y, ETA_Z, run.t)
     cmp = compare_to_flow(flow, run)
     expected = [max(0.5 * np.abs(flow.attention(n)[i] - run.attention(n)[i]).sum()
@@ -63,7 +63,7 @@ def test_attention_tv_is_the_largest_total_variation(small):
 
 
 def test_mismatched_times_and_unknown_run_are_rejected(small):
-    run = gradient_ascent(small, ETA_Y, ETA_Z, 30, record_every=10)
+    run = gradient_ascent(small, ETA_Y, ETA_Z, 30, record=10)
     flow = flow_at(small, ETA_Y, ETA_Z, run.t[:-1])
     with pytest.raises(ValidationError) as err:
         compare_to_flow(flow, run)

@@ -73,8 +73,8 @@ def test_derived_sets():
     (lambda: SequenceClass(1, 0, {1: 1e308, 2: 1e308, 3: 1e-300}, normalize=True), "probs"),
     (lambda: DataModel(10**9, [SequenceClass(1, 0, {0: 1.0})]), "vocab_size"),
     (lambda: odeflow.solve(None, flow="snap", a=1.0, pi=0.5, vocab_size=3, zc0=True), "zc0"),
-    (lambda: odeflow.training.train_sgd(two_classes(), 1.0, 1.0, 2, 2, 4, momentum=10**400),
-     "momentum"),
+    (lambda: odeflow.training.train_sgd(two_classes(), 1.0, 1.0, 2, 2, 4,
+                                        optimizer=odeflow.Momentum(10**400)), "mu"),
     (lambda: odeflow.analysis.closed_forms.decoder_margin(1.0, 30, True, 0.5), "eta_y"),
 ])
 def test_bad_input_names_the_field(make, field):

@@ -189,7 +189,7 @@ def _step_h_errors(data, make_optimizer, rate_of, T, offset, hs=(0.5, 0.25, 0.12
         K = int(round(T / h))
         optimizer = make_optimizer(h, offset)
         level = PopulationFlow(data, rates=rate_of(h))
-        recursion = optimizer_steps(level.parameter_level(), optimizer, K, record_every=K,
+        recursion = optimizer_steps(level.parameter_level(), optimizer, K, record=K,
                                     progress=False)
         flow = odeflow.solve(data, rates=rate_of(h), optimizer=optimizer, t_span=(0, K),
                              t_eval=[K], rtol=1e-11, atol=1e-13, progress=False)
@@ -323,7 +323,7 @@ def test_stages_of_fresh_optimiser_flows_follow_the_staged_discrete_optimiser(po
     for rates, steps in stages:
         level = PopulationFlow(point, rates=rates, start=theta)
         recursion = optimizer_steps(level.parameter_level(), Momentum(0.9), steps,
-                                    record_every=steps, progress=False)
+                                    record=steps, progress=False)
         end_rec = recursion.y[: level.size, -1]
         gaps = []
         for offset in (0.5, 0.0):

@@ -110,7 +110,7 @@ def _scaled_heavy_ball(data, h, T, mu, eta):
     field = ExactFlow(data, eta * h * h, eta * h * h)
     K = int(round(T / h))
     muh = 1.0 - (1.0 - mu) * h
-    disc = optimizer_steps(field, Momentum(muh), K, record_every=K).y[: field.size, -1]
+    disc = optimizer_steps(field, Momentum(muh), K, record=K).y[: field.size, -1]
     return field, K, muh, disc
 
 
@@ -164,7 +164,7 @@ def test_adam_ode_against_discrete_adam_at_small_steps(data):
     for h in (0.5, 0.25, 0.125):
         field = ExactFlow(data, eta * h, eta * h)
         K = int(round(T / h))
-        disc = optimizer_steps(field, Adam((betas[0] ** h, betas[1] ** h)), K, record_every=K)
+        disc = optimizer_steps(field, Adam((betas[0] ** h, betas[1] ** h)), K, record=K)
         errors.append(np.linalg.norm(disc.y[: field.size, -1] - ref))
     assert errors[0] > errors[1] > errors[2]
     p = np.log2(np.array(errors[:-1]) / errors[1:])
@@ -309,7 +309,7 @@ def test_adam_staggered_reading_is_second_order(data):
             opt = Adam((betas[0] ** h, betas[1] ** h), exact_steps=int(round(1 / h)),
                        offset=offset)
             field = ExactFlow(data, eta * h, eta * h, start=(y0, z0))
-            disc = optimizer_steps(field, opt, K, record_every=K)
+            disc = optimizer_steps(field, opt, K, record=K)
             flow = odeflow.solve(data, flow="exact", eta_y=eta * h, eta_z=eta * h, start=(y0, z0),
                                  optimizer=opt, t_span=(0, K), t_eval=[K], rtol=1e-12,
                                  atol=1e-14, progress=False)

@@ -130,7 +130,8 @@ def test_protocol_trainer_takes_the_optimizers_step(monkeypatch, data, protocol,
 @pytest.mark.parametrize("mu, cls", [(0.5, Momentum), (0.0, GradientDescent)])
 def test_train_sgd_and_gradient_ascent_take_the_optimizers_step(monkeypatch, data, mu, cls):
     calls = spy(monkeypatch, cls)
-    train_sgd(data, 1.0, 1.0, steps=3, batch_size=4, seq_len=8, momentum=mu, progress=False)
+    train_sgd(data, 1.0, 1.0, steps=3, batch_size=4, seq_len=8,
+              optimizer=Momentum(mu) if mu else None, progress=False)
     assert calls == [(cls.__name__, k) for k in (1, 2, 3) for _ in ("Y", "Z")]
     if cls is GradientDescent:
         calls.clear()
@@ -212,15 +213,16 @@ def test_protocol_refuses_an_optimizer_object_that_contradicts_a_field(kwargs, f
 
 def test_train_sgd_takes_a_momentum_object(data):
     kw = {"steps": 3, "batch_size": 4, "seq_len": 8, "progress": False}
-    by_object = train_sgd(data, 1.0, 1.0, momentum=Momentum(0.9), **kw)
-    by_number = train_sgd(data, 1.0, 1.0, momentum=0.9, **kw)
+    by_object = train_sgd(data, 1.0, 1.0, optimizer=Momentum(0.9), **kw)
+    with pytest.warns(odeflow.RenamedWarning, match="'momentum' is now 'optimizer'"):
+        by_number = train_sgd(data, 1.0, 1.0, momentum=0.9, **kw)
     assert np.ptp(by_number.decoder_lumped) > 0  # the run moved
     q = int(data.query_tokens[0])
     np.testing.assert_array_equal(by_object.logits(q), by_number.logits(q))
     np.testing.assert_array_equal(by_object.decoder_lumped, by_number.decoder_lumped)
     assert by_object.meta["momentum"] == 0.9
-    plain = train_sgd(data, 1.0, 1.0, momentum=GradientDescent(), **kw)
+    plain = train_sgd(data, 1.0, 1.0, optimizer=GradientDescent(), **kw)
     assert plain.meta["momentum"] == 0.0
     with pytest.raises(odeflow.ValidationError) as err:
-        train_sgd(data, 1.0, 1.0, momentum=Adam(), **kw)
-    assert err.value.field == "momentum"
+        train_sgd(data, 1.0, 1.0, optimizer=Adam(), **kw)
+    assert err.value.field == "optimizer"

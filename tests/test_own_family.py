@@ -206,7 +206,7 @@ def test_optimizer_flows_follow_the_discrete_optimizer(small, kind):
         steps = round(20 / h)
         theta = recursion(LinearPopulation(small, rate=rate), optimizer, steps)
         library = odeflow.optimizer_steps(LinearPopulation(small, rate=rate), optimizer, steps,
-                                          record_every=steps, progress=False)
+                                          record=steps, progress=False)
         assert np.allclose(library.y[:theta.size, -1], theta, rtol=1e-12, atol=1e-14)
         flow = odeflow.solve(small, rate=rate, optimizer=optimizer, t_span=(0.0, steps),
                              t_eval=[0.0, steps], rtol=1e-11, atol=1e-13, progress=False)

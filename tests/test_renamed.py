@@ -194,3 +194,38 @@ def test_the_package_passes_only_new_keywords():
                     in entry_points:
                 found |= {(module, kw.arg) for kw in node.keywords if kw.arg in old}
     assert found == PENDING_OLD_KEYWORDS
+
+
+#: Old keywords of the runs beside the flow -> the entry points that renamed them
+#: (``record_every`` -> ``record``, ``momentum`` -> ``optimizer``, ``records`` -> ``record``).
+RECORD_AND_OPTIMIZER_RENAMES = {
+    "record_every": {"train", "compare_runs", "train_sgd", "sgd_ensemble", "gradient_ascent",
+                     "optimizer_steps", "gap_table"},
+    "momentum": {"compare_runs", "train_sgd", "sgd_ensemble", "gap_table"},
+    "records": {"compare", "run"},
+}
+
+#: Such calls that modules of other work still make (module, keyword): translated without
+#: a warning until they go.
+PENDING_RECORD_AND_OPTIMIZER: set = {("odeflow.analysis.finite_t", "momentum"),
+                                     ("odeflow.analysis.finite_t", "record_every"),
+                                     ("odeflow.plots.levels", "record_every")}
+
+
+def test_the_package_records_and_steps_by_the_new_names():
+    """No module of odeflow passes ``record_every``, ``momentum`` or ``records`` to an
+    entry point that renamed it (read from the source), but those pending."""
+    import ast
+    from pathlib import Path
+
+    root = Path(odeflow.__file__).parent
+    found = set()
+    for path in root.rglob("*.py"):
+        module = ".".join(path.relative_to(root.parent).with_suffix("").parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            name = ast.unparse(node.func).split(".")[-1]
+            found |= {(module, kw.arg) for kw in node.keywords
+                      if name in RECORD_AND_OPTIMIZER_RENAMES.get(kw.arg, ())}
+    assert found == PENDING_RECORD_AND_OPTIMIZER

@@ -94,7 +94,7 @@ def test_runs_with_momentum_share_the_step_axis():
                settings={"steps": 20, "batch_size": 8, "seq_len": 8})
     assert np.isfinite(ds.J.values).all() and np.isfinite(ds.entropy.values).all()
     direct = odeflow.train_sgd(odeflow.DataModel.preset("syn-small"), 1.0, 0.1, 20, 8, 8,
-                               momentum=0.9, seed=0, progress=False)
+                               optimizer=odeflow.Momentum(0.9), seed=0, progress=False)
     np.testing.assert_array_equal(ds.J.sel(momentum=0.9).values, direct.objective)
 
 

@@ -30,7 +30,7 @@ def _relative_gap(run, flow):
 
 def _euler(small, dt):
     steps = round(T_END / dt)
-    return gradient_ascent(small, ETA_Y, ETA_Z, steps, dt=dt, record_every=steps // 100)
+    return gradient_ascent(small, ETA_Y, ETA_Z, steps, dt=dt, record=steps // 100)
 
 
 def test_small_steps_match_the_flow_at_first_order(small, reference):
@@ -49,7 +49,7 @@ def test_unit_step_is_a_plain_gradient_step(small):
     y0 = field.initial_state()
     y1 = y0 + field.rhs(0.0, y0)
     y2 = y1 + field.rhs(1.0, y1)
-    run = gradient_ascent(small, ETA_Y, ETA_Z, 2, record_every=1)
+    run = gradient_ascent(small, ETA_Y, ETA_Z, 2, record=1)
     Y, z = field.split(y2)
     np.testing.assert_array_equal(run.decoder_lumped[-1], Y)
     cols = np.searchsorted(small.active_tokens, field.logit_token)
@@ -62,7 +62,7 @@ def test_decoder_margin_follows_lemma5_recursion():
     # h = Y[n, l_n] - Y[o, l_n] obeys h <- h + eta_Y pi M / (exp(h) + M - 1) exactly.
     M, eta_y = 12, 0.7
     data = DataModel(M, [SequenceClass(3, 0, {5: 1.0}), SequenceClass(4, 0, {6: 1.0})])
-    run = gradient_ascent(data, eta_y, 1.0, 50, record_every=1)
+    run = gradient_ascent(data, eta_y, 1.0, 50, record=1)
     col = int(np.searchsorted(data.active_tokens, 5))
     h_run = run.decoder_lumped[:, 0, col] - run.decoder_lumped[:, -1, col]
     h = np.zeros(51)
@@ -72,7 +72,7 @@ def test_decoder_margin_follows_lemma5_recursion():
 
 
 def test_objective_rises_and_trajectory_round_trips(small, tmp_path):
-    run = gradient_ascent(small, ETA_Y, ETA_Z, 200, record_every=20)
+    run = gradient_ascent(small, ETA_Y, ETA_Z, 200, record=20)
     assert run.flow == "gradient_ascent"
     assert run.meta["dt"] == 1.0 and run.meta["steps"] == 200
     assert np.all(np.diff(run.objective) > 0)
@@ -83,7 +83,7 @@ def test_objective_rises_and_trajectory_round_trips(small, tmp_path):
 
 
 def test_records_always_end_at_the_last_step(small):
-    run = gradient_ascent(small, ETA_Y, ETA_Z, 25, dt=0.5, record_every=10)
+    run = gradient_ascent(small, ETA_Y, ETA_Z, 25, dt=0.5, record=10)
     np.testing.assert_array_equal(run.t, [0.0, 5.0, 10.0, 12.5])
 
 
@@ -95,7 +95,7 @@ def test_records_always_end_at_the_last_step(small):
     ({"dt": float("nan")}, "dt"),
     ({"eta_y": float("inf")}, "eta_y"),
     ({"eta_z": -1.0}, "eta_z"),
-    ({"record_every": 0}, "record_every"),
+    ({"record": 0}, "record"),
 ])
 def test_bad_input_names_the_field(small, kwargs, field):
     args = {"eta_y": ETA_Y, "eta_z": ETA_Z, "steps": 10, **kwargs}

@@ -236,7 +236,7 @@ def test_reproduction_writes_its_files(tmp_path):
     from odeflow.experiments.two_stage import OUTPUTS, run
 
     rep = run(tmp_path / "out", seeds=2, steps=40, eta=0.25, seq_len=16, sample_size=100,
-              records=12, held_out=400, flow_points=15, progress=False)
+              record=log_spaced_steps(40, 12), held_out=400, flow_points=15, progress=False)
     assert sorted(p.name for p in rep.files) == sorted(OUTPUTS)
     with open(tmp_path / "out" / "two_stage.csv") as fh:
         table = list(csv.DictReader(fh))

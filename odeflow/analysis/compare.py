@@ -19,7 +19,6 @@ sizes (as ``T`` and the batch grow, SGD approaches Level E);
 
 from __future__ import annotations
 
-import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -27,13 +26,11 @@ import numpy as np
 
 from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.base import START_PARTS
-from odeflow.fields.optimizers import Momentum, Optimizer
 from odeflow.numerics import normalised_features
 from odeflow.results import Trajectory
 from odeflow.solver import solve
 from odeflow.training import SGDEnsemble, gradient_ascent, sgd_ensemble
-from odeflow.training.api import old_forms, run_seeds
-from odeflow.training.common import check_fraction
+from odeflow.training.api import SGD_OLD_FORMS, momentum_optimizer, old_forms, run_seeds
 
 #: ``run=`` values of :func:`compare_runs`.
 RUNS = ("sgd", "gradient_ascent")
@@ -150,23 +147,11 @@ def flow_at(data, eta_y, eta_z, t, rtol=1e-10, atol=1e-12, start=None) -> Trajec
                  t_eval=t, rtol=rtol, atol=atol, start=start, progress=False)
 
 
-def _momentum(value, options: dict) -> dict:
-    """'optimizer': momentum=mu is optimizer=odeflow.Momentum(mu), 0 plain SGD"""
-    if value is None or isinstance(value, Optimizer):
-        return {"optimizer": value}
-    mu = check_fraction(value, "momentum")
-    return {"optimizer": Momentum(mu) if mu else None}
-
-
-def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed, record) -> dict:
+def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed) -> dict:
     """SGD's settings (defaults: plain steps, 32 sequences of length 64); gradient
-    ascent refuses an optimiser by name; ``record`` is a number of steps or None."""
-    if record is not None and not (isinstance(record, numbers.Integral)
-                                   and not isinstance(record, bool)):
-        raise ValidationError("record", f"must be an integer (every that many steps), got "
-                              f"{record!r:.80}")
+    ascent refuses an optimiser by name."""
     if run == "sgd":
-        return {"momentum": 0.0 if optimizer is None else optimizer,
+        return {"optimizer": optimizer,
                 "batch_size": 32 if batch_size is None else batch_size,
                 "seq_len": 64 if seq_len is None else seq_len,
                 "seeds": run_seeds(seeds, seed)}
@@ -178,10 +163,10 @@ def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed, record) -> d
 
 @old_forms(positional=("eta_y", "eta_z", "steps", "run", "batch_size", "seq_len", "seeds",
                        "momentum", "dt", "record_every", "rtol", "atol", "progress"),
-           renames={"record_every": "record"}, translate={"momentum": _momentum})
+           renames={"record_every": "record"}, translate={"momentum": momentum_optimizer})
 def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: float = 1.0,
                  run: str = "sgd", optimizer=None, batch_size: int | None = None,
-                 seq_len: int | None = None, seed: int = 0, record: int | None = None,
+                 seq_len: int | None = None, seed: int = 0, record=None,
                  dt: float = 1.0, rtol: float = 1e-10, atol: float = 1e-12,
                  progress: bool | None = None) -> Comparison:
     """Run gradient ascent or SGD and the Level E flow on one data model; compare.
@@ -212,8 +197,9 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
         SGD's batches (default 32 sequences of length 64).
     seed : int, default 0
         The first seed when ``seeds`` is a count.
-    record : int, optional
-        Record every this many steps (about 100 records by default).
+    record : int or sequence of int, optional
+        Record every this many steps, or those steps (and always the start and the
+        end); about 100 records by default.
     dt : float, default 1
         Time step of gradient ascent.
     rtol, atol : float
@@ -239,16 +225,16 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
         from odeflow.data import DataModel
 
         data = DataModel.preset("syn-small")
-    sgd = _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed, record)
+    sgd = _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed)
     start = time.perf_counter()
     if run == "gradient_ascent":
-        result = gradient_ascent(data, eta_y, eta_z, steps, dt=dt, record_every=record,
+        result = gradient_ascent(data, eta_y, eta_z, steps, dt=dt, record=record,
                                  progress=progress)
         settings = {"run": run, "dt": float(dt)}
     else:
         result = sgd_ensemble(data, eta_y, eta_z, steps, sgd["batch_size"], sgd["seq_len"],
-                              seeds=sgd["seeds"], momentum=sgd["momentum"],
-                              record_every=record, progress=progress)
+                              seeds=sgd["seeds"], optimizer=sgd["optimizer"],
+                              record=record, progress=progress)
         settings = {"run": run, "batch_size": int(sgd["batch_size"]),
                     "seq_len": int(sgd["seq_len"]), "seeds": result.seeds,
                     "momentum": float(result.trajectories[0].meta["momentum"])}
@@ -259,15 +245,37 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
     return compare_to_flow(flow, result, settings)
 
 
+@old_forms(**SGD_OLD_FORMS)
 def gap_table(data, eta_y: float, eta_z: float, steps: int, seq_lens=(16, 64, 256),
-              batch_sizes=(16, 128), seeds=8, momentum: float = 0.0,
-              record_every: int | None = None, progress: bool | None = None) -> list[dict]:
+              batch_sizes=(16, 128), seeds=8, optimizer=None, record=None,
+              progress: bool | None = None) -> list[dict]:
     """Gap between SGD and Level E over sequence lengths and batch sizes.
 
     One SGD ensemble per ``(batch_size, seq_len)``, all compared with one flow
     solve; a last row gives plain gradient ascent (``dt = 1``), the limit
     ``T, B -> inf`` of SGD at the same step sizes, whose gap is the Euler
-    discretisation error alone.
+    discretisation error alone. SGD with momentum is compared with the flow at the
+    flow times of its warm-up map (:func:`odeflow.training.train_sgd`).
+
+    Parameters
+    ----------
+    data : DataModel
+    eta_y, eta_z : float
+        Learning rates of SGD, gradient ascent and the flow (Eqns 3-4).
+    steps : int
+        Steps of every run.
+    seq_lens, batch_sizes : sequence of int
+        The table's sequence lengths ``T`` and batch sizes ``B``.
+    seeds : int or sequence of int, default 8
+        Seeds of each SGD ensemble (:func:`odeflow.training.sgd_ensemble`).
+    optimizer : odeflow.Momentum or GradientDescent, optional
+        SGD's optimiser: plain steps (None) or ``odeflow.Momentum(mu)``; gradient
+        ascent takes plain steps.
+    record : int or sequence of int, optional
+        Recorded steps, as for :func:`odeflow.training.gradient_ascent` (about 100
+        records by default).
+    progress : bool, optional
+        Progress bar of the SGD runs.
 
     Returns
     -------
@@ -276,17 +284,26 @@ def gap_table(data, eta_y: float, eta_z: float, steps: int, seq_lens=(16, 64, 25
         seeds vs flow, max over time), ``member_z_gap`` (single runs, mean over
         seeds), ``attention_tv`` (mean attention vs flow, max over classes and
         time) and ``wall_time``.
+
+    Notes
+    -----
+    Old keywords (one release, warning :class:`~odeflow.errors.RenamedWarning`):
+    ``momentum=mu`` (``optimizer=odeflow.Momentum(mu)``; a number in the place of
+    ``optimizer`` too) and ``record_every=`` (``record``).
     """
-    ga = gradient_ascent(data, eta_y, eta_z, steps, record_every=record_every,
-                         progress=False)
+    ga = gradient_ascent(data, eta_y, eta_z, steps, record=record, progress=False)
     flow = flow_at(data, eta_y, eta_z, ga.t)
+    at_sgd = None   # the flow at SGD's times: those of its warm-up map with momentum
     rows = []
     for B in batch_sizes:
         for T in seq_lens:
             start = time.perf_counter()
-            ens = sgd_ensemble(data, eta_y, eta_z, steps, B, T, seeds=seeds, momentum=momentum,
-                               record_every=record_every, progress=progress)
-            cmp = compare_to_flow(flow, ens)
+            ens = sgd_ensemble(data, eta_y, eta_z, steps, B, T, seeds=seeds,
+                               optimizer=optimizer, record=record, progress=progress)
+            if at_sgd is None:
+                at_sgd = flow if np.array_equal(ens.t, ga.t) else flow_at(data, eta_y,
+                                                                          eta_z, ens.t)
+            cmp = compare_to_flow(at_sgd, ens)
             rows.append({"process": "sgd", "batch_size": int(B), "seq_len": int(T),
                          "seeds": len(ens.seeds), "z_gap": cmp.max_z_gap,
                          "member_z_gap": float(np.mean(cmp.member_z_gap)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 
@@ -10,6 +11,7 @@ from odeflow.cli.common import (
     add_data_arguments,
     add_mkdir_argument,
     check_rows,
+    renamed_flags,
     replaced_note,
     resolve,
     typed_path_folder,
@@ -44,9 +46,13 @@ def register(sub) -> None:
                    help=f"sequence length incl. the query token ({DEFAULTS['seq_len']})")
     p.add_argument("--seeds", type=int, metavar="K",
                    help=f"SGD runs (seeds 0..K-1); their mean is compared ({DEFAULTS['seeds']})")
-    p.add_argument("--momentum", type=float, default=0.0, help="heavy-ball momentum (0)")
-    p.add_argument("--record-every", type=int, metavar="N",
-                   help="recording interval in steps (about 100 records)")
+    p.add_argument("--momentum", type=float, default=0.0, metavar="MU",
+                   help="SGD's heavy-ball momentum: the optimiser odeflow.Momentum(MU); "
+                        "0 plain steps (0)")
+    p.add_argument("--record", type=int, metavar="N",
+                   help="record every N steps (about 100 records)")
+    for old in FLAG_RENAMED:   # the old flags, taken with a warning (not in --help)
+        p.add_argument(f"--{old.replace('_', '-')}", type=int, help=argparse.SUPPRESS)
     p.add_argument("--table", action="store_true",
                    help="gap table over --seq-lens x --batch-sizes instead of one comparison")
     p.add_argument("--seq-lens", type=int, nargs="+", metavar="T",
@@ -64,6 +70,9 @@ def register(sub) -> None:
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     p.set_defaults(func=run)
 
+
+#: Old flags of ``odeflow compare`` -> the new ones (``docs/api.md``, "One name per concept").
+FLAG_RENAMED = {"record_every": "record"}
 
 #: Upper limits of the counts, so that a typo cannot start a run of days or allocate
 #: a batch larger than memory (sequences per batch times their length).
@@ -121,6 +130,7 @@ def run(args) -> int:
     from odeflow.fields.optimizers import Momentum
     from odeflow.training.common import check_count, check_fraction
 
+    renamed_flags(args, FLAG_RENAMED)
     rows_shown = check_rows(args.rows)
     for key in ("seq_lens", "batch_sizes"):
         if getattr(args, key) is not None and not args.table:
@@ -147,10 +157,12 @@ def run(args) -> int:
             for value in values:
                 _bounded(check_count(value, name), name.rstrip("s"))
     progress = False if args.no_progress else None
+    mu = check_fraction(args.momentum, "momentum")
+    optimizer = Momentum(mu) if mu else None
     if args.table:
         rows = gap_table(data, eta_y, eta_z, steps, seq_lens=args.seq_lens,
-                         batch_sizes=args.batch_sizes, seeds=seeds, momentum=args.momentum,
-                         record_every=args.record_every, progress=progress)
+                         batch_sizes=args.batch_sizes, seeds=seeds, optimizer=optimizer,
+                         record=args.record, progress=progress)
         figures = {"data": label, "eta_y": eta_y, "eta_z": eta_z, "steps": steps,
                    "rows": rows}
         _save(args, figures)
@@ -161,11 +173,10 @@ def run(args) -> int:
                    f"{steps} steps, {seeds} seeds per cell", width_of(args)))
         print(format_gap_table(rows))
         return 0
-    mu = check_fraction(args.momentum, "momentum")
     cmp = compare_runs(data, eta_y=eta_y, eta_z=eta_z, steps=steps, run=args.run,
                        batch_size=batch_size, seq_len=seq_len, seeds=seeds,
-                       optimizer=Momentum(mu) if mu else None, dt=args.dt,
-                       record=args.record_every, progress=progress)
+                       optimizer=optimizer, dt=args.dt, record=args.record,
+                       progress=progress)
     figures = {"data": label, **cmp.summary()}
     _save(args, figures)
     if args.json:

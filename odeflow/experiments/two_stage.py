@@ -39,6 +39,7 @@ from odeflow.data.checks import check_count
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import ValidationError
 from odeflow.fields.two_stage.finite_n import KINDS
+from odeflow.training.api import old_forms
 from odeflow.training.two_stage import beside_flow, held_out_scores, log_spaced_steps
 
 #: Files :func:`run` writes into its folder.
@@ -200,10 +201,17 @@ def csv_text(rows: list[dict], columns) -> str:
     return buf.getvalue()
 
 
+def _records(value, options: dict) -> dict:
+    """'record': records=n is record=log_spaced_steps(steps, n)"""
+    steps = check_count(options.get("steps", beside_flow.STEPS), "steps")
+    return {"record": log_spaced_steps(steps, check_count(value, "records"))}
+
+
+@old_forms(positional=None, translate={"records": _records})
 def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_flow.STEPS,
         eta: float = beside_flow.ETA, seq_len: int = beside_flow.SEQ_LEN,
         sample: str = "fixed", sample_size: int | None = SAMPLE_SIZE,
-        batch_size: int | None = None, records: int = beside_flow.RECORDS,
+        batch_size: int | None = None, record=None,
         held_out: int = beside_flow.HELD_OUT, flow_points: int = FLOW_POINTS,
         progress: bool | None = None) -> Reproduction:
     """Train beside the flow and write :data:`OUTPUTS` into the folder ``out``, atomically.
@@ -217,9 +225,11 @@ def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_f
         ``ts-default`` by default.
     steps, eta : int, float
         The horizon is ``T = eta * steps`` (flow time).
-    seq_len, sample, sample_size, batch_size, records, held_out
+    seq_len, sample, sample_size, batch_size, record, held_out
         As for :func:`odeflow.training.two_stage.compare`; ``batch_size`` None is
-        ``sample_size`` for a fixed sample (full-batch descent), 200 for fresh prompts.
+        ``sample_size`` for a fixed sample (full-batch descent), 200 for fresh prompts;
+        ``record`` None is the start and :data:`~odeflow.training.two_stage.beside_flow.RECORDS`
+        log-spaced steps (``log_spaced_steps(steps, n)`` gives ``n`` of them).
     flow_points : int
         Log-spaced flow times from ``eta / 10`` to ``T``, besides the runs'.
     progress : bool, optional
@@ -227,6 +237,11 @@ def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_f
     Returns
     -------
     Reproduction
+
+    Notes
+    -----
+    Old keyword (one release, warning :class:`~odeflow.errors.RenamedWarning`):
+    ``records=n`` (``record=log_spaced_steps(steps, n)``).
     """
     from odeflow.io import atomic_write_text, writable_folder
     from odeflow.plots.style import save_figure
@@ -242,7 +257,8 @@ def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_f
                                                                       "flow_points"))
     comp = beside_flow.compare(data, seeds=seeds, steps=steps, eta=eta, seq_len=seq_len,
                                batch_size=batch_size, sample=sample, sample_size=sample_size,
-                               record=log_spaced_steps(steps, records), held_out=held_out,
+                               record=(log_spaced_steps(steps, beside_flow.RECORDS)
+                                       if record is None else record), held_out=held_out,
                                flow_times=extra, progress=progress)
     stages, at_flow = stage_rows(comp)
     truncation = truncation_rows(comp, at_flow["i_P"])

@@ -14,6 +14,7 @@ from functools import partial
 
 import numpy as np
 
+from odeflow.fields.optimizers import Momentum
 from odeflow.results import Trajectory
 from odeflow.solver import solve
 from odeflow.sweeps.tasks import SOLVE_PARAMETERS, Parameter, TaskKind
@@ -64,14 +65,17 @@ def flow_task(flow: str, *extra: Parameter, seeded: bool = False,
 def run_gradient_ascent(data, values: dict, times: np.ndarray):
     """One point of ``gradient_ascent``: Euler steps of Level E (Lemma 5), recorded at ``times``."""
     return gradient_ascent(data, values["eta_y"], values["eta_z"], values["steps"],
-                           record_every=record_every(times), progress=False)
+                           record=record_every(times), progress=False)
 
 
 def run_sgd(data, values: dict, times: np.ndarray):
-    """One point of ``sgd``: minibatch SGD on sampled finite-``T`` sequences."""
+    """One point of ``sgd``: minibatch SGD on sampled finite-``T`` sequences (the sweep's
+    ``momentum`` ``mu`` is the optimiser ``odeflow.Momentum(mu)``, 0 plain steps)."""
+    mu = values["momentum"]
     traj = train_sgd(data, values["eta_y"], values["eta_z"], values["steps"],
-                     values["batch_size"], values["seq_len"], momentum=values["momentum"],
-                     seed=values["seed"], record_every=record_every(times), progress=False)
+                     values["batch_size"], values["seq_len"],
+                     optimizer=Momentum(mu) if mu else None, seed=values["seed"],
+                     record=record_every(times), progress=False)
     # train_sgd records flow time t_k (warm-up map); the sweep's run axis is the step count
     traj.t = np.asarray(traj.meta["recorded_steps"], dtype=float)
     return traj

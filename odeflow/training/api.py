@@ -260,14 +260,15 @@ def _caller_level(start: int) -> tuple[int, bool]:
     return level, name == "odeflow" or name.startswith("odeflow.")
 
 
-def old_forms(positional=(), renames=None, translate=None, legacy=None):
+def old_forms(positional=(), renames=None, translate=None, legacy=None, slots=None):
     """Decorator: a trainer takes its old forms for one release, with a RenamedWarning.
 
     Parameters
     ----------
-    positional : sequence of str
+    positional : sequence of str or None
         The old names of the positional arguments after ``data``; given positionally
-        they are taken by these names.
+        they are taken by these names. None: the positional arguments are the
+        function's own (passed on as they are).
     renames : dict, optional
         Old keyword -> new one (:func:`odeflow.errors.renamed`).
     translate : dict, optional
@@ -276,6 +277,11 @@ def old_forms(positional=(), renames=None, translate=None, legacy=None):
     legacy : (predicate, function, message), optional
         When ``predicate(args, options)``, the call is an old form that
         ``function(*args, **options)`` serves as before (warning ``message``).
+    slots : dict, optional
+        New parameter -> old keyword of ``translate`` whose positional slot it took:
+        a real number given there positionally is that old keyword's value (with
+        ``positional=None``; e.g. ``train_sgd(data, .., seq_len, 0.9)``, the old
+        ``momentum``).
 
     A call from a module of odeflow is translated without a warning (as
     :func:`odeflow.errors.renamed` does); the wrapper keeps the signature.
@@ -290,7 +296,7 @@ def old_forms(positional=(), renames=None, translate=None, legacy=None):
                 if not own:
                     warnings.warn(RenamedWarning(legacy[2]), stacklevel=level)
                 return legacy[1](*args, **options)
-            if len(args) > 1:
+            if len(args) > 1 and positional is not None:
                 args, options = _by_name(function, args, options, positional, level, own)
             if renames:
                 options = renamed(options, renames, stacklevel=level + 1)
@@ -304,6 +310,8 @@ def old_forms(positional=(), renames=None, translate=None, legacy=None):
                     raise ValidationError(old, f"stands for {sorted(new)}; give only those "
                                           f"(not also {clash})")
                 options.update(new)
+            if slots:
+                args = _numbers_in_slots(function, args, slots, translate, level, own)
             return function(*args, **options)
         wrapper.renamed = {**renames, **dict.fromkeys(translate, "")}
         return wrapper
@@ -326,3 +334,38 @@ def _by_name(function, args, options, positional, level, own):
                                      f"{function.__name__}(data, {shown}...)"),
                       stacklevel=level + 1)
     return args[:1], {**named, **options}
+
+
+def _numbers_in_slots(function, args, slots, translate, level, own) -> tuple:
+    """``args`` with a real number in a slot of ``slots`` (a new parameter, given
+    positionally) translated as the old keyword whose place it took."""
+    names = list(inspect.signature(function).parameters)
+    args = list(args)
+    for name, old in slots.items():
+        i = names.index(name)
+        value = args[i] if i < len(args) else None
+        if isinstance(value, numbers.Real) and not isinstance(value, bool):
+            if not own:
+                warnings.warn(RenamedWarning(f"a number in the place of {name!r} is the old "
+                                             f"{old!r}; {old!r} is now "
+                                             f"{translate[old].__doc__}"), stacklevel=level + 1)
+            args[i] = translate[old](value, {})[name]
+    return tuple(args)
+
+
+def momentum_optimizer(value, options: dict) -> dict:
+    """'optimizer': momentum=mu is optimizer=odeflow.Momentum(mu), 0 plain SGD"""
+    from odeflow.fields.optimizers import Momentum, Optimizer
+    from odeflow.training.common import check_fraction
+
+    if value is None or isinstance(value, Optimizer):
+        return {"optimizer": value}
+    mu = check_fraction(value, "momentum")
+    return {"optimizer": Momentum(mu) if mu else None}
+
+
+#: The old keywords of the Scan and Snap family's runs beside the flow (train_sgd,
+#: sgd_ensemble, gap_table): ``momentum=`` and ``record_every=``.
+SGD_OLD_FORMS = {"positional": None, "renames": {"record_every": "record"},
+                 "translate": {"momentum": momentum_optimizer},
+                 "slots": {"optimizer": "momentum"}}

@@ -1,4 +1,4 @@
-"""Shared pieces of the training loops: input checks, recording schedule, progress.
+"""Shared pieces of the training loops: input checks, default records, progress.
 
 Every check raises :class:`odeflow.errors.ValidationError` naming the field, so a
 bad step count or batch size is reported the same way as a bad data model.
@@ -28,18 +28,11 @@ def check_fraction(value, field_name: str) -> float:
     return x
 
 
-def record_steps(steps: int, record_every) -> np.ndarray:
-    """Steps at which the state is recorded: ``0, r, 2r, ...`` and always ``steps``.
-
-    ``record_every=None`` keeps about :data:`DEFAULT_RECORDS` records.
-    """
-    if record_every is None:
-        record_every = max(1, steps // DEFAULT_RECORDS)
-    record_every = check_count(record_every, "record_every")
-    marks = np.arange(0, steps + 1, record_every, dtype=np.int64)
-    if marks[-1] != steps:
-        marks = np.append(marks, steps)
-    return marks
+def default_record(steps: int) -> int:
+    """The default of ``record`` (:func:`odeflow.training.record_marks`) of gradient ascent
+    and SGD: every ``max(1, steps // DEFAULT_RECORDS)`` steps, about
+    :data:`DEFAULT_RECORDS` records."""
+    return max(1, steps // DEFAULT_RECORDS)
 
 
 def warmup_time(steps, momentum: float = 0.0) -> np.ndarray:

@@ -30,19 +30,20 @@ from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.base import START_PARTS
 from odeflow.fields.exact import ExactFlow
 from odeflow.fields.optimizers import GradientDescent, OptimizerFlow
+from odeflow.training.api import record_marks
 from odeflow.training.common import (
     StepProgress,
     check_count,
     check_seed,
+    default_record,
     diverged,
-    record_steps,
 )
 from odeflow.training.protocol import initial_state
 
 
-@renamed_keywords(START_PARTS)
+@renamed_keywords({**START_PARTS, "record_every": "record"})
 def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.0,
-                    record_every: int | None = None, start=None, progress: bool | None = None):
+                    record=None, start=None, progress: bool | None = None):
     """Run ``steps`` Euler steps of the Level E field from ``start`` (``Y(0) = 0``,
     ``Z(0) = 0`` by default).
 
@@ -55,9 +56,10 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
         Number of steps, ``>= 1``; the run ends at ``t = steps * dt``.
     dt : float, default 1
         Time step; ``dt = 1`` is gradient ascent with step sizes ``eta_Y, eta_Z``.
-    record_every : int, optional
-        Keep the state every this many steps (and always the last one); by
-        default about 100 records.
+    record : int or sequence of int, optional
+        Keep the state every this many steps, or at those steps (and always the
+        start and the last one); by default about 100 records. Old keyword
+        ``record_every=`` (warns).
     start : (y0, z0), optional
         Initial decoder and logits (either None: zero), as for :func:`odeflow.solve`;
         old keywords ``y0=``, ``z0=`` (warn).
@@ -79,7 +81,7 @@ def gradient_ascent(data, eta_y: float, eta_z: float, steps: int, dt: float = 1.
     field = ExactFlow(data, eta_y, eta_z, start=start)
     steps = check_count(steps, "steps")
     dt = validate_positive(dt, "dt")
-    marks = record_steps(steps, record_every)
+    marks = record_marks(record, steps, default=default_record)
     rule = GradientDescent()
     y = np.array(field.initial_state(), dtype=float)
     states = np.empty((marks.size, y.size))
@@ -123,8 +125,8 @@ def training_start(data: DataModel, seed: int, init: str = "uniform"):
     return Y, Z[data.query_tokens]
 
 
-def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
-                    progress: bool | None = None):
+@renamed_keywords({"record_every": "record"})
+def optimizer_steps(field, optimizer, steps: int, record=1, progress: bool | None = None):
     """The deterministic discrete optimiser on a level's exact gradient (``docs/optimisers.md``).
 
     Unit steps of the heavy ball (``u_{k+1} = mu u_k + F(theta_k)``, ``theta_{k+1} =
@@ -147,9 +149,10 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     optimizer : odeflow.Momentum or odeflow.Adam
     steps : int
         Number of steps, ``>= 1``.
-    record_every : int, optional
-        Keep every this many steps (and always the last); default every step,
-        None about 100 records.
+    record : int, sequence of int or None, default 1
+        Keep every this many steps, or those steps (and always the start and the
+        last); default every step, None about 100 records. Old keyword
+        ``record_every=`` (warns).
     progress : bool, optional
         Progress bar; by default only when stderr is a terminal.
 
@@ -172,7 +175,7 @@ def optimizer_steps(field, optimizer, steps: int, record_every: int | None = 1,
     """
     flow = OptimizerFlow(field, optimizer)
     steps = check_count(steps, "steps")
-    marks = record_steps(steps, record_every)
+    marks = record_marks(record, steps, default=default_record)
     opt = flow.optimizer
     theta, *state = (x.copy() for x in flow.split(flow.rest_state()))
     states = np.empty((marks.size, flow.size))

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from odeflow.errors import renamed_keywords
 from odeflow.fields.base import START_PARTS
 from odeflow.numerics import normalised_features
 from odeflow.results import Trajectory
+from odeflow.training.api import SGD_OLD_FORMS, old_forms
 from odeflow.training.common import check_seeds
 from odeflow.training.sgd import check_sgd_arguments, run_sgd
 
@@ -69,15 +69,15 @@ class SGDEnsemble:
                                 "seeds": self.seeds})
 
 
-@renamed_keywords(START_PARTS)
+@old_forms(**{**SGD_OLD_FORMS, "renames": {**SGD_OLD_FORMS["renames"], **START_PARTS}})
 def sgd_ensemble(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq_len: int,
-                 seeds=8, momentum: float = 0.0, record_every: int | None = None,
-                 progress: bool | None = None, start=None) -> SGDEnsemble:
+                 seeds=8, optimizer=None, record=None, progress: bool | None = None,
+                 start=None) -> SGDEnsemble:
     """Run :func:`odeflow.training.train_sgd` once per seed and average.
 
     Parameters
     ----------
-    data, eta_y, eta_z, steps, batch_size, seq_len, momentum, record_every, progress, start
+    data, eta_y, eta_z, steps, batch_size, seq_len, optimizer, record, progress, start
         As for :func:`~odeflow.training.train_sgd`.
     seeds : int or sequence of int, default 8
         The seeds, or how many (then ``0 .. seeds - 1``). Member ``i`` equals
@@ -87,10 +87,15 @@ def sgd_ensemble(data, eta_y: float, eta_z: float, steps: int, batch_size: int, 
     Returns
     -------
     SGDEnsemble
+
+    Notes
+    -----
+    Old keywords (one release, warning :class:`~odeflow.errors.RenamedWarning`), as
+    for :func:`~odeflow.training.train_sgd`: ``momentum=``, ``record_every=``, ``z0=``.
     """
-    settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum)
+    settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, optimizer)
     seeds = check_seeds(seeds)
-    trajectories = run_sgd(data, settings, seeds, record_every=record_every, start=start,
+    trajectories = run_sgd(data, settings, seeds, record=record, start=start,
                            progress=progress)
     Z = np.stack([tr.z_active for tr in trajectories])               # (S, n, q, L)
     f, _ = normalised_features(data.active_log_probs, Z[:, :, data.class_query_index, :])

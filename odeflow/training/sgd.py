@@ -26,24 +26,28 @@ import time
 import numpy as np
 
 from odeflow.data import DataModel, validate_positive
-from odeflow.errors import ValidationError, renamed_keywords
+from odeflow.errors import ValidationError
 from odeflow.fields.base import START_PARTS, initial_logits, split_start
-from odeflow.fields.optimizers import GradientDescent, Momentum, Optimizer
+from odeflow.fields.optimizers import GradientDescent, Momentum
 from odeflow.results import Trajectory
+from odeflow.training.api import SGD_OLD_FORMS, old_forms, record_marks
 from odeflow.training.batch import Batch, LumpedLayout, stacked_loss_and_gradient
 from odeflow.training.common import (
     StepProgress,
     check_count,
     check_fraction,
     check_seed,
+    default_record,
     diverged,
-    record_steps,
     warmup_time,
 )
 
 
-def check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum) -> dict:
-    """Validated SGD settings; a :class:`ValidationError` names any bad field."""
+def check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, optimizer) -> dict:
+    """Validated SGD settings; a :class:`ValidationError` names any bad field.
+
+    ``settings["momentum"]`` is the heavy-ball ``mu`` of ``optimizer`` (0: plain steps).
+    """
     if not isinstance(data, DataModel):
         raise ValidationError("data", f"must be a DataModel, got {type(data).__name__}")
     return {"eta_y": validate_positive(eta_y, "eta_y"),
@@ -51,20 +55,20 @@ def check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum
             "steps": check_count(steps, "steps"),
             "batch_size": check_count(batch_size, "batch_size"),
             "seq_len": check_count(seq_len, "seq_len", minimum=2),
-            "momentum": check_fraction(_heavy_ball(momentum), "momentum")}
+            "momentum": check_fraction(_heavy_ball(optimizer), "optimizer")}
 
 
-def _heavy_ball(momentum):
-    """``mu`` of ``momentum``: a number, ``odeflow.Momentum(mu)`` or ``GradientDescent()``."""
-    if isinstance(momentum, Momentum):
-        return momentum.mu
-    if isinstance(momentum, GradientDescent):
+def _heavy_ball(optimizer) -> float:
+    """``mu`` of ``optimizer``: ``odeflow.Momentum(mu)``; 0 for ``GradientDescent()`` or
+    None (plain steps)."""
+    if optimizer is None or isinstance(optimizer, GradientDescent):
         return 0.0
-    if isinstance(momentum, Optimizer):
-        raise ValidationError("momentum", f"SGD takes heavy-ball momentum, got "
-                              f"{type(momentum).__name__} (Adam trains with odeflow.train "
-                              "and Protocol(optimizer=odeflow.Adam()))")
-    return momentum
+    if isinstance(optimizer, Momentum):
+        return optimizer.mu
+    raise ValidationError("optimizer", f"SGD takes plain steps (None, GradientDescent()) or "
+                          f"the heavy ball (odeflow.Momentum(mu)), got "
+                          f"{type(optimizer).__name__} (Adam trains with odeflow.train(data, "
+                          "optimizer=odeflow.Adam()))")
 
 
 def sgd_start_logits(data, start) -> np.ndarray:
@@ -78,14 +82,14 @@ def sgd_start_logits(data, start) -> np.ndarray:
     return initial_logits(data, z0)
 
 
-def run_sgd(data, settings: dict, seeds, record_every=None, start=None,
+def run_sgd(data, settings: dict, seeds, record=None, start=None,
             progress: bool | None = None) -> list[Trajectory]:
     """Advance one SGD run per seed together; one :class:`Trajectory` per seed.
 
     Runs share no randomness: run ``i`` draws every batch from
     ``numpy.random.default_rng(seeds[i])``, so it is identical to a run on its
-    own with that seed. Only the array operations are shared. ``start``: as for
-    :func:`train_sgd`.
+    own with that seed. Only the array operations are shared. ``record`` and
+    ``start``: as for :func:`train_sgd`.
     """
     seeds = [check_seed(s, f"seeds[{i}]") for i, s in enumerate(seeds)]
     if not seeds:
@@ -93,7 +97,7 @@ def run_sgd(data, settings: dict, seeds, record_every=None, start=None,
     layout = LumpedLayout(data)
     steps, B, T = settings["steps"], settings["batch_size"], settings["seq_len"]
     eta_y, eta_z, mu = settings["eta_y"], settings["eta_z"], settings["momentum"]
-    marks = record_steps(steps, record_every)
+    marks = record_marks(record, steps, default=default_record)
     S = len(seeds)
     z_base = sgd_start_logits(data, start)
     Y = np.zeros((S, layout.R, layout.L))
@@ -132,15 +136,20 @@ def run_sgd(data, settings: dict, seeds, record_every=None, start=None,
     return [Trajectory(data, warmup_time(marks, mu), rec_Z[:, i], z_base,
                        decoder_lumped=rec_Y[:, i], stats=dict(stats),
                        meta={"flow": "sgd", **settings, "seed": seed,
-                             "record_every": int(marks[1] - marks[0]),
+                             "record_every": _every(record, marks),
                              "recorded_steps": marks.tolist()})
             for i, seed in enumerate(seeds)]
 
 
-@renamed_keywords(START_PARTS)
+def _every(record, marks: np.ndarray):
+    """The interval of ``record`` for ``meta["record_every"]`` (None for listed steps)."""
+    return None if record is not None and np.ndim(record) else int(marks[1] - marks[0])
+
+
+@old_forms(**{**SGD_OLD_FORMS, "renames": {**SGD_OLD_FORMS["renames"], **START_PARTS}})
 def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq_len: int,
-              momentum: float = 0.0, seed: int = 0, record_every: int | None = None,
-              progress: bool | None = None, start=None) -> Trajectory:
+              optimizer=None, seed: int = 0, record=None, progress: bool | None = None,
+              start=None) -> Trajectory:
     """Train the 1-layer model by minibatch SGD on sampled sequences.
 
     Parameters
@@ -154,19 +163,19 @@ def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq
         Sequences per step, ``>= 1``.
     seq_len : int
         ``T >= 2``: ``T - 1`` contextual tokens and the query token.
-    momentum : float or odeflow.Momentum, default 0
-        Heavy-ball coefficient ``mu`` in ``[0, 1)``, or ``odeflow.Momentum(mu)``
-        (only its ``mu`` enters the steps; ``GradientDescent()`` is ``mu = 0``).
+    optimizer : odeflow.Momentum or GradientDescent, optional
+        Plain steps (None, ``GradientDescent()``) or the heavy ball
+        ``odeflow.Momentum(mu)``, ``mu`` in ``[0, 1)`` (only its ``mu`` enters the steps).
     seed : int, default 0
         Seed of the ``numpy.random.Generator`` drawing the batches.
-    record_every : int, optional
-        Keep the state every this many steps (and always the last); by default
-        about 100 records.
+    record : int or sequence of int, optional
+        Keep the state every this many steps, or at those steps (and always the
+        start and the last); by default about 100 records.
     progress : bool, optional
         Show a tqdm bar; by default only when stderr is a terminal.
     start : (None, z0), optional
         Initial logits ``Z(0)`` (zero by default), as for :func:`odeflow.solve`; the
-        decoder starts at zero (the part ``y0`` is None). Old keyword ``z0=`` (warns).
+        decoder starts at zero (the part ``y0`` is None).
 
     Returns
     -------
@@ -181,7 +190,13 @@ def train_sgd(data, eta_y: float, eta_z: float, steps: int, batch_size: int, seq
         For invalid input, naming the field.
     SolveError
         When a step leaves the finite numbers (learning rates too large).
+
+    Notes
+    -----
+    Old keywords (one release, warning :class:`~odeflow.errors.RenamedWarning`):
+    ``momentum=mu`` (``optimizer=odeflow.Momentum(mu)``; a number in the place of
+    ``optimizer`` too), ``record_every=`` (``record``), ``z0=`` (``start=(None, z0)``).
     """
-    settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, momentum)
-    return run_sgd(data, settings, [check_seed(seed)], record_every=record_every, start=start,
+    settings = check_sgd_arguments(data, eta_y, eta_z, steps, batch_size, seq_len, optimizer)
+    return run_sgd(data, settings, [check_seed(seed)], record=record, start=start,
                    progress=progress)[0]
