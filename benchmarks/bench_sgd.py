@@ -61,10 +61,10 @@ def main(argv=None) -> None:
         data = DataModel.preset(name)
         for B, T in SHAPES:
             def single(n, B=B, T=T, data=data):
-                train_sgd(data, 1.0, 5.0, n, B, T, record_every=n, progress=False)
+                train_sgd(data, 1.0, 5.0, n, B, T, record=n, progress=False)
 
             def ensemble(n, B=B, T=T, data=data):
-                sgd_ensemble(data, 1.0, 5.0, n, B, T, seeds=8, record_every=n,
+                sgd_ensemble(data, 1.0, 5.0, n, B, T, seeds=8, record=n,
                              progress=False)
 
             one = steps_per_second(single, args.steps, args.repeats)

@@ -154,7 +154,8 @@ def map_preset(name: str, args) -> dict:
                                    sample_size=args.samples_per_class, **common)
                 H_t[:, iy, iz] = distinct_entropy(data, tr.z_active[at])
                 ens = sgd_ensemble(data, ey, ez, HORIZON_STEPS, BATCH, T, seeds=args.seeds,
-                                   momentum=MOMENTUM, record_every=1, progress=False)
+                                   optimizer=odeflow.Momentum(MOMENTUM), record=1,
+                                   progress=False)
                 members = np.stack([m.z_active for m in ens.trajectories])
                 mean = ens.mean_logits_active
                 H_sgd[iy, iz] = float(distinct_entropy(data, members[:, -1]).mean())
@@ -174,7 +175,8 @@ def map_preset(name: str, args) -> dict:
             for iy, ey in enumerate(RATES):
                 for iz, ez in enumerate(RATES):
                     ens = sgd_ensemble(data, ey, ez, 10 * HORIZON_STEPS, BATCH, T,
-                                       seeds=args.seeds, momentum=MOMENTUM, progress=False)
+                                       seeds=args.seeds, optimizer=odeflow.Momentum(MOMENTUM),
+                                       progress=False)
                     members = np.stack([m.z_active[-1] for m in ens.trajectories])
                     H_long[iy, iz] = float(distinct_entropy(data, members).mean())
             row["entropy_sgd_10x"] = H_long.tolist()

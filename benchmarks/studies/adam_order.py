@@ -35,7 +35,7 @@ def errors(data, y0, z0, exact, offset, T, eta=0.05, betas=(0.9, 0.999)) -> np.n
         k = int(round(1 / h)) if exact == "time 1" else exact
         opt = odeflow.Adam((betas[0] ** h, betas[1] ** h), exact_steps=k, offset=offset)
         field = ExactFlow(data, eta * h, eta * h, start=(y0, z0))
-        disc = odeflow.optimizer_steps(field, opt, K, record_every=K, progress=False)
+        disc = odeflow.optimizer_steps(field, opt, K, record=K, progress=False)
         flow = odeflow.solve(data, flow="exact", eta_y=eta * h, eta_z=eta * h, start=(y0, z0),
                              optimizer=opt, t_span=(0, K), t_eval=[K], rtol=1e-12, atol=1e-14,
                              progress=False)

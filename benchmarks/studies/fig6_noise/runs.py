@@ -66,7 +66,7 @@ H_hb = distinct_entropy(data, twin.z_active[keep])
 variants = {}
 for label, over in {"T_seed1": {"seed": 1}, "T_N256": {"sample_size": 256}}.items():
     f = level_t_field(data, p, **over)
-    tr = optimizer_steps(f, optimizer_of(p), p.steps, record_every=p.steps, progress=False)
+    tr = optimizer_steps(f, optimizer_of(p), p.steps, record=p.steps, progress=False)
     variants[label] = float(distinct_entropy(data, tr.z_active[-1]))
 
 # mean-parameter distance: runs' mean z vs the heavy ball's z (logits of the query rows)
