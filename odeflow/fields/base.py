@@ -143,6 +143,15 @@ class Field(ABC):
         """Sparsity pattern of ``dF/dy`` for finite-difference Jacobians, or None."""
         return None
 
+    def initial_step(self) -> float | None:
+        """The integrator's first step size, in units of ``t``, or None: the integrator
+        picks its own (``solve_ivp``'s estimate from the right-hand side at the start).
+        :func:`odeflow.solver.options.prepare` passes it to ``solve_ivp`` as
+        ``first_step`` (at most the span) for the one-step methods
+        (:data:`~odeflow.solver.options.ONE_STEP`); the error control still rejects it
+        when it is too large. None here: a field that knows no natural scale of its ``t``."""
+        return None
+
     @classmethod
     def start_options(cls, start) -> dict:
         """The constructor's keyword arguments that set the start ``start`` (one member

@@ -315,6 +315,8 @@ def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nf
                 "rhs_calls": field.nfev, "jac_calls": field.njev, "rtol": rtol, "atol": atol,
                 "analytic_jacobian": "jac" in kwargs, "integrator_warnings": said}
 
+    if "first_step" in kwargs:  # the field's own first step, at most the span
+        kwargs = {**kwargs, "first_step": min(kwargs["first_step"], t_end - t0)}
     try:
         with blas_controller().limit(limits=blas_threads, user_api="blas"), \
                 _integrator_warnings(said):

@@ -22,6 +22,10 @@ from odeflow.fields.base import Field
 METHODS = ("Radau", "BDF", "LSODA", "RK45", "DOP853", "RK23")
 #: Methods that use a Jacobian.
 IMPLICIT = ("Radau", "BDF", "LSODA")
+#: One-step methods: they take a field's own first step (:meth:`Field.initial_step`).
+#: The multistep ones (BDF, LSODA) start at order one, where a step on the field's own
+#: scale is far beyond their error at the tolerance: they keep their own first step.
+ONE_STEP = ("Radau", "RK45", "DOP853", "RK23")
 #: Memory limit, in bytes, for anything that grows like ``size^2``: a dense
 #: Jacobian (analytic, finite-difference, or LSODA's internal one in its stiff
 #: mode) takes ``8 size^2`` bytes and the implicit methods hold a few more
@@ -222,7 +226,10 @@ def _check_budget(max_nfev) -> int:
 def prepare(field, t0, t_end, t_eval, method) -> tuple:
     """``(t_eval, method, solve_ivp options)`` for ``field``: the default output times
     (sized to the state), the method ``"auto"`` resolves to (or a check of the one
-    given) and its Jacobian options."""
+    given), its Jacobian options and, for a method of :data:`ONE_STEP`, the field's
+    first step (:meth:`Field.initial_step` as ``first_step``; left out when the field
+    has none, so that the integrator picks its own;
+    :func:`odeflow.solver.integrate.integrate_field` caps it at the span)."""
     if t_eval is None:
         t_eval = default_t_eval(t0, t_end, state_size=field.size)
     if method == "auto":
@@ -230,7 +237,11 @@ def prepare(field, t0, t_end, t_eval, method) -> tuple:
     elif method not in METHODS:
         raise ValidationError("method", f"unknown method {method!r}; choose 'auto' or one of "
                               f"{list(METHODS)}")
-    return t_eval, method, jacobian_options(field, method)
+    options = jacobian_options(field, method)
+    first = field.initial_step()
+    if first is not None and method in ONE_STEP:
+        options["first_step"] = float(first)
+    return t_eval, method, options
 
 
 def check_flow_options(flow: str, field_class, options: dict) -> None:

@@ -74,6 +74,9 @@ DEFAULT_OUTPUT_BYTES = 64 * 2**20
 #: Most default output steps of an optimiser flow that are every whole step; past that,
 #: this many a decade of ``1 + k``; the fewest however large the state.
 DEFAULT_OUTPUT_POINTS, DEFAULT_PER_DECADE, MIN_OUTPUT_STEPS = 2001, 100, 10
+#: The first step of an optimiser flow's integration, in optimiser steps
+#: (:meth:`OptimizerFlow.initial_step`).
+INITIAL_STEP = 1.0
 
 
 def check_optimizer(optimizer):
@@ -361,6 +364,24 @@ class OptimizerFlow(Field):
         else:
             rows = [[block, eye, eye], [block, eye, None], [block, None, eye]]
         return sparse.bmat(rows, format="csr").astype(bool)
+
+    def initial_step(self) -> float:
+        """The integrator's first step: one optimiser step, :data:`INITIAL_STEP` (step time).
+
+        The ODE stands for a recursion that moves in unit steps, and wherever that
+        recursion is stable its state changes little within one step: the heavy ball's
+        damping time is ``1/b`` (about 9.5 steps at ``mu = 0.9``), and its stability
+        needs ``eta lambda < 2 (1 + mu)``, an oscillation period of at least about three
+        steps; Adam's moments relax over ``1/(1 - beta)`` steps. So one step is the
+        ODE's natural first step, where ``solve_ivp``'s own estimate from rest (``u = 0``,
+        or Adam's moments at their start) is set by the velocity's derivative against
+        ``atol`` and takes about a dozen right-hand sides to grow to the steps the solve
+        then keeps. Passed to the one-step methods only
+        (:func:`odeflow.solver.options.prepare`); their error control still rejects it,
+        and shrinks it, where one step is too large (e.g. at a learning rate near the
+        recursion's stability limit).
+        """
+        return INITIAL_STEP
 
     def margins(self, y: np.ndarray) -> np.ndarray:
         return self.inner.margins(y[: self.n])
