@@ -96,7 +96,7 @@ def protocol(args) -> None:
     for N in (64, 256, 1024):
         d = distance_to_sgd(data, 1.0, 1.0, HORIZON_STEPS, 128, batch_size=BATCH,
                             seeds=args.seeds, momentum=MOMENTUM, sample_size=N,
-                            levels=("exact", "finite_t", "reduced"), record_every=1)
+                            levels=("exact", "finite_t", "reduced"), record=1)
         s = d.summary()
         s["z_gap_over_time"] = {k: v.tolist() for k, v in d.z_gap.items()}
         s["t"] = d.t.tolist()

@@ -59,7 +59,7 @@ def test_level_t_explains_sgd_at_short_sequences():
     of 7-token contexts, Level T's error in N is larger: see docs/fidelity.md)."""
     data = odeflow.DataModel.preset("shared-query-small")
     d = distance_to_sgd(data, 0.5, 1.0, steps=120, seq_len=8, batch_size=512, seeds=3,
-                        momentum=0.0, sample_size=2048, record_every=20)
+                        momentum=0.0, sample_size=2048, record=20)
     assert np.allclose(d.t, np.arange(0, 121, 20))
     s = d.summary()
     assert s["z_gap_finite_t"] < s["z_gap_exact"] / 3
@@ -68,7 +68,7 @@ def test_level_t_explains_sgd_at_short_sequences():
 
 def test_momentum_runs_are_placed_on_flow_time(data):
     d = distance_to_sgd(data, 1.0, 1.0, steps=10, seq_len=16, batch_size=16, seeds=2,
-                        momentum=0.5, sample_size=4, record_every=5)
+                        momentum=0.5, sample_size=4, record=5)
     # warm-up map at mu = 0.5: t_k = 2 [k - (1 - 0.5^k)]
     assert np.allclose(d.t, [0, 2 * (5 - (1 - 0.5 ** 5)), 2 * (10 - (1 - 0.5 ** 10))])
     assert d.z_gap["exact"][0] == 0 and d.z_gap["finite_t"][0] == 0

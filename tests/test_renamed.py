@@ -207,9 +207,7 @@ RECORD_AND_OPTIMIZER_RENAMES = {
 
 #: Such calls that modules of other work still make (module, keyword): translated without
 #: a warning until they go.
-PENDING_RECORD_AND_OPTIMIZER: set = {("odeflow.analysis.finite_t", "momentum"),
-                                     ("odeflow.analysis.finite_t", "record_every"),
-                                     ("odeflow.plots.levels", "record_every")}
+PENDING_RECORD_AND_OPTIMIZER: set = set()
 
 
 def test_the_package_records_and_steps_by_the_new_names():

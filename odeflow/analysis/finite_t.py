@@ -28,6 +28,7 @@ from odeflow.analysis.measures import distinct_entropy
 from odeflow.data import validate_positive
 from odeflow.errors import ValidationError, renamed_keywords
 from odeflow.fields.base import START_PARTS
+from odeflow.fields.optimizers import Momentum
 from odeflow.solver import default_t_eval, solve
 from odeflow.training import sgd_ensemble
 from odeflow.training.common import warmup_time
@@ -185,11 +186,12 @@ class SGDDistance:
         return out
 
 
-@renamed_keywords({"samples_per_class": "sample_size", "sample_seed": "seed"})
+@renamed_keywords({"samples_per_class": "sample_size", "sample_seed": "seed",
+                   "record_every": "record"})
 def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
                     batch_size: int = 128, seeds=10, momentum: float = 0.9,
                     sample_size: int = 64, seed: int = 0,
-                    levels=("exact", "finite_t"), record_every: int | None = None,
+                    levels=("exact", "finite_t"), record=None,
                     rtol: float = 1e-8, atol: float = 1e-10, keep_trajectories: bool = False,
                     progress: bool | None = None) -> SGDDistance:
     """Distance of each level to an SGD ensemble mean at the same ``T``.
@@ -200,7 +202,10 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
     ``t_k`` (the warm-up map), with the same learning rates; Level T
     on ``sample_size`` sequences of length ``seq_len`` per class, drawn with
     ``seed`` (old names ``samples_per_class``, ``sample_seed``: warn). ``seeds``
-    are the SGD runs'.
+    are the SGD runs'; ``momentum`` their heavy-ball coefficient (a number, as the
+    settings recorded in the result and the fidelity tables; 0: plain steps);
+    ``record`` the recorded steps as for :func:`odeflow.training.sgd_ensemble` (old
+    name ``record_every``: warns).
 
     Returns
     -------
@@ -211,7 +216,8 @@ def distance_to_sgd(data, eta_y: float, eta_z: float, steps: int, seq_len: int,
         if name not in SGD_LEVELS:
             raise ValidationError("levels", f"unknown level {name!r}; choose from {SGD_LEVELS}")
     ens = sgd_ensemble(data, eta_y, eta_z, steps, batch_size, seq_len, seeds=seeds,
-                       momentum=momentum, record_every=record_every, progress=progress)
+                       optimizer=Momentum(momentum) if momentum else None, record=record,
+                       progress=progress)
     t = ens.t  # the trainer records step k at flow time t_k (warm-up map)
     opts = _flow_options(eta_y, eta_z, t, rtol, atol, None)
     flows = {}

@@ -112,7 +112,7 @@ def plot_levels(data: DataModel | None = None, tokens=None, query_token: int | N
         from odeflow.training import train_sgd
 
         runs["sgd"] = train_sgd(data, eta_y, eta_z, steps, batch_size, seq_len, seed=seed,
-                                record_every=max(1, steps // 1000), progress=False)
+                                record=max(1, steps // 1000), progress=False)
     fig, ax = single_axes(ax, (6.4, 4.8))
     for level, traj in runs.items():
         style, width, _ = LEVEL_STYLES[level]
