@@ -281,6 +281,25 @@ def test_spawned_sweep_workers_register_the_family(small, tmp_path, monkeypatch)
         unregister_family("linear2_local")
 
 
+def test_dask_workers_register_the_family(small, tmp_path):
+    """Dask workers (other interpreters, started by no initializer of ours) register the
+    families the client registered by a call from their tasks, so the linear family's
+    sweep runs on a local cluster of worker processes."""
+    Client = pytest.importorskip("distributed").Client  # noqa: N806
+    from tests.sweep_helpers import local_cluster
+
+    grid = {"rate": [0.5, 1.0]}
+    with local_cluster() as cluster, Client(cluster) as client:
+        ds = odeflow.sweep("linear2_flow", grid, data="linear2-small",
+                           settings={"t_end": 5.0}, backend="dask", client=client,
+                           store=tmp_path / "dask.zarr", progress=False)
+    assert (ds["status"] == 0).all() and (ds["error"] == "").all()
+    for rate in grid["rate"]:
+        alone = odeflow.solve(small, rate=rate, t_span=(0.0, 5.0), t_eval=ds["time"].values,
+                              progress=False)
+        assert np.array_equal(ds["loss"].sel(rate=rate).values, alone.loss)
+
+
 def test_figure_draws_the_loss(monkeypatch):
     monkeypatch.setenv("MPLBACKEND", "Agg")
     fig = odeflow.plots.make_figure("linear2-loss", data="linear2-scalar", t_end=5.0)

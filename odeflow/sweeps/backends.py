@@ -13,8 +13,9 @@ each one to the store as it arrives.
 - ``dask`` uses a :class:`dask.distributed.Client` (given, or connected to a
   scheduler address and closed afterwards) and
   :func:`distributed.as_completed`. Workers need odeflow installed; only the
-  plan and the point values travel, no user code. Its batch size is automatic
-  unless given (:func:`auto_batch`).
+  plan, the point values and the targets of the families registered by a call
+  travel, no user code (a worker imports such a family's module itself). Its
+  batch size is automatic unless given (:func:`auto_batch`).
 """
 
 from __future__ import annotations
@@ -70,9 +71,24 @@ def compute_point(plan_json: str, values: dict) -> dict:
         return kind.outputs.failed(exc, sizes)
 
 
-def compute_points(plan_json: str, batch: list) -> list:
-    """:func:`compute_point` for every point values of ``batch`` (one task of a batched run)."""
+def compute_points(plan_json: str, batch: list, families: tuple = ()) -> list:
+    """:func:`compute_point` for every point values of ``batch`` (one task of a batched run),
+    after registering the ``families`` (targets of :func:`call_registered`) this process
+    lacks: a dask worker, started by no initializer of ours, learns them from its tasks."""
+    if families:
+        _register_missing(families)
     return [compute_point(plan_json, values) for values in batch]
+
+
+def _register_missing(families: tuple) -> None:
+    """Register each family class of ``families`` (``module:qualname`` targets) unless a
+    family of that class is registered under its name already."""
+    from odeflow.families import FAMILIES, load, register_family
+
+    for target in families:
+        cls = load(target)
+        if type(FAMILIES.get(cls.name)) is not cls:
+            register_family(cls)
 
 
 def _ready() -> bool:
@@ -147,10 +163,7 @@ def _worker_init(parent: int, families: tuple = ()) -> None:
     threading.Thread(target=_watch_parent, args=(parent,), name="odeflow-watchdog",
                      daemon=True).start()
     if families:
-        from odeflow.families import load, register_family
-
-        for target in families:
-            register_family(load(target))
+        _register_missing(families)
 
 
 def _parent_death_signal(signum: int) -> bool:
@@ -381,7 +394,9 @@ def _dask(client, plan_json, batches, work):
 
     from distributed import as_completed
 
-    futures = client.map(compute_points, [plan_json] * len(work), work, pure=False)
+    families = call_registered("spawn")  # a dask worker is another interpreter
+    futures = client.map(compute_points, [plan_json] * len(work), work,
+                         [families] * len(work), pure=False)
     which = {f.key: i for i, f in enumerate(futures)}
     try:
         for future, results in as_completed(futures, with_results=True):
