@@ -39,8 +39,17 @@ Prints (not a timed test):
    reference (RK45, ``rtol = 1e-7``), in units of the cell's seed sd (``--csv``'s
    fig6.csv), with the right-hand sides and CPU seconds.
 
+7. The optimiser flows' ``atol`` and first step (``--first-step``): each Level T heavy-ball
+   member of four syn-medium-10 cells (seeds 0-2; final entropy) and of syn-medium-1 and -5
+   (two cells, seeds 0-1), and the Fig. 4/5 flows on syn-small (Levels E and T, loss and
+   entropy at steps 0-100), solved by ``solve_ivp`` on the wrapped field with RK45 at
+   ``rtol = 1e-5`` and ``atol`` 1e-7 or 3e-7, with ``solve_ivp``'s own first step or one
+   optimiser step; right-hand sides and the largest error against DOP853 at ``rtol =
+   1e-11``.
+
 Usage: ``python benchmarks/bench_reproduce.py [--seeds 10] [--out DIR] [--skip-full]
-[--skip-ensemble] [--cells] [--repeats 1] [--levers] [--tolerance [--csv DIR]]``.
+[--skip-ensemble] [--cells] [--repeats 1] [--levers] [--tolerance [--csv DIR]]
+[--first-step]``.
 """
 
 from __future__ import annotations
@@ -234,6 +243,81 @@ def tolerance_budget(seeds: int, csv_dir: Path) -> None:
                   f"({err / cell_sd:.3f} sd)", flush=True)
 
 
+#: Part 7: (label, atol, first step) of RK45 at rtol 1e-5 (None: solve_ivp's own).
+FIRST_STEP_ROWS = (("atol 1e-7, own first step (before)", 1e-7, None),
+                   ("atol 1e-7, first step 1 (now)", 1e-7, 1.0),
+                   ("atol 3e-7, own first step", 3e-7, None),
+                   ("atol 3e-7, first step 1", 3e-7, 1.0))
+
+
+def _first_step_cases():
+    """Part 7's members: ``(group, data, protocol, level, start)``."""
+    from odeflow.training import training_start
+
+    small = odeflow.DataModel.preset("syn-small")
+    for protocol in (paper.FIG4, *(paper.FIG4.replace(optimizer="adam", eta_z=ez)
+                                   for ez in paper.FIG5_ETA_Z)):
+        for level in ("E", "T"):
+            yield "Figs. 4-5, syn-small", small, protocol, level, None
+    grid = ((10, ((0.5, 1.0), (2.0, 1.0), (1.0, 2.0), (3.0, 10.0)), 3),
+            (1, ((0.5, 1.0), (3.0, 10.0)), 2), (5, ((0.5, 1.0), (3.0, 10.0)), 2))
+    for size, cells, seeds in grid:
+        data = odeflow.DataModel.preset(f"syn-medium-{size}")
+        for eta_z, ratio in cells:
+            p = paper.FIG6.replace(eta_z=eta_z, eta_y=eta_z * ratio)
+            for seed in range(seeds):
+                yield (f"Fig. 6, syn-medium-{size}", data, p, "T",
+                       training_start(data, seed, p.init))
+
+
+def _member_solve(data, protocol, level, start, method, rtol, atol, first):
+    """``(loss, entropy, nfev)`` at steps 0..100 of one optimiser flow, by ``solve_ivp``."""
+    from scipy.integrate import solve_ivp
+
+    from odeflow.analysis.measures import distinct_entropy
+    from odeflow.families import family_named
+    from odeflow.fields.optimizers import optimizer_flow
+
+    flow, options = paper.OPTFLOWS[level]
+    if flow == "finite_t":
+        options = {"seq_len": protocol.seq_len, **options}
+    field = family_named("scan_snap").field_class(flow)(
+        data, protocol.eta_y, protocol.eta_z, start=start, **options)
+    wrapped = optimizer_flow(field.parameter_level(), paper.optimizer_of(protocol))
+    steps = np.arange(protocol.steps + 1.0)
+    extra = {} if first is None else {"first_step": first}
+    head = wrapped.exact_until  # Adam: its exact steps copied, the ODE after them
+    t0, y0 = ((wrapped.start_step, wrapped.initial_state()) if head is None else
+              (wrapped.ode_start, wrapped.ode_start_state()))
+    early = steps[steps <= head] if head is not None else steps[:0]
+    sol = solve_ivp(wrapped.rhs, (t0, steps[-1]), y0, method=method, rtol=rtol, atol=atol,
+                    t_eval=steps[early.size:], **extra)
+    states = np.vstack([wrapped.exact_state_at(early), sol.y.T]) if early.size else sol.y.T
+    tr = wrapped.trajectory(steps, states, {})
+    return -tr.objective, distinct_entropy(data, tr.z_active), sol.nfev
+
+
+def first_step_table() -> None:
+    """Part 7: RK45's right-hand sides and error at two ``atol`` and two first steps."""
+    print("7. optimiser flows, RK45 at rtol 1e-5: right-hand sides and largest error against "
+          "DOP853 at rtol 1e-11 (Fig. 6: final entropy; Figs. 4-5: loss and entropy, steps "
+          "0-100)")
+    table = {}
+    for group, data, p, level, start in _first_step_cases():
+        ref = _member_solve(data, p, level, start, "DOP853", 1e-11, 1e-13, None)
+        for label, atol, first in FIRST_STEP_ROWS:
+            loss, H, nfev = _member_solve(data, p, level, start, "RK45", 1e-5, atol, first)
+            last = slice(-1, None) if group.startswith("Fig. 6") else slice(None)
+            row = table.setdefault((group, label), [0, 0.0, 0.0])
+            row[0] += nfev
+            row[1] = max(row[1], np.abs(loss - ref[0])[last].max())
+            row[2] = max(row[2], np.abs(H - ref[1])[last].max())
+    print(f"{'members':>22} {'RK45, rtol 1e-5':>36} {'rhs':>6} {'loss err':>9} "
+          f"{'entropy err':>11}")
+    for (group, label), (nfev, loss, H) in table.items():
+        print(f"{group:>22} {label:>36} {nfev:>6} {loss:>9.2e} {H:>11.2e}", flush=True)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=10)
@@ -250,6 +334,8 @@ def main(argv=None) -> int:
                         help="part 6: the error of other tolerances, in seed sd")
     parser.add_argument("--csv", default="docs/reproduce",
                         help="folder of the fig6.csv whose seed sd part 6 uses")
+    parser.add_argument("--first-step", action="store_true",
+                        help="part 7: the optimiser flows' atol and first step")
     args = parser.parse_args(argv)
     print(f"odeflow {odeflow.__version__}, numpy {np.__version__}, python "
           f"{platform.python_version()}, {os.cpu_count()} cpus, "
@@ -261,6 +347,8 @@ def main(argv=None) -> int:
         levers(args.seeds)
     if args.tolerance:
         tolerance_budget(args.seeds, Path(args.csv))
+    if args.first_step:
+        first_step_table()
     if not args.skip_ensemble:
         ensemble_vs_single(args.seeds)
     if not args.skip_full:
