@@ -296,7 +296,9 @@ def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nf
     stops moving or that crawls on a field of rounding noise (checked every
     :data:`STALL_CALLS` right-hand sides, :data:`CRAWL_RATIO`), and ``solve_ivp``'s
     own ``ValueError``/``ArithmeticError`` become :class:`SolveError`; a failed or
-    non-finite solution too. Never returns a failed solve.
+    non-finite solution too. Never returns a failed solve. A ``first_step`` in ``kwargs``
+    (the field's own, :func:`odeflow.solver.options.prepare`) is capped at the span
+    ``t_end - t0`` (a solve shorter than the field's first step).
     """
     if method == "LSODA" and t_end - t0 < LSODA_MIN_SPAN:
         raise SolveError(f"{what}: the time span {t_end - t0:.3g} is below what LSODA "
@@ -315,7 +317,7 @@ def integrate_field(field, t0, t_end, t_eval, method, rtol, atol, kwargs, max_nf
                 "rhs_calls": field.nfev, "jac_calls": field.njev, "rtol": rtol, "atol": atol,
                 "analytic_jacobian": "jac" in kwargs, "integrator_warnings": said}
 
-    if "first_step" in kwargs:  # the field's own first step, at most the span
+    if "first_step" in kwargs:
         kwargs = {**kwargs, "first_step": min(kwargs["first_step"], t_end - t0)}
     try:
         with blas_controller().limit(limits=blas_threads, user_api="blas"), \
