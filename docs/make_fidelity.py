@@ -9,8 +9,9 @@ Three parts, each printing its table and writing JSON under ``docs/fidelity/``:
 ``protocol``
     The paper's Fig. 4 protocol on syn-small (zero init, SGD momentum 0.9,
     batch 128, ``T = 128``, ``eta_Y = eta_Z = 1``, 100 steps, 10 seeds): the logit
-    gap of Level E, Level T and Level R to the ensemble mean on the flow-time axis
-    ``t = k / (1 - mu)`` (:func:`odeflow.analysis.distance_to_sgd`).
+    gap of Level E, Level T and Level R to the ensemble mean, step ``k`` read at the
+    warm-up flow time ``t_k = [k - mu (1 - mu^k)/(1 - mu)]/(1 - mu)``
+    (:func:`odeflow.analysis.distance_to_sgd`).
 ``map``
     The fidelity map: for each preset, each ``T`` and each ``(eta_Y, eta_Z)`` of a
     grid spanning ``eta_Y / eta_Z`` from 0.1 to 10, the gap of each level to the
