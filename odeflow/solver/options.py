@@ -108,7 +108,9 @@ def jacobian_options(field: Field, method: str) -> dict:
     """The ``jac`` / ``jac_sparsity`` keyword for an implicit ``method``.
 
     A field whose ``jacobian`` is sparse (``sparse_jacobian``) gives it to Radau
-    and BDF at any size. Otherwise the analytic dense Jacobian while it fits
+    and BDF at any size, and to LSODA (which takes dense arrays only) as a dense
+    array while that fits :data:`DENSE_MEMORY_LIMIT`. Otherwise the analytic dense
+    Jacobian while it fits
     :data:`DENSE_MEMORY_LIMIT`. A field without an analytic Jacobian (at any
     size), or one above the limit, gives Radau and BDF its sparsity pattern
     (a sparse matrix: finite differences on groups of columns, e.g. one
@@ -127,6 +129,8 @@ def jacobian_options(field: Field, method: str) -> dict:
     if getattr(field, "sparse_jacobian", False) and method != "LSODA":
         return {"jac": field.jacobian}
     if need <= DENSE_MEMORY_LIMIT and field.has_jacobian:
+        if getattr(field, "sparse_jacobian", False):  # LSODA takes a dense array only
+            return {"jac": lambda t, y: field.jacobian(t, y).toarray()}
         return {"jac": field.jacobian}
     pattern = field.jac_sparsity() if method != "LSODA" else None
     if pattern is not None:

@@ -79,9 +79,11 @@ def solve_batch(data, params, flow: str = FAMILY_DEFAULT, t_span=DEFAULT_SPAN, t
         ``optimizer``, an explicit method (``"auto"``: RK45), as :func:`solve_ensemble`.
     rtol, atol : float
         Tolerances *per member*. ``solve_ivp`` controls the RMS norm of the error
-        over the whole stacked state, in which one member's error would count
-        ``1/sqrt(P)``; the stacked solve therefore runs at ``rtol / sqrt(P)`` and
-        ``atol / sqrt(P)`` so that each member's own RMS error stays within them.
+        over the whole stacked state (``n`` numbers in all), in which a member of
+        ``n_i`` numbers has its own RMS error at most ``sqrt(n / n_i)`` times the
+        whole's; the stacked solve therefore runs at ``rtol / sqrt(n / min n_i)`` and
+        ``atol / sqrt(n / min n_i)`` (``sqrt(P)`` for members of one size) so that
+        each member's own RMS error stays within them.
     blas_threads : int or None, default 1
         BLAS threads during the solve (:func:`blas_controller`); None keeps the
         library's default. The stacked products are many tiny matrices, for which
@@ -165,7 +167,7 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
         method of ``solve_ivp``.
     rtol, atol : float
         Tolerances *per member*: the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
-        sqrt(P)`` (as :func:`solve_batch`), since ``solve_ivp`` controls the RMS error of
+        sqrt(P)`` (members of one size; as :func:`solve_batch`), since ``solve_ivp`` controls the RMS error of
         the whole stack. The members share the step sizes, so each result differs from
         its own :func:`solve` within the tolerance, not bit for bit.
     blas_threads : int or None, default :data:`SOLVE_BLAS_THREADS`
@@ -357,15 +359,23 @@ def _members(data, flow, field_class, shared: dict, points: list, name: str,
     return members
 
 
+def tolerance_scale(stack) -> float:
+    """``sqrt(n / min n_i)`` of a stack of members of ``n_i`` numbers (``n`` in all): the
+    factor by which a member's RMS error can exceed the whole state's, so the stacked
+    solve divides the per-member tolerances by it (``sqrt(P)`` for equal sizes)."""
+    sizes = np.diff(stack.offsets)
+    return math.sqrt(float(sizes.sum()) / float(sizes.min()))
+
+
 def _solve_stack(stack, members: list, optimizer, method: str, run: tuple, progress,
                  blas_threads, what: str, size_key: str) -> list:
     """One result per member of ``stack`` (wrapped in ``optimizer``'s flow where given),
     integrated by one :func:`integrate_field` at the per-member tolerances of ``run``
-    (:func:`check_run`'s tuple) divided by ``sqrt(P)``."""
+    (:func:`check_run`'s tuple) divided by :func:`tolerance_scale`."""
     t0, t_end, t_eval, rtol, atol, max_nfev = run
     field, wrapped, t0, t_eval = _wrap(stack, members, optimizer, t0, t_end, t_eval)
     t_eval, method, kwargs = prepare(field, t0, t_end, t_eval, method)
-    scale = math.sqrt(stack.P)
+    scale = tolerance_scale(stack)
     go = functools.partial(integrate_field, field, method=method, rtol=rtol / scale,
                            atol=atol / scale, kwargs=kwargs, max_nfev=max_nfev,
                            what=f"{what} ({method})", progress=progress,
