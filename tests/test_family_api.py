@@ -198,6 +198,7 @@ def test_every_family_hook_draws_its_own_data_models(data):
     ("speed", (float, None), "must be (type, flows, help)"),
     ("speed", (float, None, 3), "help and convert must be strings"),
     ("t_end", (float, None, "x"), "shared options"),
+    ("rows", (int, None, "x"), "odeflow run's own flags"),
 ])
 def test_a_bad_run_option_is_refused_naming_it(name, entry, why):
     from odeflow.families import as_family
@@ -207,3 +208,17 @@ def test_a_bad_run_option_is_refused_naming_it(name, entry, why):
     with pytest.raises(odeflow.ValidationError, match=re.escape(why)) as info:
         as_family(bad)
     assert info.value.field == f"family.run_options.{name}"
+
+
+def test_a_run_option_of_another_type_than_another_familys_is_refused():
+    """One flag per name: a family declaring ``loss`` as a number, where the induction
+    family declares it as the choices nll/code, is refused at registration naming it."""
+    from odeflow.families import register_family
+
+    bad = type("LossAsNumber", (type(family_named("scan_snap")),),
+               {"name": "loss_as_number",
+                "run_options": {"loss": (float, None, "a loss weight")}})
+    with pytest.raises(odeflow.ValidationError, match="'induction' declares it") as info:
+        register_family(bad)
+    assert info.value.field == "family.run_options.loss"
+    assert "loss_as_number" not in odeflow.families.FAMILIES

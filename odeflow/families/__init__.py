@@ -53,6 +53,7 @@ def families(entry_points: bool = True) -> dict[str, Family]:
         for point in installed(group=ENTRY_POINT_GROUP):
             family = as_family(point.load())
             if family.name not in base.BY_CALL:   # a family registered by a call wins
+                base.check_run_option_kinds(family, FAMILIES.values())
                 FAMILIES[family.name] = family
     return FAMILIES
 

@@ -45,6 +45,10 @@ def load(target: str):
 #: types; ``seq_len``, ``sample_size`` and ``seed`` go to a flow whose field takes them.
 SHARED_RUN_OPTIONS = {"flow": str, "method": str, "t_end": float, "rtol": float,
                       "atol": float, "seq_len": int, "sample_size": int, "seed": int}
+#: Names a family's own option may not take: ``odeflow run``'s own flags and the old names
+#: that still mean shared options for one release (their flags would clash).
+RESERVED_RUN_NAMES = ("preset", "config", "out", "mkdir", "rows", "wide", "no_progress",
+                      "max_nfev", "help", "length", "sequences", "sample_seed")
 
 
 class RunOption(NamedTuple):
@@ -216,15 +220,17 @@ class Family:
             Naming ``family.run_options`` (and the option) when an entry is not
             ``(type, flows, help[, convert])`` with a type of :class:`RunOption`,
             flows of this family (or None) and a text help, or when it names a
-            shared option (:data:`SHARED_RUN_OPTIONS`).
+            shared option (:data:`SHARED_RUN_OPTIONS`) or one of ``odeflow run``'s own
+            flags (:data:`RESERVED_RUN_NAMES`).
         """
         table = {}
         for name, entry in dict(self.run_options).items():
             field = f"family.run_options.{name}"
             if not (isinstance(name, str) and name.isidentifier()) or \
-                    name in SHARED_RUN_OPTIONS:
+                    name in SHARED_RUN_OPTIONS or name in RESERVED_RUN_NAMES:
                 raise ValidationError(field, f"must be an identifier that is not one of the "
-                                      f"shared options {list(SHARED_RUN_OPTIONS)}")
+                                      f"shared options {list(SHARED_RUN_OPTIONS)} or odeflow "
+                                      f"run's own flags {list(RESERVED_RUN_NAMES)}")
             if not isinstance(entry, tuple) or len(entry) not in (3, 4):
                 raise ValidationError(field, "must be (type, flows, help) or (type, flows, "
                                       f"help, convert), got {entry!r:.60}")
@@ -290,9 +296,26 @@ def register_family(family) -> Family:
     A second family of the same name replaces the first. Returns the instance.
     """
     family = as_family(family)
+    check_run_option_kinds(family, FAMILIES.values())
     FAMILIES[family.name] = family
     BY_CALL.add(family.name)
     return family
+
+
+def check_run_option_kinds(family: Family, others) -> None:
+    """Refuse an own option of ``family`` that another family of ``others`` (other names)
+    declares with another type: ``odeflow run`` has one flag and one ``[run]`` key per
+    name, so the families that share a name must share its type."""
+    mine = family.run_option_table()
+    for other in others:
+        if other.name == family.name:
+            continue
+        for name, option in other.run_option_table().items():
+            if name in mine and mine[name].kind != option.kind:
+                raise ValidationError(f"family.run_options.{name}",
+                                      f"the family {other.name!r} declares it as "
+                                      f"{option.kind!r}; a shared name needs the same type "
+                                      f"(got {mine[name].kind!r})")
 
 
 def unregister_family(name: str) -> Family:
