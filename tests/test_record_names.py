@@ -156,3 +156,43 @@ def test_compare_cli_record_flag_and_its_old_name(capsys):
     assert len(figures[0]["t"]) == 3 and figures[0]["momentum"] == 0.5
     assert main([*args, "--record", "4", "--record-every", "4"]) == 2
     assert "--record-every is the old name of --record" in capsys.readouterr().err
+
+
+def test_record_follows_the_count_policy():
+    """An integral float is that integer (odeflow.data.checks.check_count), as a number of
+    steps and as listed steps; a fraction, a bool or text is refused naming record."""
+    from odeflow.training import record_marks
+
+    assert record_marks(2.0, 5).tolist() == record_marks(2, 5).tolist() == [0, 2, 4, 5]
+    assert record_marks(np.float64(3.0), 7).tolist() == [0, 3, 6, 7]
+    assert record_marks([1.0, 4.0], 5).tolist() == [0, 1, 4, 5]
+    for bad in (2.5, True, "2", [1.5], [np.nan], [[1], [1, 2]], float("inf")):
+        with pytest.raises(ValidationError, match="^record"):
+            record_marks(bad, 5)
+
+
+def test_every_family_reads_an_integer_record_as_every_n_steps():
+    """record=5 is every 5 steps, with the start and the end, in the two-stage family's
+    one run (train_run) and the induction family's run on one sample (train_sample), as
+    in every trainer; something else is refused naming record."""
+    from odeflow.training.induction import EmpiricalInduction, joint, sample_for, train_sample
+    from odeflow.training.induction.finite_length import initial_parameters
+    from odeflow.training.two_stage import train_run
+
+    two_stage = odeflow.TwoStageData.preset("ts-default")
+    options = {"seq_len": 6, "batch_size": 10, "held_out": 0, "progress": False}
+    assert train_run(two_stage, 12, 0.2, record=5, **options).steps.tolist() == [0, 5, 10, 12]
+    assert train_run(two_stage, 12, 0.2, record=5.0, **options).steps.tolist() == [0, 5, 10, 12]
+    listed = train_run(two_stage, 12, 0.2, record=[3, 7], **options)
+    assert listed.steps.tolist() == [3, 7]   # one run records exactly the steps listed
+    induction = odeflow.InductionData.preset("ih-point")
+    model = EmpiricalInduction(sample_for(induction, 30, 12, seed=1), induction.heads,
+                               induction.subsets)
+    theta0 = initial_parameters(model)
+    run = train_sample(model, theta0, joint(12), record=5, progress=False)
+    assert run.steps.tolist() == [0, 5, 10, 12]
+    for bad in ("5", 0, 2.5):
+        with pytest.raises(ValidationError, match="^record"):
+            train_sample(model, theta0, joint(12), record=bad, progress=False)
+        with pytest.raises(ValidationError, match="^record"):
+            train_run(two_stage, 12, 0.2, record=bad, **options)

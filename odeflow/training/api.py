@@ -146,38 +146,71 @@ def check_optimizer(optimizer):
     return optimizer
 
 
-def record_marks(record, steps: int, default=None) -> np.ndarray:
+def record_marks(record, steps: int, default=None, *, exact: bool = False) -> np.ndarray:
     """Recorded steps, sorted and distinct, always with the start ``0`` and the end.
 
     Parameters
     ----------
     record : None, int or sequence of int
         ``None``: ``default``; an integer ``n``: every ``n`` steps (``0, n, 2n, ..``);
-        a sequence: those steps, each in ``[0, steps]``.
+        a sequence: those steps, each in ``[0, steps]``. Integers follow the package's
+        count policy (:func:`odeflow.data.checks.check_count`): a float of integral
+        value (``2.0``) is that integer; a bool, a fraction or text is refused.
     steps : int
         The run's steps.
     default : None, int, sequence or callable
         What ``None`` means (a callable is given ``steps``); ``None``: every step.
+    exact : bool, default False
+        A sequence is exactly its steps (sorted, distinct, at least one): the start
+        and the end only when listed (one two-stage run,
+        :func:`odeflow.training.two_stage.train_run`).
+
+    Raises
+    ------
+    ValidationError
+        Naming ``record``.
     """
     if record is None:
         record = default(steps) if callable(default) else default
         if record is None:
             record = 1
-    if isinstance(record, numbers.Integral) and not isinstance(record, bool):
+    if _is_scalar(record):
         marks = np.arange(0, steps + 1, check_count(record, "record"), dtype=np.int64)
     else:
-        try:
-            arr = np.asarray(record)
-        except (TypeError, ValueError):
-            arr = np.asarray([], dtype=object)
-        if arr.size == 0 and arr.ndim == 1:
-            arr = arr.astype(np.int64)
-        if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr.size and (
-                arr.min() < 0 or arr.max() > steps)):
-            raise ValidationError("record", f"must be an integer (every that many steps) or "
-                                  f"integer steps in [0, steps={steps}], got {record!r:.80}")
-        marks = arr.astype(np.int64)
+        marks = record_steps(record, steps)
+        if exact:
+            if marks.size == 0:
+                raise ValidationError("record", "must list at least one step, got none")
+            return np.unique(marks)
     return np.unique(np.concatenate([[0], marks, [steps]])).astype(np.int64)
+
+
+def _is_scalar(value) -> bool:
+    """Whether ``value`` is one number (not text, not a sequence)."""
+    try:
+        return np.ndim(value) == 0 and not isinstance(value, str)
+    except ValueError:   # a ragged sequence
+        return False
+
+
+def record_steps(record, steps: int) -> np.ndarray:
+    """The steps of a sequence ``record``, each an integer in ``[0, steps]`` (the count
+    policy of :func:`odeflow.data.checks.check_count`: ``4.0`` is 4), as int64 in the
+    given order; anything else is refused naming ``record``."""
+    try:
+        arr = np.asarray(record)
+    except (TypeError, ValueError):   # ragged
+        arr = np.asarray(None)
+    if arr.size == 0 and arr.ndim == 1:
+        arr = arr.astype(np.int64)
+    if arr.ndim == 1 and arr.dtype.kind == "f" and np.all(np.isfinite(arr)) and np.all(
+            arr == np.round(arr)):
+        arr = arr.astype(np.int64)
+    if arr.ndim != 1 or arr.dtype.kind not in "iu" or (arr.size and (
+            arr.min() < 0 or arr.max() > steps)):
+        raise ValidationError("record", f"must be an integer (every that many steps) or "
+                              f"integer steps in [0, steps={steps}], got {record!r:.80}")
+    return arr.astype(np.int64)
 
 
 class Runs:

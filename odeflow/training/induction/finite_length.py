@@ -141,17 +141,6 @@ def log_spaced_steps(total: int, count: int = 60) -> np.ndarray:
     return np.unique(np.concatenate([[0], marks, [total]]))
 
 
-def recorded_steps(record, total: int) -> np.ndarray:
-    """The steps :func:`train_sample` records: ``record`` (default :func:`log_spaced_steps`),
-    each in ``[0, total]``, with the start and the end."""
-    if record is None:
-        return log_spaced_steps(total)
-    marks = np.asarray([check_count(r, "record", minimum=0) for r in record], dtype=np.int64)
-    if marks.size and marks.max() > total:
-        raise ValidationError("record", f"steps up to {total} only, got {marks.max()}")
-    return np.unique(np.concatenate([[0], marks, [total]]))
-
-
 def train_sample(model: EmpiricalInduction, theta0, schedule, *, record=None,
                  progress: bool | None = None, optimizer=None) -> InductionRun:
     """Full-batch gradient descent on the empirical loss of one sample, ``model``.
@@ -168,9 +157,10 @@ def train_sample(model: EmpiricalInduction, theta0, schedule, *, record=None,
         The family's schedule (:mod:`odeflow.fields.induction.base`): each stage's
         rates (an omitted group is frozen) and its duration, here a number of steps
         (:func:`joint` for the joint run at lr 1). Stages run one after the other.
-    record : sequence of int, optional
-        Global step counts to record (default :func:`log_spaced_steps`); the start
-        and the end are always recorded.
+    record : None, int or sequence of int
+        Global step counts to record: about 60 log-spaced (None,
+        :func:`log_spaced_steps`), every ``n`` steps (an integer ``n``), or those steps
+        (:func:`~odeflow.training.record_marks`); the start and the end always.
     progress : bool, optional
         A progress bar (default: when stderr is a terminal).
     optimizer : Optimizer, optional
@@ -193,7 +183,7 @@ def train_sample(model: EmpiricalInduction, theta0, schedule, *, record=None,
     state = rule.init_state(theta.shape)
     stages = checked_stages(schedule)
     total = sum(int(s.duration) for s in stages)
-    wanted = set(int(m) for m in recorded_steps(record, total))
+    wanted = set(int(m) for m in record_marks(record, total, log_spaced_steps))
     rows, losses, done = [], [], []
     bar = None
     if progress or (progress is None and sys.stderr.isatty()):

@@ -112,17 +112,6 @@ def log_spaced_steps(steps: int, count: int = 40) -> np.ndarray:
     return np.concatenate([[0], marks]).astype(np.int64)
 
 
-def check_record(record, steps: int) -> np.ndarray:
-    """Sorted distinct recorded steps in ``[0, steps]`` (``None``: :func:`log_spaced_steps`)."""
-    if record is None:
-        return log_spaced_steps(steps)
-    marks = np.unique(np.asarray(record))
-    if marks.size == 0 or marks.dtype.kind not in "iu" or marks[0] < 0 or marks[-1] > steps:
-        raise ValidationError("record", f"must be integer steps in [0, steps={steps}], "
-                              f"got {record!r:.80}")
-    return marks.astype(np.int64)
-
-
 def check_optimizer(optimizer) -> Optimizer:
     """``optimizer`` (``None``: :class:`GradientDescent`) if it is an odeflow optimiser."""
     if optimizer is None:
@@ -189,8 +178,10 @@ def train_run(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int 
         ``GradientDescent()`` (default), ``Momentum(mu)`` or ``Adam(...)``.
     seed : int
         Seed of the generator of the training prompts and minibatches.
-    record : sequence of int, optional
-        Steps to record (default :func:`log_spaced_steps`), exactly those.
+    record : None, int or sequence of int
+        Steps to record: about 40 log-spaced (None, :func:`log_spaced_steps`), every
+        ``n`` steps with the start and the end (an integer ``n``), or exactly those
+        steps (:func:`~odeflow.training.record_marks` with ``exact=True``).
     held_out : int, default 10000
         Held-out queries of each kind (0: no held-out scores).
     held_out_seed : int
@@ -214,7 +205,7 @@ def train_run(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int 
     batch_size = check_count(batch_size, "batch_size")
     seed = check_seed(seed)
     rule = check_optimizer(optimizer)
-    marks = check_record(record, steps)
+    marks = record_marks(record, steps, log_spaced_steps, exact=True)
     batches = Batches(data, sample, batch_size, seq_len, sample_size,
                       np.random.default_rng(seed))
     theta = flat_start(data, start)
