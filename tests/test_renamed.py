@@ -227,3 +227,23 @@ def test_the_package_records_and_steps_by_the_new_names():
             found |= {(module, kw.arg) for kw in node.keywords
                       if name in RECORD_AND_OPTIMIZER_RENAMES.get(kw.arg, ())}
     assert found == PENDING_RECORD_AND_OPTIMIZER
+
+
+def test_solve_takes_its_old_positional_form_for_one_release():
+    """``solve(data, flow, eta_y, eta_z, t_span, ...)``: the rates and the solve's options
+    are keywords now (the signature names no family's rates); the old positional form
+    means the keywords and warns at the caller; a rate given twice is refused."""
+    import inspect
+
+    data = odeflow.DataModel.preset("syn-small")
+    with pytest.warns(odeflow.RenamedWarning, match="eta_y=, eta_z=, t_span=") as caught:
+        old = odeflow.solve(data, "exact", 2.0, 0.5, (0.0, 5.0), progress=False)
+    assert caught[0].filename == __file__
+    new = odeflow.solve(data, "exact", eta_y=2.0, eta_z=0.5, t_span=(0.0, 5.0),
+                        progress=False)
+    assert np.array_equal(old.z_active, new.z_active) and np.array_equal(old.t, new.t)
+    with pytest.raises(odeflow.ValidationError, match="^eta_y: given by position and by"):
+        odeflow.solve(data, "exact", 2.0, eta_y=1.0)
+    with pytest.raises(odeflow.ValidationError, match="^solve: takes at most"):
+        odeflow.solve(data, "exact", *range(13))
+    assert "eta_y" not in inspect.signature(odeflow.solve).parameters

@@ -10,17 +10,24 @@ learning-rate points (:func:`~odeflow.solver.stacks.solve_batch`) and of many st
 
 from __future__ import annotations
 
+import inspect
+
 from odeflow.errors import ValidationError
-from odeflow.solver.options import DEFAULT_SPAN, FAMILY_DEFAULT, check_span
+from odeflow.families import family_of
+from odeflow.solver.options import DEFAULT_SPAN, FAMILY_DEFAULT, check_span, take_positional
 from odeflow.solver.schedule import solve_schedule
 from odeflow.solver.single import new_option_names, solve_one
 
+#: :func:`solve`'s old positional arguments after ``flow`` and the field's learning rates
+#: (Scan and Snap's ``eta_y, eta_z``), in their old order: keywords now.
+SOLVE_POSITIONS = ("t_span", "t_eval", "method", "rtol", "atol", "progress", "max_nfev",
+                   "dense_output", "events", "optimizer")
 
-def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
-          eta_z: float = FAMILY_DEFAULT, t_span=(0.0, 1e4), t_eval=None, method: str = "auto",
-          rtol: float = 1e-8, atol: float = 1e-10, progress: bool | None = None,
-          max_nfev: int | None = None, dense_output: bool = False, events=None,
-          optimizer=None, **flow_options):
+
+def solve(data, flow: str = FAMILY_DEFAULT, *positional, t_span=DEFAULT_SPAN, t_eval=None,
+          method: str = "auto", rtol: float = 1e-8, atol: float = 1e-10,
+          progress: bool | None = None, max_nfev: int | None = None,
+          dense_output: bool = False, events=None, optimizer=None, **flow_options):
     """Integrate the training dynamics of a data model with scipy.
 
     Parameters
@@ -31,9 +38,10 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         One of the family's flows (its declaration, :mod:`odeflow.families`), its
         default when omitted; Scan and Snap's: ``"exact"`` (Level E, Lemma 1),
         ``"finite_t"`` (Level T), ``"reduced"`` (Level R, Theorem 1), ``"snap"`` (Sec. 6).
-    eta_y, eta_z : optional
-        Scan and Snap: learning rates of the decoder and of the attention logits
-        (1 and 0.1 by default).
+    *positional
+        The old form ``solve(data, flow, eta_y, eta_z, t_span, ...)``, taken for one
+        release with a :class:`~odeflow.errors.RenamedWarning` (the rates and the
+        solve's options are keywords now).
     t_span, t_eval : (float, float), array_like
         ``(t0, t_end)``; the output times (optional), by default log-spaced
         (:func:`default_t_eval`: 40 a decade, fewer for a state whose snapshots would
@@ -64,7 +72,10 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
         (Among ``flow_options``.) Stages solved one after the other (:func:`solve_schedule`);
         their durations set the span: leave ``t_span`` out or give ``(0, end)``.
     **flow_options
-        Passed to the vector field: ``start`` of every flow (Scan and Snap: the pair
+        Passed to the vector field, over the family's defaults (``Family.solve_defaults``):
+        its learning rates (Scan and Snap: ``eta_y``, ``eta_z`` of the decoder and the
+        attention logits, 1 and 0.1 by default; the induction heads: ``rates``);
+        ``start`` of every flow (Scan and Snap: the pair
         ``(y0, z0)``, the initial decoder and logits, either None: zero; the old
         keywords ``y0=``, ``z0=`` warn; the induction heads: the parameters), ``iota``,
         ``beta`` of ``"reduced"``; ``seq_len``, ``sample_size``, ``seed`` of
@@ -85,17 +96,23 @@ def solve(data, flow: str = FAMILY_DEFAULT, eta_y: float = FAMILY_DEFAULT,
     SolveError
         When ``solve_ivp`` fails or the solution is not finite.
     """
+    run = {"t_span": t_span, "t_eval": t_eval, "method": method, "rtol": rtol, "atol": atol,
+           "progress": progress, "max_nfev": max_nfev, "dense_output": dense_output,
+           "events": events, "optimizer": optimizer}
+    if positional:
+        family = family_of(data)
+        field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT
+                                         else flow)
+        take_positional("solve(data, flow", field_class, SOLVE_POSITIONS, positional,
+                        flow_options, run, inspect.signature(solve).parameters)
     flow_options = new_option_names(data, flow, flow_options)
     if flow_options.get("schedule") is not None:
-        given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z))
-                 if v is not FAMILY_DEFAULT}
-        return _solve_scheduled(data, flow, t_span, flow_options.pop("schedule"),
-                                t_eval=t_eval, method=method, rtol=rtol, atol=atol,
-                                progress=progress, max_nfev=max_nfev, optimizer=optimizer,
-                                dense_output=dense_output, events=events, **given,
+        schedule = flow_options.pop("schedule")
+        return _solve_scheduled(data, flow, run.pop("t_span"), schedule, **run,
                                 **flow_options)
-    return solve_one(data, flow, (eta_y, eta_z), t_span, t_eval, method, rtol, atol,
-                     progress, max_nfev, dense_output, events, optimizer, flow_options)
+    return solve_one(data, flow, run["t_span"], run["t_eval"], run["method"], run["rtol"],
+                     run["atol"], run["progress"], run["max_nfev"], run["dense_output"],
+                     run["events"], run["optimizer"], flow_options)
 
 
 def _solve_scheduled(data, flow, t_span, schedule, **options):

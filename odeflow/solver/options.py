@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 
 import numpy as np
 
 from odeflow.data import as_real_array, as_real_number, validate_positive
-from odeflow.errors import ValidationError
+from odeflow.errors import RenamedWarning, ValidationError
 from odeflow.fields.base import Field
 
 #: Methods of solve_ivp that odeflow accepts.
@@ -271,3 +272,46 @@ def check_common_exact_steps(optimizer, wrapped) -> None:
                               "takes one number for all; give exact_steps as a number, or "
                               "solve the starts one by one")
 
+
+def take_positional(entry: str, field_class, positions: tuple, positional: tuple,
+                    flow_options: dict, run_options: dict, parameters) -> None:
+    """Move an entry point's positional arguments after ``flow`` (its old form) into
+    ``flow_options`` (the field's ``rate_options``, in order) and ``run_options`` (then
+    ``positions``), in place, warning :class:`~odeflow.errors.RenamedWarning` at the
+    entry point's caller (they are keywords now).
+
+    ``entry``: the call as shown up to ``flow`` (e.g. ``"solve(data, flow"``);
+    ``parameters``: the entry point's ``inspect.signature(...).parameters`` (their
+    defaults tell a keyword left at its default from one given).
+
+    Raises
+    ------
+    ValidationError
+        Naming the entry point when there are too many, or an argument given both by
+        position and by name.
+    """
+    rates = tuple(field_class.rate_options)
+    names = rates + tuple(positions)
+    lead = entry.count(",") + 1
+    if len(positional) > len(names):
+        raise ValidationError(entry.partition("(")[0], f"takes at most {lead + len(names)} "
+                              f"positional arguments ({entry.partition('(')[2]}, "
+                              f"{', '.join(names)}), got {lead + len(positional)}")
+    for name, value in zip(names, positional, strict=False):
+        given = flow_options if name in rates else run_options
+        if name in flow_options if name in rates else \
+                not _is_default(run_options[name], parameters[name].default):
+            raise ValidationError(name, "given by position and by name")
+        given[name] = value
+    if positional:
+        shown = ", ".join(f"{n}=" for n in names[:len(positional)])
+        warnings.warn(RenamedWarning(f"positional arguments after flow are keywords now: "
+                                     f"{entry}, {shown}...)"), stacklevel=3)
+
+
+def _is_default(value, default) -> bool:
+    """Whether a keyword's ``value`` is its ``default`` (an array never is)."""
+    if value is default:
+        return True
+    return not isinstance(value, np.ndarray) and type(value) is type(default) \
+        and value == default

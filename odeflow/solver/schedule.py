@@ -175,8 +175,7 @@ def _solve(data, flow, span, grid, rates, start, log_c, options: dict):
     options = dict(options)
     options.pop("events", None)                 # refused by _checked_stages unless None
     settings = {key: options.pop(key, default) for key, default in SOLVE_DEFAULTS.items()}
-    rates_pair = (options.pop("eta_y", FAMILY_DEFAULT), options.pop("eta_z", FAMILY_DEFAULT))
-    return solve_one(data, flow, rates_pair, span, grid, settings["method"], settings["rtol"],
+    return solve_one(data, flow, span, grid, settings["method"], settings["rtol"],
                      settings["atol"], settings["progress"], settings["max_nfev"],
                      settings["dense_output"], None, settings["optimizer"],
                      {**options, "rates": rates, "start": start, "start_log_c": log_c})

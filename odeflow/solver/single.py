@@ -23,12 +23,12 @@ from odeflow.solver.integrate import (
 from odeflow.solver.options import FAMILY_DEFAULT, check_flow_options, check_run, prepare
 
 
-def solve_one(data, flow, rates: tuple, t_span, t_eval, method, rtol, atol, progress,
-              max_nfev, dense_output, events, optimizer, flow_options: dict):
-    """The result of :func:`odeflow.solve` without a schedule (its arguments; ``rates``
-    the pair ``(eta_y, eta_z)``, each :data:`FAMILY_DEFAULT` when not given)."""
+def solve_one(data, flow, t_span, t_eval, method, rtol, atol, progress, max_nfev,
+              dense_output, events, optimizer, flow_options: dict):
+    """The result of :func:`odeflow.solve` without a schedule (its arguments; the family's
+    learning rates among ``flow_options``)."""
     flow, field, t0, t_end, t_eval, rtol, atol, max_nfev = _build_field(
-        data, flow, rates, flow_options, optimizer, t_span, t_eval, rtol, atol, max_nfev)
+        data, flow, flow_options, optimizer, t_span, t_eval, rtol, atol, max_nfev)
     return _solve_field(field, flow, t0, t_end, t_eval, method, rtol, atol, max_nfev,
                         progress, dense_output, events)
 
@@ -42,19 +42,17 @@ def new_option_names(data, flow, options: dict) -> dict:
     return renamed(options, getattr(field_class.__init__, "renamed", {}), stacklevel=4)
 
 
-def _build_field(data, flow, scan_snap: tuple, flow_options: dict, optimizer, t_span, t_eval,
-                 rtol, atol, max_nfev) -> tuple:
+def _build_field(data, flow, flow_options: dict, optimizer, t_span, t_eval, rtol, atol,
+                 max_nfev) -> tuple:
     """``(flow, field, t0, t_end, t_eval, rtol, atol, max_nfev)`` of :func:`solve`: the
-    family's field for ``flow`` (its defaults, then ``eta_y, eta_z`` where given, then
-    the flow options, each checked by name), wrapped by ``optimizer``'s flow in step time,
-    and the checked span, output times, tolerances and budget."""
-    eta_y, eta_z = scan_snap
-    given = {k: v for k, v in (("eta_y", eta_y), ("eta_z", eta_z)) if v is not FAMILY_DEFAULT}
+    family's field for ``flow`` (its ``solve_defaults``, then the flow options, each
+    checked by name), wrapped by ``optimizer``'s flow in step time, and the checked span,
+    output times, tolerances and budget."""
     family = family_of(data)
     flow = family.default_flow if flow is FAMILY_DEFAULT else flow
     field_class = family.field_class(flow)
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
-    options = {**family.solve_defaults, **given, **flow_options}
+    options = {**family.solve_defaults, **flow_options}
     check_flow_options(flow, field_class, options)
     field = field_class(data, **options)
     if optimizer is not None:

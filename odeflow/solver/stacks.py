@@ -16,12 +16,11 @@ import functools
 import inspect
 import math
 import re
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
 
-from odeflow.errors import RenamedWarning, ValidationError, renamed
+from odeflow.errors import ValidationError, renamed
 from odeflow.families import family_of
 from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.integrate import SOLVE_BLAS_THREADS, integrate_field, run_from
@@ -34,6 +33,7 @@ from odeflow.solver.options import (
     check_flow_options,
     check_run,
     prepare,
+    take_positional,
 )
 from odeflow.solver.single import new_option_names
 
@@ -167,9 +167,10 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
         method of ``solve_ivp``.
     rtol, atol : float
         Tolerances *per member*: the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
-        sqrt(P)`` (members of one size; as :func:`solve_batch`), since ``solve_ivp`` controls the RMS error of
-        the whole stack. The members share the step sizes, so each result differs from
-        its own :func:`solve` within the tolerance, not bit for bit.
+        sqrt(P)`` (members of one size; as :func:`solve_batch`), since ``solve_ivp``
+        controls the RMS error of the whole stack. The members share the step sizes,
+        so each result differs from its own :func:`solve` within the tolerance, not bit
+        for bit.
     blas_threads : int or None, default :data:`SOLVE_BLAS_THREADS`
         BLAS threads during the solve (None: the library's default).
 
@@ -194,7 +195,9 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
     run_options = {"t_span": t_span, "t_eval": t_eval, "method": method, "rtol": rtol,
                    "atol": atol, "optimizer": optimizer, "progress": progress,
                    "blas_threads": blas_threads, "max_nfev": max_nfev}
-    _take_positional(field_class, positional, flow_options, run_options)
+    take_positional("solve_ensemble(data, starts, flow", field_class, ENSEMBLE_POSITIONS,
+                    positional, flow_options, run_options,
+                    inspect.signature(solve_ensemble).parameters)
     flow_options = new_option_names(data, flow, flow_options)
     _refuse_single_solve_options("solve_ensemble", flow_options)
     method = _explicit_method(run_options["method"])
@@ -292,32 +295,6 @@ def _length(value) -> int | None:
         return len(value)
     except TypeError:
         return None
-
-
-def _take_positional(field_class, positional: tuple, flow_options: dict,
-                     run_options: dict) -> None:
-    """Move :func:`solve_ensemble`'s positional arguments after ``flow`` into
-    ``flow_options`` (the field's ``rate_options``, in order) and ``run_options``
-    (:data:`ENSEMBLE_POSITIONS`), in place, warning
-    :class:`~odeflow.errors.RenamedWarning` (they are keywords now)."""
-    rates = tuple(field_class.rate_options)
-    names = rates + ENSEMBLE_POSITIONS
-    if len(positional) > len(names):
-        raise ValidationError("solve_ensemble", f"takes at most {3 + len(names)} positional "
-                              f"arguments (data, starts, flow, {', '.join(names)}), got "
-                              f"{3 + len(positional)}")
-    defaults = inspect.signature(solve_ensemble).parameters
-    for name, value in zip(names, positional, strict=False):
-        given = flow_options if name in rates else run_options
-        if name in rates and name in flow_options or name in run_options \
-                and not _same(run_options[name], defaults[name].default):
-            raise ValidationError(name, "given by position and by name")
-        given[name] = value
-    if positional:
-        shown = ", ".join(f"{n}=" for n in names[:len(positional)])
-        warnings.warn(RenamedWarning(f"positional arguments after flow are keywords now: "
-                                     f"solve_ensemble(data, starts, flow, {shown}...)"),
-                      stacklevel=3)
 
 
 def _refuse_single_solve_options(entry: str, options: dict) -> None:
