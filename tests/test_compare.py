@@ -117,3 +117,57 @@ def test_cli_compare_bad_input_exits_2(capsys, argv, field):
     assert main(["compare", "--no-progress", *argv]) == 2
     flag = "--" + field.replace("_", "-")  # typed on the command line: named as the flag
     assert f"odeflow: error: {flag}:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("options", "field"), [
+    ({"run": "gradient_ascent", "seeds": 5}, "seeds"),
+    ({"run": "gradient_ascent", "seed": 3}, "seed"),
+    ({"run": "gradient_ascent", "batch_size": 7}, "batch_size"),
+    ({"run": "gradient_ascent", "seq_len": 9}, "seq_len"),
+    ({"run": "gradient_ascent", "seeds": [0]}, "seeds"),
+    ({"run": "sgd", "dt": 0.01}, "dt"),
+    ({"dt": 1.0}, "dt"),
+])
+def test_compare_runs_refuses_what_its_process_does_not_take(small, options, field):
+    """Nothing is dropped: gradient ascent refuses SGD's settings, SGD refuses dt."""
+    with pytest.raises(ValidationError) as err:
+        compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=4, **options)
+    assert err.value.field == field
+
+
+def test_compare_runs_defaults_of_the_other_process_are_taken(small):
+    """The defaults given by name (seeds=1, seed=0, batch_size/seq_len None, dt None)
+    are the same comparison; gradient ascent's dt is 1 by default."""
+    ga = compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=6, run="gradient_ascent")
+    same = compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=6, run="gradient_ascent",
+                        seeds=1, seed=0, batch_size=None, seq_len=None, dt=1.0)
+    assert np.array_equal(ga.z_gap, same.z_gap) and ga.settings["dt"] == 1.0
+    sgd = compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=6, batch_size=4, seq_len=8)
+    again = compare_runs(small, eta_y=ETA_Y, eta_z=ETA_Z, steps=6, batch_size=4, seq_len=8,
+                         dt=None)
+    assert np.array_equal(sgd.z_gap, again.z_gap) and "dt" not in sgd.settings
+
+
+@pytest.mark.parametrize(("argv", "flag"), [
+    (["--run", "gradient_ascent", "--seeds", "3"], "--seeds"),
+    (["--run", "gradient_ascent", "--batch-size", "4"], "--batch-size"),
+    (["--run", "gradient_ascent", "--seq-len", "8"], "--seq-len"),
+    (["--run", "gradient_ascent", "--momentum", "0.5"], "--momentum"),
+    (["--dt", "0.5"], "--dt"),
+    (["--run", "sgd", "--dt", "1"], "--dt"),
+    (["--table", "--dt", "0.5"], "--dt"),
+    (["--table", "--run", "gradient_ascent"], "--run"),
+    (["--table", "--batch-size", "4"], "--batch-size"),
+    (["--table", "--seq-len", "8"], "--seq-len"),
+])
+def test_cli_compare_refuses_the_flags_of_the_other_process(capsys, argv, flag):
+    assert main(["compare", "--steps", "5", "--no-progress", *argv]) == 2
+    assert f"odeflow: error: {flag}:" in capsys.readouterr().err
+
+
+def test_cli_compare_gradient_ascent_is_compare_runs_with_dt_only(capsys):
+    assert main(["compare", "--run", "gradient_ascent", "--steps", "6", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    direct = compare_runs(DataModel.preset("syn-small"), eta_y=1.0, eta_z=5.0, steps=6,
+                          run="gradient_ascent")
+    assert doc["dt"] == 1.0 and doc["z_gap"] == direct.z_gap.tolist()

@@ -19,6 +19,7 @@ sizes (as ``T`` and the batch grow, SGD approaches Level E);
 
 from __future__ import annotations
 
+import numbers
 import time
 from dataclasses import dataclass, field
 
@@ -147,10 +148,14 @@ def flow_at(data, eta_y, eta_z, t, rtol=1e-10, atol=1e-12, start=None) -> Trajec
                  t_eval=t, rtol=rtol, atol=atol, start=start, progress=False)
 
 
-def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed) -> dict:
-    """SGD's settings (defaults: plain steps, 32 sequences of length 64); gradient
-    ascent refuses an optimiser by name."""
+def _run_settings(run, optimizer, batch_size, seq_len, seeds, seed, dt) -> dict:
+    """The settings of ``run``: SGD's batches and seeds (defaults: plain steps, 32
+    sequences of length 64, one seed) or gradient ascent's ``dt`` (default 1). Each
+    process refuses, by name, a setting of the other that is not its default."""
     if run == "sgd":
+        if dt is not None:
+            raise ValidationError("dt", "is gradient ascent's time step; SGD's step k is at "
+                                  "flow time t = k (give run='gradient_ascent' for dt)")
         return {"optimizer": optimizer,
                 "batch_size": 32 if batch_size is None else batch_size,
                 "seq_len": 64 if seq_len is None else seq_len,
@@ -158,7 +163,20 @@ def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed) -> dict:
     if optimizer is not None:
         raise ValidationError("optimizer", "gradient ascent takes plain steps of size dt; "
                               "its optimiser flows are odeflow.solve(optimizer=...)")
-    return {}
+    sgd_only = [name for name, given in (("seeds", not _is_number(seeds, 1)),
+                                         ("seed", not _is_number(seed, 0)),
+                                         ("batch_size", batch_size is not None),
+                                         ("seq_len", seq_len is not None)) if given]
+    if sgd_only:
+        raise ValidationError(sgd_only[0], f"is SGD's; gradient ascent is one deterministic "
+                              f"run on the population objective (give no "
+                              f"{', '.join(sgd_only)}, or run='sgd')")
+    return {"dt": 1.0 if dt is None else dt}
+
+
+def _is_number(value, number: int) -> bool:
+    """Whether ``value`` is the plain number ``number`` (a default left as it is)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and value == number
 
 
 @old_forms(positional=("eta_y", "eta_z", "steps", "run", "batch_size", "seq_len", "seeds",
@@ -167,7 +185,7 @@ def _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed) -> dict:
 def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: float = 1.0,
                  run: str = "sgd", optimizer=None, batch_size: int | None = None,
                  seq_len: int | None = None, seed: int = 0, record=None,
-                 dt: float = 1.0, rtol: float = 1e-10, atol: float = 1e-12,
+                 dt: float | None = None, rtol: float = 1e-10, atol: float = 1e-12,
                  progress: bool | None = None) -> Comparison:
     """Run gradient ascent or SGD and the Level E flow on one data model; compare.
 
@@ -182,7 +200,7 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
         Steps of the run; the flow is solved to ``t = steps`` (``steps * dt``
         for gradient ascent).
     seeds : int or sequence of int, default 1
-        SGD seeds (or how many, ``seed .. seed + seeds - 1``); with several, the mean
+        SGD's seeds (or how many, ``seed .. seed + seeds - 1``); with several, the mean
         over seeds is compared.
     eta_y, eta_z : float, default 1
         Learning rates shared by the run and the flow (Eqns 3-4).
@@ -196,12 +214,13 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
     batch_size, seq_len : int, optional
         SGD's batches (default 32 sequences of length 64).
     seed : int, default 0
-        The first seed when ``seeds`` is a count.
+        SGD's first seed when ``seeds`` is a count.
     record : int or sequence of int, optional
         Record every this many steps, or those steps (and always the start and the
         end); about 100 records by default.
-    dt : float, default 1
-        Time step of gradient ascent.
+    dt : float, optional
+        Time step of gradient ascent (1 by default); SGD refuses it (its step ``k``
+        is at ``t = k``).
     rtol, atol : float
         Tolerances of the reference flow solve.
     progress : bool, optional
@@ -213,11 +232,12 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
 
     Notes
     -----
-    Gradient ascent is one deterministic run: it refuses an ``optimizer`` and does not
-    use SGD's ``seeds``, ``seed``, ``batch_size`` or ``seq_len``. Old forms (one
-    release, :class:`~odeflow.errors.RenamedWarning`): ``compare_runs(data, eta_y,
-    eta_z, steps, ...)`` positionally, ``momentum=`` (``optimizer``) and
-    ``record_every=`` (``record``).
+    Each process refuses, naming it, what only the other takes: gradient ascent is one
+    deterministic run and refuses an ``optimizer`` and SGD's ``seeds``, ``seed``,
+    ``batch_size`` and ``seq_len`` other than their defaults (1, 0, None, None); SGD
+    refuses ``dt``. Old forms (one release, :class:`~odeflow.errors.RenamedWarning`):
+    ``compare_runs(data, eta_y, eta_z, steps, ...)`` positionally, ``momentum=``
+    (``optimizer``) and ``record_every=`` (``record``).
     """
     if run not in RUNS:
         raise ValidationError("run", f"unknown run {run!r}; choose one of {list(RUNS)}")
@@ -225,18 +245,18 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
         from odeflow.data import DataModel
 
         data = DataModel.preset("syn-small")
-    sgd = _sgd_settings(run, optimizer, batch_size, seq_len, seeds, seed)
+    own = _run_settings(run, optimizer, batch_size, seq_len, seeds, seed, dt)
     start = time.perf_counter()
     if run == "gradient_ascent":
-        result = gradient_ascent(data, eta_y, eta_z, steps, dt=dt, record=record,
+        result = gradient_ascent(data, eta_y, eta_z, steps, dt=own["dt"], record=record,
                                  progress=progress)
-        settings = {"run": run, "dt": float(dt)}
+        settings = {"run": run, "dt": float(own["dt"])}
     else:
-        result = sgd_ensemble(data, eta_y, eta_z, steps, sgd["batch_size"], sgd["seq_len"],
-                              seeds=sgd["seeds"], optimizer=sgd["optimizer"],
+        result = sgd_ensemble(data, eta_y, eta_z, steps, own["batch_size"], own["seq_len"],
+                              seeds=own["seeds"], optimizer=own["optimizer"],
                               record=record, progress=progress)
-        settings = {"run": run, "batch_size": int(sgd["batch_size"]),
-                    "seq_len": int(sgd["seq_len"]), "seeds": result.seeds,
+        settings = {"run": run, "batch_size": int(own["batch_size"]),
+                    "seq_len": int(own["seq_len"]), "seeds": result.seeds,
                     "momentum": float(result.trajectories[0].meta["momentum"])}
     run_time = time.perf_counter() - start
     flow = flow_at(data, eta_y, eta_z, result.t, rtol=rtol, atol=atol)

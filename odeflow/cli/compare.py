@@ -38,15 +38,16 @@ def register(sub) -> None:
                                   f"{DEFAULTS['steps']} steps)")
     p.add_argument("--steps", type=int, metavar="N",
                    help=f"training steps ({DEFAULTS['steps']}); --t-end T means T/dt steps")
-    p.add_argument("--run", choices=RUNS, default="sgd", help="process to compare (sgd)")
-    p.add_argument("--dt", type=float, default=1.0, help="gradient-ascent time step (1)")
+    p.add_argument("--run", choices=RUNS, help="process to compare (sgd)")
+    p.add_argument("--dt", type=float, help="gradient-ascent time step (1); only with --run "
+                   "gradient_ascent")
     p.add_argument("--batch-size", type=int, metavar="B",
                    help=f"sequences per SGD step ({DEFAULTS['batch_size']})")
     p.add_argument("--seq-len", type=int, metavar="T",
                    help=f"sequence length incl. the query token ({DEFAULTS['seq_len']})")
     p.add_argument("--seeds", type=int, metavar="K",
                    help=f"SGD runs (seeds 0..K-1); their mean is compared ({DEFAULTS['seeds']})")
-    p.add_argument("--momentum", type=float, default=0.0, metavar="MU",
+    p.add_argument("--momentum", type=float, metavar="MU",
                    help="SGD's heavy-ball momentum: the optimiser odeflow.Momentum(MU); "
                         "0 plain steps (0)")
     p.add_argument("--record", type=int, metavar="N",
@@ -94,7 +95,7 @@ def _steps(args) -> int:
     if args.t_end is not None:
         if not args.t_end > 0 or not math.isfinite(args.t_end):
             raise ValidationError("t_end", f"must be finite and > 0, got {args.t_end!r}")
-        dt = args.dt if args.run == "gradient_ascent" else 1.0
+        dt = 1.0 if args.dt is None else args.dt
         if not (dt > 0 and math.isfinite(dt)):
             raise ValidationError("dt", f"must be finite and > 0, got {dt!r}")
         steps = args.t_end / dt
@@ -103,6 +104,32 @@ def _steps(args) -> int:
                                   f"{LIMITS['steps']:,}")
         return max(1, round(steps))
     return DEFAULTS["steps"]
+
+
+#: Flags that only SGD takes, and those only gradient ascent takes (``--dt``).
+SGD_FLAGS = ("seeds", "batch_size", "seq_len", "momentum")
+
+
+def _check_process_flags(args) -> None:
+    """Refuse, by flag, what the chosen process does not take (nothing is dropped):
+    gradient ascent takes no SGD flag, SGD no ``--dt``; ``--table`` compares both
+    processes at ``dt = 1`` over ``--seq-lens`` x ``--batch-sizes``."""
+    if args.table:
+        for name, why in (("run", "the table compares both processes"),
+                          ("dt", "the table's gradient ascent takes dt = 1"),
+                          ("batch_size", "the table takes --batch-sizes"),
+                          ("seq_len", "the table takes --seq-lens")):
+            if getattr(args, name) is not None:
+                raise ValidationError(name, f"not with --table ({why})")
+        return
+    if args.run == "gradient_ascent":
+        for name in SGD_FLAGS:
+            if getattr(args, name) is not None:
+                raise ValidationError(name, "is SGD's; --run gradient_ascent is one "
+                                      "deterministic run on the population objective")
+    elif args.dt is not None:
+        raise ValidationError("dt", "only with --run gradient_ascent (SGD's step k is at "
+                              "t = k)")
 
 
 def _time_rows(cmp, rows: int) -> str:
@@ -131,6 +158,8 @@ def run(args) -> int:
     from odeflow.training.common import check_count, check_fraction
 
     renamed_flags(args, FLAG_RENAMED)
+    _check_process_flags(args)
+    args.run = args.run or "sgd"
     rows_shown = check_rows(args.rows)
     for key in ("seq_lens", "batch_sizes"):
         if getattr(args, key) is not None and not args.table:
@@ -157,7 +186,7 @@ def run(args) -> int:
             for value in values:
                 _bounded(check_count(value, name), name.rstrip("s"))
     progress = False if args.no_progress else None
-    mu = check_fraction(args.momentum, "momentum")
+    mu = check_fraction(0.0 if args.momentum is None else args.momentum, "momentum")
     optimizer = Momentum(mu) if mu else None
     if args.table:
         rows = gap_table(data, eta_y, eta_z, steps, seq_lens=args.seq_lens,
@@ -173,10 +202,13 @@ def run(args) -> int:
                    f"{steps} steps, {seeds} seeds per cell", width_of(args)))
         print(format_gap_table(rows))
         return 0
+    if args.run == "sgd":
+        own = {"batch_size": batch_size, "seq_len": seq_len, "seeds": seeds,
+               "optimizer": optimizer}
+    else:
+        own = {"dt": args.dt}
     cmp = compare_runs(data, eta_y=eta_y, eta_z=eta_z, steps=steps, run=args.run,
-                       batch_size=batch_size, seq_len=seq_len, seeds=seeds,
-                       optimizer=optimizer, dt=args.dt, record=args.record,
-                       progress=progress)
+                       record=args.record, progress=progress, **own)
     figures = {"data": label, **cmp.summary()}
     _save(args, figures)
     if args.json:
@@ -184,9 +216,9 @@ def run(args) -> int:
         return 0
     if args.run == "sgd":
         what = (f"sgd ({seeds} seed{'s' if seeds != 1 else ''}, batch {batch_size}, "
-                f"T={seq_len}, momentum {args.momentum:g})")
+                f"T={seq_len}, momentum {mu:g})")
     else:
-        what = f"gradient ascent (dt={args.dt:g})"
+        what = f"gradient ascent (dt={cmp.settings['dt']:g})"
     width = width_of(args)
     print(wrap(f"odeflow compare: {label}, {what} vs exact flow, eta_y={eta_y:g}, "
                f"eta_z={eta_z:g}, {steps} steps", width))
