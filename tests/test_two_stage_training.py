@@ -7,6 +7,7 @@ import csv
 import numpy as np
 import pytest
 
+import odeflow
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import SolveError, ValidationError
 from odeflow.fields.optimizers import Adam, Momentum
@@ -159,6 +160,18 @@ def test_training_refuses_bad_input_and_reports_divergence():
             train(DATA, **args)
     with pytest.raises(SolveError, match="eta"):
         train_run(TwoStageData(loss="squared"), 60, 50.0, seq_len=8, batch_size=20, held_out=0)
+
+
+def test_sample_size_is_taken_with_a_fixed_sample_only():
+    """sample_size is the fixed training set's size: with the default fresh prompts it is
+    refused naming it (it was dropped), in train, train_run and odeflow.train."""
+    kw = dict(steps=3, eta=0.2, seq_len=4, batch_size=5, held_out=0, progress=False)
+    for call in (train, odeflow.train, lambda data, **k: train_run(data, **k)):
+        with pytest.raises(ValidationError, match="^sample_size: .*sample='fixed'"):
+            call(DATA, sample_size=10, **kw)
+    fixed = train(DATA, sample="fixed", sample_size=10, **kw)
+    assert fixed[0].meta["sample_size"] == 10
+    assert train(DATA, **kw)[0].meta["sample_size"] is None
 
 
 def test_held_out_scores_of_many_weights_are_those_of_each():

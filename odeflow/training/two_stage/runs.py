@@ -134,6 +134,10 @@ class Batches:
     def __init__(self, data, sample: str, batch_size: int, seq_len: int, sample_size, rng):
         if sample not in SAMPLES:
             raise ValidationError("sample", f"must be one of {list(SAMPLES)}, got {sample!r:.80}")
+        if sample == "fresh" and sample_size is not None:
+            raise ValidationError("sample_size", "is the size of a fixed training set: only "
+                                  "with sample='fixed' (sample='fresh' draws new prompts "
+                                  "each step)")
         self.data, self.sample, self.rng = data, sample, rng
         self.batch_size, self.seq_len = batch_size, seq_len
         self.fixed = None
@@ -173,7 +177,8 @@ def train_run(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int 
         Prompts per step.
     sample : {"fresh", "fixed"}
         Fresh prompts every step, or minibatches of a fixed training set of
-        ``sample_size`` prompts (default ``batch_size``: full-batch descent).
+        ``sample_size`` prompts (default ``batch_size``: full-batch descent);
+        ``sample_size`` with fresh prompts is refused naming it.
     optimizer : Optimizer, optional
         ``GradientDescent()`` (default), ``Momentum(mu)`` or ``Adam(...)``.
     seed : int
@@ -256,7 +261,8 @@ def train(data: TwoStageData, *, steps: int = 100, seeds=1, start=None, optimize
     batch_size, seq_len : int
         Prompts per step (500) and ``N``, labelled examples per prompt (64).
     sample_size : int, optional
-        With ``sample="fixed"``, the training set's prompts (default ``batch_size``).
+        With ``sample="fixed"``, the training set's prompts (default ``batch_size``);
+        refused with ``sample="fresh"``.
     seed : int, default 0
         The first seed when ``seeds`` is a count.
     record : None, int or sequence of int
