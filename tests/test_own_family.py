@@ -281,6 +281,16 @@ def test_spawned_sweep_workers_register_the_family(small, tmp_path, monkeypatch)
         unregister_family("linear2_local")
 
 
+def test_a_worker_that_cannot_import_a_family_says_which():
+    """A worker started by no process of the user's (``dask worker``) cannot import a
+    class of the user's script (``__main__``): the task fails naming ``backend`` and the
+    class, not with a bare AttributeError."""
+    from odeflow.sweeps import backends
+
+    with pytest.raises(ValidationError, match=r"^backend: .*__main__:NoSuchFamily"):
+        backends.compute_points("{}", [], ("__main__:NoSuchFamily",))
+
+
 def test_dask_workers_register_the_family(small, tmp_path):
     """Dask workers (other interpreters, started by no initializer of ours) register the
     families the client registered by a call from their tasks, so the linear family's

@@ -255,9 +255,8 @@ def check_flow_options(flow: str, field_class, options: dict) -> None:
     allowed = [p for p in params if p not in ("self", "data")]
     for key in options:
         if key not in allowed:
-            shown = [p for p in allowed if p not in field_class.rate_options]
             raise ValidationError(key, f"unknown option for flow {flow!r}; it takes "
-                                  f"{shown if shown else 'no options'}")
+                                  f"{allowed if allowed else 'no options'}")
 
 
 def check_common_exact_steps(optimizer, wrapped) -> None:

@@ -86,7 +86,14 @@ def _register_missing(families: tuple) -> None:
     from odeflow.families import FAMILIES, load, register_family
 
     for target in families:
-        cls = load(target)
+        try:
+            cls = load(target)
+        except (ImportError, AttributeError) as exc:
+            raise ValidationError("backend", f"this worker cannot import the family class "
+                                  f"{target} that the sweep's process registered by a call "
+                                  f"({type(exc).__name__}: {exc}); define it in a module "
+                                  "the workers can import (not the script run as "
+                                  "__main__), or use an entry point") from None
         if type(FAMILIES.get(cls.name)) is not cls:
             register_family(cls)
 

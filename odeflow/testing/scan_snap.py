@@ -80,10 +80,9 @@ def data_models(draw, *, min_classes: int = 1, max_classes: int = 3, max_queries
     -------
     SearchStrategy[DataModel]
     """
-    if common not in ("any", "none", "single"):
-        raise ValueError(f"common must be 'any', 'none' or 'single', got {common!r}")
-    if common == "single" and min_classes < 2:
-        raise ValueError("common='single' needs min_classes >= 2")
+    if common not in ("any", "none", "single") or common == "single" and min_classes < 2:
+        raise ValueError(f"common must be 'any', 'none' or 'single' (this one with "
+                         f"min_classes >= 2), got {common!r}, min_classes={min_classes}")
     K = draw(st.integers(min_classes, max_classes))
     q = draw(st.integers(1, max(1, min(max_queries, K))))
     query_of = list(range(q)) + draw(st.lists(st.integers(0, q - 1), min_size=K - q,
@@ -108,21 +107,30 @@ def data_models(draw, *, min_classes: int = 1, max_classes: int = 3, max_queries
     for pos, g in enumerate(groups, start=int(ends[-1])):
         for k in g:
             supports[k].append(context_ids[pos])
-    classes = []
-    for k in range(K):
-        p = draw(probability_vectors(len(supports[k]), min_ratio))
-        if draw(st.booleans()) if dense is None else dense:
-            probs = np.zeros(M)
-            probs[supports[k]] = p
-        else:
-            probs = dict(zip(supports[k], p.tolist(), strict=True))
-        classes.append(SequenceClass(next_ids[k], query_ids[query_of[k]], probs))
-    weights = None
-    if not (draw(st.booleans()) if uniform_weights is None else uniform_weights):
-        weights = draw(probability_vectors(K, min_ratio=0.3, ties=False)).tolist()
-        if draw(st.booleans()):
-            weights = dict(zip(next_ids, weights, strict=True))
-    return DataModel(M, classes, weights)
+    classes = [SequenceClass(next_ids[k], query_ids[query_of[k]],
+                             _class_probs(draw, M, supports[k], min_ratio, dense))
+               for k in range(K)]
+    return DataModel(M, classes, _class_weights(draw, next_ids, uniform_weights))
+
+
+def _class_weights(draw, next_ids: list, uniform: bool | None):
+    """The class weights: None (uniform), a list or a mapping by next token (``uniform``
+    drawn when None)."""
+    if draw(st.booleans()) if uniform is None else uniform:
+        return None
+    weights = draw(probability_vectors(len(next_ids), min_ratio=0.3, ties=False)).tolist()
+    return dict(zip(next_ids, weights, strict=True)) if draw(st.booleans()) else weights
+
+
+def _class_probs(draw, M: int, support: list, min_ratio: float, dense: bool | None):
+    """One class's ``c_{.|n}`` on ``support``: a length-``M`` array or a mapping (drawn
+    when ``dense`` is None)."""
+    p = draw(probability_vectors(len(support), min_ratio))
+    if draw(st.booleans()) if dense is None else dense:
+        probs = np.zeros(M)
+        probs[support] = p
+        return probs
+    return dict(zip(support, p.tolist(), strict=True))
 
 
 def initial_logits(data: DataModel, scale: float = 2.0):
