@@ -143,6 +143,14 @@ def test_an_unknown_option_is_refused_by_name():
         odeflow.train(INDUCTION, steps=2, batch_size=10)
 
 
+@pytest.mark.parametrize("optimizer", [0.9, "adam", "sgd", odeflow.Protocol()])
+def test_scan_snap_train_takes_an_optimiser_object_only(optimizer):
+    """odeflow.train says what it takes, an odeflow optimiser (training.check_optimizer),
+    not Protocol's string form."""
+    with pytest.raises(ValidationError, match="^optimizer: must be an odeflow optimiser"):
+        odeflow.train(SCAN, steps=2, batch_size=4, seq_len=8, optimizer=optimizer)
+
+
 def test_shared_helpers_name_their_field():
     assert run_seeds(3, seed=4) == [4, 5, 6] and run_seeds([2, 9]) == [2, 9]
     with pytest.raises(ValidationError, match="^seed:"):

@@ -53,7 +53,7 @@ from threadpoolctl import threadpool_limits
 from odeflow.data import DataModel, as_real_number, validate_positive
 from odeflow.errors import ValidationError
 from odeflow.fields.optimizers import Adam, GradientDescent, Momentum, Optimizer
-from odeflow.training.api import old_forms, record_marks, run_seeds
+from odeflow.training.api import check_optimizer, old_forms, record_marks, run_seeds
 from odeflow.training.batch import (  # noqa: F401  (re-exported: the public API)
     LumpedLayout,
     UnlumpedLayout,
@@ -346,7 +346,9 @@ def train(data: DataModel, *, steps: int = 100, seeds=1, start=None, optimizer=N
         ``U[-1/sqrt(M), 1/sqrt(M)]`` by the run's generator (Fig. 6).
     optimizer : Optimizer, optional
         ``odeflow.Momentum(mu)`` (default ``Momentum(0.9)``, the paper's),
-        ``GradientDescent()`` (plain SGD) or ``odeflow.Adam(betas, eps)``.
+        ``GradientDescent()`` (plain SGD) or ``odeflow.Adam(betas, eps)``; anything
+        else (a number, :class:`Protocol`'s ``"sgd"``/``"adam"``) is refused naming
+        ``optimizer`` (:func:`odeflow.training.check_optimizer`).
     batch_size, seq_len : int
         ``B`` sequences of length ``T`` per step, drawn fresh each step.
     sample_size : None
@@ -392,7 +394,8 @@ def train(data: DataModel, *, steps: int = 100, seeds=1, start=None, optimizer=N
     if start is not None and not (isinstance(start, str) and start in INITS):
         raise ValidationError("start", f"must be None or one of {list(INITS)} (the runs "
                               f"draw their starts from their seeds), got {start!r:.80}")
-    protocol = Protocol(optimizer=Momentum(0.9) if optimizer is None else optimizer,
+    protocol = Protocol(optimizer=Momentum(0.9) if optimizer is None else
+                        check_optimizer(optimizer),
                         eta_y=eta_y, eta_z=eta_z, weight_decay=weight_decay,
                         init=start or "zero", batch_size=batch_size, seq_len=seq_len,
                         steps=steps)
