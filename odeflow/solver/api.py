@@ -39,17 +39,15 @@ def solve(data, flow: str = FAMILY_DEFAULT, *positional, t_span=DEFAULT_SPAN, t_
         default when omitted; Scan and Snap's: ``"exact"`` (Level E, Lemma 1),
         ``"finite_t"`` (Level T), ``"reduced"`` (Level R, Theorem 1), ``"snap"`` (Sec. 6).
     *positional
-        The old form ``solve(data, flow, eta_y, eta_z, t_span, ...)``, taken for one
-        release with a :class:`~odeflow.errors.RenamedWarning` (the rates and the
-        solve's options are keywords now).
+        The old form ``solve(data, flow, eta_y, eta_z, t_span, ...)``: one release,
+        with a :class:`~odeflow.errors.RenamedWarning` (keywords now).
     t_span, t_eval : (float, float), array_like
         ``(t0, t_end)``; the output times (optional), by default log-spaced
         (:func:`default_t_eval`: 40 a decade, fewer for a state whose snapshots would
         exceed :data:`OUTPUT_BYTES_LIMIT`).
-    method : str
-        ``"auto"`` (:func:`choose_method`) or a method of ``solve_ivp`` in :data:`METHODS`.
-    rtol, atol : float
-        Tolerances passed to ``solve_ivp``.
+    method, rtol, atol : str, float, float
+        ``"auto"`` (:func:`choose_method`) or a method of ``solve_ivp`` in :data:`METHODS`;
+        the tolerances passed to ``solve_ivp``.
     progress : bool, optional
         A bar showing ``t`` (True), nothing (False); by default a bar on a terminal,
         else a line on stderr every :data:`PROGRESS_LOG_SECONDS` s of a long solve.
@@ -58,26 +56,24 @@ def solve(data, flow: str = FAMILY_DEFAULT, *positional, t_span=DEFAULT_SPAN, t_
     dense_output : bool, default False
         Keep ``solve_ivp``'s continuous solution: ``traj.sol(t)``, the raw state.
     events : callable, FieldEvent or list of them, optional
-        Functions ``event(t, y)`` of the raw state (``terminal``, ``direction`` as in
-        ``solve_ivp``) or ready events of :mod:`odeflow.solver.events` (e.g. the maximum
-        of ``gamma``, Theorem 1b): results in ``traj.t_events``, ``traj.y_events``; a
-        terminal event ends the solve early (``traj.status == 1``).
+        ``event(t, y)`` of the raw state (``terminal``, ``direction`` as in ``solve_ivp``)
+        or ready events of :mod:`odeflow.solver.events` (e.g. the maximum of ``gamma``,
+        Theorem 1b): ``traj.t_events``, ``traj.y_events``; a terminal one ends the solve.
     optimizer : odeflow.Momentum or odeflow.Adam, optional
-        Integrate the optimiser's ODE in *step time* around the flow's parameter level
-        (``Field.parameter_level``; docs/optimisers.md): ``t_span`` (from 0) and
-        ``t_eval`` are in optimiser steps (every whole step up to 2,001, then 100 a
-        decade, by default), ``traj.steps`` is the step axis, ``traj.velocity`` and
-        ``traj.moments`` the optimiser's state. None: the plain gradient flow.
+        The optimiser's ODE in *step time* around the flow's parameter level
+        (``Field.parameter_level``, docs/optimisers.md): ``t_span`` (from 0), ``t_eval``
+        and ``traj.steps`` in optimiser steps (by default every step to 2,001, then 100
+        a decade); ``traj.velocity``, ``traj.moments`` its state. None: the gradient flow.
     schedule : Schedule, optional
         (Among ``flow_options``.) Stages solved one after the other (:func:`solve_schedule`);
         their durations set the span: leave ``t_span`` out or give ``(0, end)``.
     **flow_options
         Passed to the vector field, over the family's defaults (``Family.solve_defaults``):
         its learning rates (Scan and Snap: ``eta_y``, ``eta_z`` of the decoder and the
-        attention logits, 1 and 0.1 by default; the induction heads: ``rates``);
-        ``start`` of every flow (Scan and Snap: the pair
-        ``(y0, z0)``, the initial decoder and logits, either None: zero; the old
-        keywords ``y0=``, ``z0=`` warn; the induction heads: the parameters), ``iota``,
+        attention logits, 1 and 0.1 by default; the induction heads: ``rates``); ``start``
+        of every flow (Scan and Snap: the pair ``(y0, z0)``, the initial decoder and
+        logits, either None: zero; the old keywords ``y0=``, ``z0=`` warn; the induction
+        heads: the parameters), ``iota``,
         ``beta`` of ``"reduced"``; ``seq_len``, ``sample_size``, ``seed`` of
         ``"finite_t"`` and ``"finite_l"``. An old keyword (``docs/api.md``) is
         translated with a :class:`~odeflow.errors.RenamedWarning`.
@@ -99,12 +95,7 @@ def solve(data, flow: str = FAMILY_DEFAULT, *positional, t_span=DEFAULT_SPAN, t_
     run = {"t_span": t_span, "t_eval": t_eval, "method": method, "rtol": rtol, "atol": atol,
            "progress": progress, "max_nfev": max_nfev, "dense_output": dense_output,
            "events": events, "optimizer": optimizer}
-    if positional:
-        family = family_of(data)
-        field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT
-                                         else flow)
-        take_positional("solve(data, flow", field_class, SOLVE_POSITIONS, positional,
-                        flow_options, run, inspect.signature(solve).parameters)
+    _old_positional(data, flow, positional, flow_options, run)
     flow_options = new_option_names(data, flow, flow_options)
     if flow_options.get("schedule") is not None:
         schedule = flow_options.pop("schedule")
@@ -113,6 +104,17 @@ def solve(data, flow: str = FAMILY_DEFAULT, *positional, t_span=DEFAULT_SPAN, t_
     return solve_one(data, flow, run["t_span"], run["t_eval"], run["method"], run["rtol"],
                      run["atol"], run["progress"], run["max_nfev"], run["dense_output"],
                      run["events"], run["optimizer"], flow_options)
+
+
+def _old_positional(data, flow, positional: tuple, flow_options: dict, run: dict) -> None:
+    """:func:`solve`'s old positional arguments after ``flow`` moved into ``flow_options``
+    (the field's rates) and ``run`` (:data:`SOLVE_POSITIONS`), warning (in place)."""
+    if positional:
+        family = family_of(data)
+        field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT
+                                         else flow)
+        take_positional("solve(data, flow", field_class, SOLVE_POSITIONS, positional,
+                        flow_options, run, inspect.signature(solve).parameters, stacklevel=4)
 
 
 def _solve_scheduled(data, flow, t_span, schedule, **options):

@@ -273,7 +273,8 @@ def check_common_exact_steps(optimizer, wrapped) -> None:
 
 
 def take_positional(entry: str, field_class, positions: tuple, positional: tuple,
-                    flow_options: dict, run_options: dict, parameters) -> None:
+                    flow_options: dict, run_options: dict, parameters,
+                    stacklevel: int = 3) -> None:
     """Move an entry point's positional arguments after ``flow`` (its old form) into
     ``flow_options`` (the field's ``rate_options``, in order) and ``run_options`` (then
     ``positions``), in place, warning :class:`~odeflow.errors.RenamedWarning` at the
@@ -281,7 +282,8 @@ def take_positional(entry: str, field_class, positions: tuple, positional: tuple
 
     ``entry``: the call as shown up to ``flow`` (e.g. ``"solve(data, flow"``);
     ``parameters``: the entry point's ``inspect.signature(...).parameters`` (their
-    defaults tell a keyword left at its default from one given).
+    defaults tell a keyword left at its default from one given); ``stacklevel`` as for
+    :func:`warnings.warn` (3: the caller of the entry point that calls this).
 
     Raises
     ------
@@ -305,7 +307,7 @@ def take_positional(entry: str, field_class, positions: tuple, positional: tuple
     if positional:
         shown = ", ".join(f"{n}=" for n in names[:len(positional)])
         warnings.warn(RenamedWarning(f"positional arguments after flow are keywords now: "
-                                     f"{entry}, {shown}...)"), stacklevel=3)
+                                     f"{entry}, {shown}...)"), stacklevel=stacklevel)
 
 
 def _is_default(value, default) -> bool:

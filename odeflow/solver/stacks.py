@@ -166,11 +166,9 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
         ``"auto"`` (for this stack, which passes no Jacobian, RK45) or an explicit
         method of ``solve_ivp``.
     rtol, atol : float
-        Tolerances *per member*: the stacked solve runs at ``rtol / sqrt(P)``, ``atol /
-        sqrt(P)`` (members of one size; as :func:`solve_batch`), since ``solve_ivp``
-        controls the RMS error of the whole stack. The members share the step sizes,
-        so each result differs from its own :func:`solve` within the tolerance, not bit
-        for bit.
+        Tolerances *per member*, as for :func:`solve_batch` (the stack's divided by
+        ``sqrt(P)``). The members share the step sizes, so each result differs from its
+        own :func:`solve` within the tolerance, not bit for bit.
     blas_threads : int or None, default :data:`SOLVE_BLAS_THREADS`
         BLAS threads during the solve (None: the library's default).
 
