@@ -96,6 +96,31 @@ def test_the_old_two_stage_form_warns_and_is_one_run():
         assert np.array_equal(runs.W_Q, one.W_Q)
 
 
+def test_the_old_two_stage_keyword_form_warns_before_the_new_loss():
+    """train(data, steps=..., eta=...) is the old keyword form (one run, whose loss was
+    the held-out loss) and the new one with one seed (loss: the training loss, seed axis
+    first). Without seeds= reading loss warns first, at the caller; with seeds= it
+    does not. steps and t are the one run's, as before."""
+    import warnings
+
+    from odeflow.training.two_stage import train
+
+    options = {"steps": 3, "eta": 0.2, "seq_len": 6, "batch_size": 10, "held_out": 40,
+               "record": [0, 3], "progress": False}
+    for call in (train, odeflow.train):
+        runs = call(TWO_STAGE, **options)
+        with pytest.warns(RenamedWarning, match="held-out loss") as record:
+            loss = runs.loss
+        assert all(w.filename == __file__ for w in record)
+        assert loss.shape == (1, 2) and np.array_equal(loss[0], runs[0].train_loss)
+        assert np.array_equal(runs[0].loss, runs[0].scores["loss"])   # the old run.loss
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert runs.steps.tolist() == [0, 3] and np.array_equal(runs.t, runs[0].t)
+            new = call(TWO_STAGE, seeds=1, **options)
+            assert np.array_equal(new.loss, loss)
+
+
 COMPARE = {
     "scan_snap": {"batch_size": 4, "seq_len": 8, "eta_y": 1.0, "eta_z": 0.5},
     "induction": {"seq_len": 12, "sample_size": 30},

@@ -229,11 +229,15 @@ class Runs:
     t : ndarray
         Their flow times.
     loss : ndarray, shape (S, n)
-        Each run's training loss at the recorded steps (the seed axis first).
+        Each run's training loss at the recorded steps (the seed axis first). With
+        ``note`` (a trainer whose old form returned one run with another ``loss``),
+        reading it from outside odeflow warns :class:`~odeflow.errors.RenamedWarning`
+        ``note`` first.
     """
 
-    def __init__(self, runs, seeds, loss: str = "loss"):
+    def __init__(self, runs, seeds, loss: str = "loss", note: str | None = None):
         self.runs, self.seeds, self._loss = list(runs), list(seeds), loss
+        self._note = note
 
     def __len__(self) -> int:
         return len(self.runs)
@@ -257,6 +261,9 @@ class Runs:
 
     @property
     def loss(self) -> np.ndarray:
+        note = self.__dict__.get("_note")
+        if note and not _in_package(sys._getframe(1)):
+            warnings.warn(RenamedWarning(note), stacklevel=2)
         return self.stack(self._loss)
 
     def stack(self, name: str) -> np.ndarray:
@@ -282,6 +289,12 @@ class Runs:
 
 
 # ------------------------------------------------------------------ old forms
+def _in_package(frame) -> bool:
+    """Whether ``frame`` runs code of a module of odeflow."""
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return name == "odeflow" or name.startswith("odeflow.")
+
+
 def _caller_level(start: int) -> tuple[int, bool]:
     """``(stacklevel, in_package)`` of the first frame, from ``start`` frames above the
     caller of this function, that runs no code of this module (the entry points and
@@ -289,8 +302,7 @@ def _caller_level(start: int) -> tuple[int, bool]:
     level, frame = start, sys._getframe(start)
     while frame is not None and frame.f_globals.get("__name__") == __name__:
         frame, level = frame.f_back, level + 1
-    name = frame.f_globals.get("__name__", "") if frame is not None else ""
-    return level, name == "odeflow" or name.startswith("odeflow.")
+    return level, _in_package(frame)
 
 
 def old_forms(positional=(), renames=None, translate=None, legacy=None, slots=None):

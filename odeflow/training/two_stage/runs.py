@@ -27,6 +27,7 @@ each with its own prompt of ``seq_len`` examples, drawn from their own seed.
 
 from __future__ import annotations
 
+import functools
 import sys
 import time
 from dataclasses import dataclass, field
@@ -229,6 +230,27 @@ def train_run(data: TwoStageData, steps: int, eta: float = 0.1, *, seq_len: int 
     return run
 
 
+#: What a two-stage ``train(data, steps=...)`` without ``seeds`` says when its ``loss`` is
+#: read: the old keyword form returned one run, whose ``loss`` was the held-out loss.
+LOSS_NOTE = ("'runs.loss' is the training-batch loss of each seed, shape (seeds, records): "
+             "train(data, steps=...) returns the runs over seeds. The one run it returned "
+             "before had 'run.loss' = the held-out loss, shape (records,): now "
+             "'runs[0].loss' (and 'runs[0].train_loss' the batch loss). Give seeds= to "
+             "train for the new form without this warning")
+
+
+def _note_without_seeds(function):
+    """:func:`train` given no ``seeds`` (maybe the old ``train(data, steps=..., eta=...)``
+    of one run): its :class:`Runs` warns :data:`LOSS_NOTE` when ``loss`` is read."""
+    @functools.wraps(function)
+    def wrapper(*args, **options):
+        runs = function(*args, **options)
+        if "seeds" in options:
+            return runs
+        return Runs(runs.runs, runs.seeds, loss="train_loss", note=LOSS_NOTE)
+    return wrapper
+
+
 def _positional(args, options) -> bool:
     """Whether a call of :func:`train` is the old ``train(data, steps, eta, ...)``."""
     return len(args) > 1
@@ -237,6 +259,7 @@ def _positional(args, options) -> bool:
 @old_forms(legacy=(_positional, train_run, "train(data, steps, eta, ...) is now "
                    "train(data, steps=..., eta=...), which returns the runs over seeds; "
                    "train_run(data, steps, eta, ...) is one run"))
+@_note_without_seeds
 def train(data: TwoStageData, *, steps: int = 100, seeds=1, start=None, optimizer=None,
           batch_size: int = 500, seq_len: int = 64, sample_size: int | None = None,
           seed: int = 0, record=None, progress: bool | None = None, eta: float = 0.1,
@@ -276,7 +299,11 @@ def train(data: TwoStageData, *, steps: int = 100, seeds=1, start=None, optimize
         Held-out queries of each kind (0: none) and their seed, shared by the runs.
 
     Old form (one release, :class:`~odeflow.errors.RenamedWarning`):
-    ``train(data, steps, eta, ...)``, one run, now :func:`train_run`.
+    ``train(data, steps, eta, ...)``, one run, now :func:`train_run`. The old keyword
+    form ``train(data, steps=..., eta=...)`` is this call with one seed: its ``loss``
+    is now the training loss (the old run's was the held-out loss), so without
+    ``seeds`` reading ``loss`` warns first (:data:`LOSS_NOTE`); ``steps``, ``t`` and
+    the run's own attributes (``runs.W_P``, with a warning) read as before.
 
     Returns
     -------
