@@ -210,7 +210,7 @@ def _records(value, options: dict) -> dict:
 @old_forms(positional=None, translate={"records": _records})
 def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_flow.STEPS,
         eta: float = beside_flow.ETA, seq_len: int = beside_flow.SEQ_LEN,
-        sample: str = "fixed", sample_size: int | None = SAMPLE_SIZE,
+        sample: str = "fixed", sample_size: int | None = None,
         batch_size: int | None = None, record=None,
         held_out: int = beside_flow.HELD_OUT, flow_points: int = FLOW_POINTS,
         progress: bool | None = None) -> Reproduction:
@@ -226,8 +226,10 @@ def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_f
     steps, eta : int, float
         The horizon is ``T = eta * steps`` (flow time).
     seq_len, sample, sample_size, batch_size, record, held_out
-        As for :func:`odeflow.training.two_stage.compare`; ``batch_size`` None is
-        ``sample_size`` for a fixed sample (full-batch descent), 200 for fresh prompts;
+        As for :func:`odeflow.training.two_stage.compare`; ``sample_size`` None is
+        :data:`SAMPLE_SIZE` prompts for a fixed sample (none for fresh prompts: given, it
+        is refused); ``batch_size`` None is ``sample_size`` for a fixed sample
+        (full-batch descent), 200 for fresh prompts;
         ``record`` None is the start and :data:`~odeflow.training.two_stage.beside_flow.RECORDS`
         log-spaced steps (``log_spaced_steps(steps, n)`` gives ``n`` of them).
     flow_points : int
@@ -250,6 +252,8 @@ def run(out, seeds=5, *, data: TwoStageData | None = None, steps: int = beside_f
     folder = writable_folder(out, "out", what="out (the CSV and PNG files go into it)")
     data = TwoStageData.preset("ts-default") if data is None else data
     steps = check_count(steps, "steps")
+    if sample == "fixed" and sample_size is None:
+        sample_size = SAMPLE_SIZE
     if batch_size is None:
         batch_size = sample_size if sample == "fixed" and sample_size else beside_flow.BATCH_SIZE
     horizon = float(eta) * steps

@@ -37,7 +37,7 @@ import numpy as np
 from odeflow.data.checks import check_count, check_seed, validate_positive
 from odeflow.data.two_stage import TwoStageData
 from odeflow.errors import SolveError, ValidationError
-from odeflow.fields.optimizers import GradientDescent, Optimizer
+from odeflow.fields.optimizers import Optimizer
 from odeflow.fields.two_stage.finite_n import (
     KINDS,
     Prompts,
@@ -47,6 +47,7 @@ from odeflow.fields.two_stage.finite_n import (
     sample_prompts,
 )
 from odeflow.training import Runs, old_forms, record_marks, run_seeds
+from odeflow.training.api import check_optimizer
 
 #: Ways a run draws its prompts.
 SAMPLES = ("fresh", "fixed")
@@ -111,16 +112,6 @@ def log_spaced_steps(steps: int, count: int = 40) -> np.ndarray:
     steps = check_count(steps, "steps")
     marks = np.unique(np.round(np.geomspace(1, steps, check_count(count, "count"))))
     return np.concatenate([[0], marks]).astype(np.int64)
-
-
-def check_optimizer(optimizer) -> Optimizer:
-    """``optimizer`` (``None``: :class:`GradientDescent`) if it is an odeflow optimiser."""
-    if optimizer is None:
-        return GradientDescent()
-    if not isinstance(optimizer, Optimizer):
-        raise ValidationError("optimizer", f"must be an odeflow optimiser (GradientDescent, "
-                              f"Momentum, Adam), got {type(optimizer).__name__}")
-    return optimizer
 
 
 def flow_times(optimizer: Optimizer, steps: np.ndarray, eta: float) -> np.ndarray:
