@@ -221,10 +221,8 @@ def compare_runs(data=None, *, steps: int, seeds=1, eta_y: float = 1.0, eta_z: f
     dt : float, optional
         Time step of gradient ascent (1 by default); SGD refuses it (its step ``k``
         is at ``t = k``).
-    rtol, atol : float
-        Tolerances of the reference flow solve.
-    progress : bool, optional
-        Progress bar of the run.
+    rtol, atol, progress : float, float, bool or None
+        Tolerances of the reference flow solve; the run's progress bar.
 
     Returns
     -------
