@@ -21,7 +21,8 @@ def small():
 @pytest.fixture(scope="module")
 def reference(small):
     t = np.linspace(0.0, T_END, 101)
-    return solve(small, "exact", ETA_Y, ETA_Z, (0.0, T_END), t_eval=t, rtol=1e-12, atol=1e-14)
+    return solve(small, "exact", eta_y=ETA_Y, eta_z=ETA_Z, t_span=(0.0, T_END), t_eval=t,
+                 rtol=1e-12, atol=1e-14)
 
 
 def _relative_gap(run, flow):
