@@ -185,6 +185,16 @@ def record_marks(record, steps: int, default=None, *, exact: bool = False) -> np
     return np.unique(np.concatenate([[0], marks, [steps]])).astype(np.int64)
 
 
+def log_spaced_steps(steps: int, count: int) -> np.ndarray:
+    """``0``, ``steps`` and about ``count`` distinct log-spaced steps from 1 to ``steps``
+    (sorted int64; ``[0]`` for ``steps = 0``): the families' default records."""
+    steps = check_count(steps, "steps", minimum=0)
+    if steps == 0:
+        return np.zeros(1, dtype=np.int64)
+    marks = np.round(np.geomspace(1, steps, check_count(count, "count"))).astype(np.int64)
+    return np.unique(np.concatenate([[0], marks, [steps]]))
+
+
 def _is_scalar(value) -> bool:
     """Whether ``value`` is one number (not text, not a sequence)."""
     try:

@@ -30,7 +30,6 @@ Time map
 
 from __future__ import annotations
 
-import math
 import sys
 from dataclasses import dataclass
 
@@ -53,7 +52,7 @@ from odeflow.fields.induction.finite_length import (  # noqa: F401  (re-exported
     check_subsets,
     merge_keys,
 )
-from odeflow.training import Runs, check_optimizer, old_forms, record_marks, run_seeds
+from odeflow.training import Runs, api, check_optimizer, old_forms, record_marks, run_seeds
 
 #: The authors' learning rate.
 PAPER_RATE = 1.0
@@ -133,12 +132,9 @@ class InductionRun:
 
 
 def log_spaced_steps(total: int, count: int = 60) -> np.ndarray:
-    """About ``count`` step marks from 0 to ``total``: 0, 1, then log-spaced (ints, distinct)."""
-    total = check_count(total, "steps", minimum=0)
-    if total == 0:
-        return np.zeros(1, dtype=np.int64)
-    marks = np.unique(np.round(np.logspace(0, math.log10(total), count)).astype(np.int64))
-    return np.unique(np.concatenate([[0], marks, [total]]))
+    """About ``count`` step marks from 0 to ``total``: 0, 1, then log-spaced (ints, distinct;
+    :func:`odeflow.training.api.log_spaced_steps`)."""
+    return api.log_spaced_steps(total, count)
 
 
 def train_sample(model: EmpiricalInduction, theta0, schedule, *, record=None,

@@ -46,8 +46,7 @@ from odeflow.fields.two_stage.finite_n import (
     margin_loss,
     sample_prompts,
 )
-from odeflow.training import Runs, old_forms, record_marks, run_seeds
-from odeflow.training.api import check_optimizer
+from odeflow.training import Runs, api, check_optimizer, old_forms, record_marks, run_seeds
 
 #: Ways a run draws its prompts.
 SAMPLES = ("fresh", "fixed")
@@ -108,10 +107,9 @@ class TwoStageRun:
 
 
 def log_spaced_steps(steps: int, count: int = 40) -> np.ndarray:
-    """``0`` and about ``count`` distinct log-spaced steps from 1 to ``steps`` (both kept)."""
-    steps = check_count(steps, "steps")
-    marks = np.unique(np.round(np.geomspace(1, steps, check_count(count, "count"))))
-    return np.concatenate([[0], marks]).astype(np.int64)
+    """``0`` and about ``count`` distinct log-spaced steps from 1 to ``steps`` (both kept;
+    :func:`odeflow.training.api.log_spaced_steps`, ``steps >= 1``)."""
+    return api.log_spaced_steps(check_count(steps, "steps"), count)
 
 
 def flow_times(optimizer: Optimizer, steps: np.ndarray, eta: float) -> np.ndarray:
