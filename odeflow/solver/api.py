@@ -13,10 +13,9 @@ from __future__ import annotations
 import inspect
 
 from odeflow.errors import ValidationError
-from odeflow.families import family_of
 from odeflow.solver.options import DEFAULT_SPAN, FAMILY_DEFAULT, check_span, take_positional
 from odeflow.solver.schedule import solve_schedule
-from odeflow.solver.single import new_option_names, solve_one
+from odeflow.solver.single import flow_of, new_option_names, solve_one
 
 #: :func:`solve`'s old positional arguments after ``flow`` and the field's learning rates
 #: (Scan and Snap's ``eta_y, eta_z``), in their old order: keywords now.
@@ -110,10 +109,7 @@ def _old_positional(data, flow, positional: tuple, flow_options: dict, run: dict
     """:func:`solve`'s old positional arguments after ``flow`` moved into ``flow_options``
     (the field's rates) and ``run`` (:data:`SOLVE_POSITIONS`), warning (in place)."""
     if positional:
-        family = family_of(data)
-        field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT
-                                         else flow)
-        take_positional("solve(data, flow", field_class, SOLVE_POSITIONS, positional,
+        take_positional("solve(data, flow", flow_of(data, flow)[2], SOLVE_POSITIONS, positional,
                         flow_options, run, inspect.signature(solve).parameters, stacklevel=4)
 
 

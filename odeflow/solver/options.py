@@ -301,7 +301,7 @@ def take_positional(entry: str, field_class, positions: tuple, positional: tuple
     for name, value in zip(names, positional, strict=False):
         given = flow_options if name in rates else run_options
         if name in flow_options if name in rates else \
-                not _is_default(run_options[name], parameters[name].default):
+                not same_value(run_options[name], parameters[name].default):
             raise ValidationError(name, "given by position and by name")
         given[name] = value
     if positional:
@@ -310,9 +310,16 @@ def take_positional(entry: str, field_class, positions: tuple, positional: tuple
                                      f"{entry}, {shown}...)"), stacklevel=stacklevel)
 
 
-def _is_default(value, default) -> bool:
-    """Whether a keyword's ``value`` is its ``default`` (an array never is)."""
-    if value is default:
+def same_value(a, b) -> bool:
+    """Whether two option values are equal (arrays by their entries; False when it
+    cannot tell)."""
+    if a is b:
         return True
-    return not isinstance(value, np.ndarray) and type(value) is type(default) \
-        and value == default
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool(np.array_equal(a, b))
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False

@@ -16,9 +16,8 @@ import numpy as np
 
 from odeflow.data import as_real_array
 from odeflow.errors import ValidationError
-from odeflow.families import family_of
 from odeflow.solver.options import FAMILY_DEFAULT, default_t_eval
-from odeflow.solver.single import new_option_names, solve_one
+from odeflow.solver.single import flow_of, new_option_names, solve_one
 
 #: The options of :func:`odeflow.solve` a stage takes beside the field's, and their defaults.
 SOLVE_DEFAULTS = {"method": "auto", "rtol": 1e-8, "atol": 1e-10, "progress": None,
@@ -67,9 +66,7 @@ def solve_schedule(data, schedule, flow: str = FAMILY_DEFAULT, t_eval=None, **op
         cannot be staged.
     """
     options = new_option_names(data, flow, options)
-    family = family_of(data)
-    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
-    field_class = family.field_class(flow)
+    _, flow, field_class = flow_of(data, flow)
     stages = _checked_stages(schedule, flow, field_class, options)
     ends = np.cumsum([s.duration for s in stages])
     t_eval = _checked_times(t_eval, ends[-1])

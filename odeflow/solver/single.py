@@ -33,12 +33,19 @@ def solve_one(data, flow, t_span, t_eval, method, rtol, atol, progress, max_nfev
                         progress, dense_output, events)
 
 
+def flow_of(data, flow) -> tuple:
+    """``(family, flow, field class)`` of ``data``'s family (``flow`` its default when
+    :data:`FAMILY_DEFAULT`); a ValidationError names ``data`` or ``flow``."""
+    family = family_of(data)
+    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
+    return family, flow, family.field_class(flow)
+
+
 def new_option_names(data, flow, options: dict) -> dict:
     """``options`` with the old names the flow's field takes (its constructor's
     ``renamed``: :func:`odeflow.errors.renamed_keywords`) replaced by the new ones,
     warning :class:`~odeflow.errors.RenamedWarning` at the caller of the entry point."""
-    family = family_of(data)
-    field_class = family.field_class(family.default_flow if flow is FAMILY_DEFAULT else flow)
+    field_class = flow_of(data, flow)[2]
     return renamed(options, getattr(field_class.__init__, "renamed", {}), stacklevel=4)
 
 
@@ -48,9 +55,7 @@ def _build_field(data, flow, flow_options: dict, optimizer, t_span, t_eval, rtol
     family's field for ``flow`` (its ``solve_defaults``, then the flow options, each
     checked by name), wrapped by ``optimizer``'s flow in step time, and the checked span,
     output times, tolerances and budget."""
-    family = family_of(data)
-    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
-    field_class = family.field_class(flow)
+    family, flow, field_class = flow_of(data, flow)
     t0, t_end, t_eval, rtol, atol, max_nfev = check_run(t_span, t_eval, rtol, atol, max_nfev)
     options = {**family.solve_defaults, **flow_options}
     check_flow_options(flow, field_class, options)

@@ -21,7 +21,6 @@ from collections.abc import Mapping
 import numpy as np
 
 from odeflow.errors import ValidationError, renamed
-from odeflow.families import family_of
 from odeflow.fields.optimizers import optimizer_flow
 from odeflow.solver.integrate import SOLVE_BLAS_THREADS, integrate_field, run_from
 from odeflow.solver.options import (
@@ -33,9 +32,10 @@ from odeflow.solver.options import (
     check_flow_options,
     check_run,
     prepare,
+    same_value,
     take_positional,
 )
-from odeflow.solver.single import new_option_names
+from odeflow.solver.single import flow_of, new_option_names
 
 #: What ``method="auto"`` is for :func:`solve_ensemble`'s stack and for a stack under
 #: an optimiser flow: an explicit method (their stacks pass no Jacobian).
@@ -113,7 +113,7 @@ def solve_batch(data, params, flow: str = FAMILY_DEFAULT, t_span=DEFAULT_SPAN, t
 
     flow_options = new_option_names(data, flow, flow_options)
     _refuse_single_solve_options("solve_batch", flow_options)
-    family, flow, field_class = _flow_of(data, flow)
+    family, flow, field_class = flow_of(data, flow)
     points = batch_points(field_class, params)
     run = check_run(t_span, t_eval, rtol, atol, max_nfev)
     if optimizer is not None:
@@ -189,7 +189,7 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
     """
     from odeflow.fields.ensemble import StartEnsemble
 
-    family, flow, field_class = _flow_of(data, flow)
+    family, flow, field_class = flow_of(data, flow)
     run_options = {"t_span": t_span, "t_eval": t_eval, "method": method, "rtol": rtol,
                    "atol": atol, "optimizer": optimizer, "progress": progress,
                    "blas_threads": blas_threads, "max_nfev": max_nfev}
@@ -208,14 +208,6 @@ def solve_ensemble(data, starts, flow: str = FAMILY_DEFAULT, *positional,
     return _solve_stack(stack, members, optimizer, method, run, run_options["progress"],
                         run_options["blas_threads"], f"{flow} flow from {stack.P} starts",
                         "ensemble_size")
-
-
-def _flow_of(data, flow) -> tuple:
-    """``(family, flow, field class)`` of ``data``'s family (``flow`` its default when
-    :data:`FAMILY_DEFAULT`); a ValidationError names ``data`` or ``flow``."""
-    family = family_of(data)
-    flow = family.default_flow if flow is FAMILY_DEFAULT else flow
-    return family, flow, family.field_class(flow)
 
 
 def _start_points(field_class, starts) -> list:
@@ -271,21 +263,7 @@ def varying_options(points: list) -> set:
     keys = set().union(*points)
     first = points[0]
     return {k for k in keys
-            if any(k not in p or k not in first or not _same(p[k], first[k]) for p in points)}
-
-
-def _same(a, b) -> bool:
-    """Whether two option values are equal (False when it cannot tell)."""
-    if a is b:
-        return True
-    if type(a) is not type(b):
-        return False
-    if isinstance(a, np.ndarray):
-        return a.shape == b.shape and bool(np.array_equal(a, b))
-    try:
-        return bool(a == b)
-    except (TypeError, ValueError):
-        return False
+            if any(k not in p or k not in first or not same_value(p[k], first[k]) for p in points)}
 
 
 def _length(value) -> int | None:
