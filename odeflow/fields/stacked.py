@@ -64,8 +64,9 @@ class StackedField(Field):
 
     name = "stacked"
     #: Explicit method of ``method="auto"`` for a stack too large for dense Jacobians:
-    #: the stacked solve runs at ``rtol / sqrt(P)`` (see ``solve_batch``), where the
-    #: 8th-order method takes fewer steps (``docs/benchmarks.md``).
+    #: the stacked solve runs at tolerances divided by ``sqrt(P)`` or more (see
+    #: ``solve_batch``), where the 8th-order method takes fewer steps
+    #: (``docs/benchmarks.md``).
     large_state_method = "DOP853"
 
     def __init__(self, fields, varying=None):
